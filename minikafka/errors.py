@@ -1,0 +1,116 @@
+"""Errors, named and numbered as Kafka (and kafka-python) name and number them.
+
+Course code catches ``OffsetOutOfRangeError`` here and the same name from
+``kafka.errors`` against a real cluster, so names, ``errno`` and ``message`` follow
+Kafka's protocol error table. The wire layer maps ``errno`` to and from the protocol;
+nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+
+class KafkaError(Exception):
+    """Base of every minikafka error."""
+
+    retriable = False
+    # Whether a client should refresh its metadata before retrying.
+    invalid_metadata = False
+
+
+class IllegalArgumentError(KafkaError, ValueError):
+    """A configuration value or argument is out of range."""
+
+
+class IllegalStateError(KafkaError):
+    pass
+
+
+class KafkaTimeoutError(KafkaError):
+    retriable = True
+
+
+class UnsupportedCodecError(KafkaError):
+    pass
+
+
+class BrokerResponseError(KafkaError):
+    """An error a broker returns in a response, with Kafka's error code."""
+
+    errno: int = -1
+    message: str = "UNKNOWN_SERVER_ERROR"
+
+    def __str__(self) -> str:
+        detail = super().__str__()
+        return f"[Error {self.errno}] {self.message}" + (f": {detail}" if detail else "")
+
+
+class OffsetOutOfRangeError(BrokerResponseError):
+    errno = 1
+    message = "OFFSET_OUT_OF_RANGE"
+
+
+class CorruptRecordError(BrokerResponseError):
+    """A record batch failed its CRC, is truncated, or is otherwise malformed."""
+
+    errno = 2
+    message = "CORRUPT_MESSAGE"
+
+
+class UnknownTopicOrPartitionError(BrokerResponseError):
+    errno = 3
+    message = "UNKNOWN_TOPIC_OR_PARTITION"
+    invalid_metadata = True
+    retriable = True
+
+
+class NotLeaderForPartitionError(BrokerResponseError):
+    errno = 6
+    message = "NOT_LEADER_FOR_PARTITION"
+    invalid_metadata = True
+    retriable = True
+
+
+class MessageSizeTooLargeError(BrokerResponseError):
+    errno = 10
+    message = "MESSAGE_TOO_LARGE"
+
+
+class InvalidTopicError(BrokerResponseError, ValueError):
+    errno = 17
+    message = "INVALID_TOPIC_EXCEPTION"
+
+
+class RecordListTooLargeError(BrokerResponseError):
+    errno = 18
+    message = "RECORD_LIST_TOO_LARGE"
+
+
+class NotEnoughReplicasError(BrokerResponseError):
+    errno = 19
+    message = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+
+
+class InvalidTimestampError(BrokerResponseError):
+    errno = 32
+    message = "INVALID_TIMESTAMP"
+
+
+class UnsupportedForMessageFormatError(BrokerResponseError):
+    errno = 43
+    message = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
+
+
+def _by_errno() -> dict[int, type[BrokerResponseError]]:
+    table: dict[int, type[BrokerResponseError]] = {}
+    pending = list(BrokerResponseError.__subclasses__())
+    while pending:
+        cls = pending.pop()
+        table.setdefault(cls.errno, cls)
+        pending.extend(cls.__subclasses__())
+    return table
+
+
+def for_code(errno: int) -> type[BrokerResponseError]:
+    """The error class for a protocol error code (used by the wire layer)."""
+    return _by_errno().get(errno, BrokerResponseError)
