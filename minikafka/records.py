@@ -368,7 +368,14 @@ class RecordBatch:
             raise CorruptRecordError(
                 f"{where}: truncated batch: batchLength says {size} bytes, only {len(buffer)} present"
             )
-        self._buf = bytes(buffer[:size]) if len(buffer) != size or not isinstance(buffer, bytes) else buffer
+        # A memoryview stays a view (the log checks and patches batches in place); bytes
+        # are kept as they are; anything mutable is copied so the batch cannot change.
+        if isinstance(buffer, memoryview):
+            self._buf = buffer[:size]
+        elif isinstance(buffer, bytes) and len(buffer) == size:
+            self._buf = buffer
+        else:
+            self._buf = bytes(buffer[:size])
 
     # -- derived header fields
     @property
@@ -408,7 +415,7 @@ class RecordBatch:
         return len(self._buf)
 
     def __bytes__(self) -> bytes:
-        return self._buf
+        return bytes(self._buf)
 
     def computed_crc(self) -> int:
         return crc32c(memoryview(self._buf)[ATTRIBUTES_AT:])

@@ -1,0 +1,30 @@
+"""The physical layer: partitions' logs as segment files on disk (Kafka's ``storage``).
+
+``Log`` (Kafka's UnifiedLog) is what the rest of minikafka uses; ``LogSegment``,
+``OffsetIndex`` and ``TimeIndex`` are its parts, shown one at a time in notebook 01.
+"""
+
+from minikafka.storage.index import OffsetIndex, TimeIndex
+from minikafka.storage.log import (
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    Log,
+    LogAppendInfo,
+    LogConfig,
+    RecoveryReport,
+)
+from minikafka.storage.log_manager import LogManager
+from minikafka.storage.segment import LogSegment
+
+__all__ = [
+    "EARLIEST_TIMESTAMP",
+    "LATEST_TIMESTAMP",
+    "Log",
+    "LogAppendInfo",
+    "LogConfig",
+    "LogManager",
+    "LogSegment",
+    "OffsetIndex",
+    "RecoveryReport",
+    "TimeIndex",
+]

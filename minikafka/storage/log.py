@@ -1,0 +1,516 @@
+"""A partition's log: an ordered list of segments, Kafka's ``UnifiedLog``.
+
+Theory of operation
+-------------------
+The log is append-only. Each append validates the incoming batches (sizes, magic, CRC),
+gives them the next offsets by patching ``baseOffset`` (and ``partitionLeaderEpoch``)
+in place, and writes them to the *active* (last) segment. Bytes are never re-encoded.
+
+- Roll: a new segment starts, named by the next offset, when the active one would grow
+  past ``segment.bytes``, when its records span more than ``segment.ms``, or before
+  relative offsets would overflow the 4-byte index field.
+- Retention deletes whole, old segments: those whose newest record is older than
+  ``retention.ms``, then the oldest ones while the log is over ``retention.bytes``. The log
+  start offset moves up to the first remaining segment.
+- Durability: appends reach the OS, ``flush()`` forces them to disk and moves the
+  *recovery point* (the offset below which everything is known to be on disk), which is
+  checkpointed in the log's directory.
+- Recovery on open: segments below the recovery point are trusted (their indexes reused
+  or rebuilt from batch headers). From the recovery point on, every batch is re-read and
+  its CRC checked; the first torn or corrupt batch and everything after it are cut off and
+  reported in ``last_recovery``. Nothing below the recovery point is ever cut.
+
+Invariants: offsets increase strictly through the log; log start <= log end; the active
+segment is the only one written to. This module and ``segment.py``/``index.py`` are the
+only code that touches log files. Time comes from the injected ``clock`` (milliseconds),
+so the simulated world can drive it.
+"""
+
+from __future__ import annotations
+
+import bisect
+import logging
+import os
+import time
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any, Callable, Mapping
+
+from minikafka.errors import (
+    CorruptRecordError,
+    IllegalArgumentError,
+    OffsetOutOfRangeError,
+    MessageSizeTooLargeError,
+)
+from minikafka.records import (
+    HEADER,
+    LOG_OVERHEAD,
+    MemoryRecords,
+    RecordBatch,
+    as_memory_records,
+    patch_header,
+)
+from minikafka.topic import TopicPartition
+from minikafka.storage.segment import LOG_SUFFIX, BatchInfo, LogSegment, ScanResult
+
+logger = logging.getLogger("minikafka.storage")
+
+DAY_MS = 24 * 60 * 60 * 1000
+EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
+LATEST_TIMESTAMP = -1
+RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
+LOG_START_FILE = "log-start-offset-checkpoint"
+
+
+def wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    """Per-topic log settings, with Kafka's defaults. ``LogConfig.of({"segment.bytes": ...})``
+    takes Kafka's dotted names."""
+
+    segment_bytes: int = 1024 * 1024 * 1024
+    segment_ms: int = 7 * DAY_MS
+    retention_ms: int = 7 * DAY_MS  # -1: keep forever
+    retention_bytes: int = -1  # -1: no size limit
+    index_interval_bytes: int = 4096
+    max_message_bytes: int = 1024 * 1024 + 12  # largest batch a producer may append
+
+    _MINIMUM = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "max_message_bytes": 0}
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            key = f.name.replace("_", ".")
+            if not isinstance(value, int) or isinstance(value, bool):
+                raise IllegalArgumentError(f"{key} must be an integer, not {value!r}")
+            low = self._MINIMUM.get(f.name, -1)
+            if value < low:
+                raise IllegalArgumentError(f"{key} must be >= {low}, not {value}")
+
+    @classmethod
+    def of(cls, config: Mapping[str, Any] | None = None, **overrides: Any) -> "LogConfig":
+        """Build from Kafka's names (``"retention.ms"``) or ours (``retention_ms``)."""
+        known = {f.name for f in fields(cls)}
+        values: dict[str, Any] = {}
+        for key, value in {**(config or {}), **overrides}.items():
+            name = key.replace(".", "_")
+            if name not in known:
+                names = ", ".join(sorted(k.replace("_", ".") for k in known))
+                raise IllegalArgumentError(f"unknown log config {key!r}; known: {names}")
+            values[name] = int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else value
+        return cls(**values)
+
+
+@dataclass(frozen=True)
+class LogAppendInfo:
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    num_records: int
+    size_in_bytes: int
+
+
+@dataclass
+class RecoveryReport:
+    """What opening the log found and did; empty lists mean a clean start."""
+
+    recovery_point: int = 0
+    segments_scanned: list[int] = field(default_factory=list)
+    bytes_scanned: int = 0
+    indexes_rebuilt: list[int] = field(default_factory=list)
+    truncated: list[tuple[int, int, str]] = field(default_factory=list)  # (segment, bytes cut, why)
+    segments_deleted: list[int] = field(default_factory=list)
+    problems: list[tuple[int, str]] = field(default_factory=list)  # damage below the recovery point
+
+    @property
+    def clean(self) -> bool:
+        return not (self.truncated or self.segments_deleted)
+
+
+class Log:
+    """One partition's log in directory ``dir`` (e.g. ``/data/trucks_gps-3``)."""
+
+    def __init__(
+        self,
+        dir: Path | str,
+        config: LogConfig | Mapping[str, Any] | None = None,
+        *,
+        clock: Callable[[], int] = wall_clock_ms,
+    ) -> None:
+        self.dir = Path(dir)
+        self.config = config if isinstance(config, LogConfig) else LogConfig.of(config)
+        self.clock = clock
+        self.dir.mkdir(parents=True, exist_ok=True)
+        self.segments: list[LogSegment] = []
+        self._bases: list[int] = []  # segment base offsets, for bisect
+        self.recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
+        self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
+        self.last_recovery = self._load()
+
+    @property
+    def name(self) -> str:
+        return self.dir.name
+
+    # --- opening and recovery ------------------------------------------------------------------
+
+    def _read_checkpoint(self, filename: str) -> int:
+        # Kafka's OffsetCheckpointFile format: version, entry count, "topic partition offset".
+        path = self.dir / filename
+        try:
+            lines = path.read_text().split("\n")
+            if lines[0] == "0" and lines[1] == "1":
+                return int(lines[2].split()[-1])
+        except (OSError, IndexError, ValueError):
+            pass
+        return 0
+
+    def _write_checkpoint(self, filename: str, offset: int) -> None:
+        path = self.dir / filename
+        tmp = path.with_suffix(".tmp")
+        try:
+            tp = TopicPartition.from_dir_name(self.name)
+        except ValueError:  # a log outside a broker's layout, e.g. in a notebook
+            tp = TopicPartition(self.name, 0)
+        with open(tmp, "w") as f:
+            f.write(f"0\n1\n{tp.topic} {tp.partition} {offset}\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, path)  # atomic: a crash leaves the old checkpoint or the new one
+
+    def _load(self) -> RecoveryReport:
+        report = RecoveryReport(recovery_point=self.recovery_point)
+        for stray in self.dir.glob("*.tmp"):
+            stray.unlink()
+        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob(f"*{LOG_SUFFIX}") if p.name[:-4].isdigit())
+        for suffix in (".index", ".timeindex"):  # an index whose log is gone
+            for p in self.dir.glob(f"*{suffix}"):
+                if p.name[: -len(suffix)].isdigit() and int(p.name[: -len(suffix)]) not in bases:
+                    p.unlink()
+        for i, base in enumerate(bases):
+            segment = self._new_segment_object(base)
+            if report.truncated:  # an earlier segment was cut: everything after it goes
+                segment.delete()
+                report.segments_deleted.append(base)
+                continue
+            self._add_segment(segment)
+            next_base = bases[i + 1] if i + 1 < len(bases) else None
+            if next_base is not None and next_base <= self.recovery_point:
+                # Wholly below the recovery point: trusted, never cut. A problem here is
+                # damage after the fact (not a crash); say so and leave the bytes alone.
+                result = segment.load()
+                if result and result.problem:
+                    report.problems.append((base, result.problem))
+                    logger.error("%s: flushed segment %d is damaged: %s", self.name, base, result.problem)
+                elif result:
+                    report.indexes_rebuilt.append(base)
+                continue
+            start = 0
+            if base <= self.recovery_point and segment.indexes_look_sane():
+                start = segment.offset_index.lookup(self.recovery_point)[1]
+            elif base <= self.recovery_point:
+                report.indexes_rebuilt.append(base)
+            result = segment.recover(start)
+            report.segments_scanned.append(base)
+            report.bytes_scanned += result.valid_bytes - start
+            if result.truncated_bytes:
+                report.truncated.append((base, result.truncated_bytes, result.problem or ""))
+                logger.warning(
+                    "%s: recovery cut %d bytes from segment %d: %s",
+                    self.name, result.truncated_bytes, base, result.problem,
+                )
+        if not self.segments:
+            self._add_segment(self._new_segment_object(max(self.log_start_offset, self.recovery_point)))
+        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+        if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
+            self._replace_with_empty(self.log_start_offset)
+        self.flush()  # what recovery kept is now durable, and the checkpoint says so
+        self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+        return report
+
+    def _new_segment_object(self, base: int, created_ms: int | None = None) -> LogSegment:
+        return LogSegment(
+            self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=created_ms
+        )
+
+    def _add_segment(self, segment: LogSegment) -> None:
+        self.segments.append(segment)
+        self._bases.append(segment.base_offset)
+
+    def _replace_with_empty(self, base: int) -> None:
+        for segment in self.segments:
+            segment.delete()
+        self.segments.clear()
+        self._bases.clear()
+        self._add_segment(self._new_segment_object(base, self.clock()))
+
+    # --- offsets ---------------------------------------------------------------------------------
+
+    @property
+    def active_segment(self) -> LogSegment:
+        return self.segments[-1]
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.active_segment.next_offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        return sum(s.size for s in self.segments)
+
+    def _segment_for(self, offset: int) -> int:
+        """Index of the segment whose range holds ``offset`` (the last base <= offset)."""
+        return max(bisect.bisect_right(self._bases, offset) - 1, 0)
+
+    # --- append ------------------------------------------------------------------------------------
+
+    def append(
+        self,
+        records: MemoryRecords | RecordBatch | bytes | list,
+        *,
+        leader_epoch: int | None = None,
+        assign_offsets: bool = True,
+    ) -> LogAppendInfo:
+        """Append one or more batches and return the offsets they got.
+
+        As the leader (``assign_offsets=True``) the log numbers the batches from its end
+        offset. As a follower (``False``) it keeps the leader's offsets, which must not go
+        backwards. ``records`` may also be a list of ``Record`` s, values or (key, value) pairs,
+        which are built into one uncompressed batch first.
+        """
+        buf = bytearray(bytes(as_memory_records(records)))
+        if not buf:
+            raise IllegalArgumentError("nothing to append: the records are empty")
+        view = memoryview(buf)  # batches are checked and patched in place: no copies
+        infos: list[BatchInfo] = []
+        next_offset = self.log_end_offset
+        first_offset = max_ts = -1
+        offset_of_max_ts = num_records = 0
+        position = 0
+        while position < len(buf):
+            where = f"appended records at byte {position}"
+            if position + LOG_OVERHEAD > len(buf):
+                raise CorruptRecordError(f"{where}: truncated batch: {len(buf) - position} bytes left")
+            batch = RecordBatch(view[position:], where=where).validate()
+            size = batch.size_in_bytes
+            if size > self.config.max_message_bytes:
+                raise MessageSizeTooLargeError(
+                    f"{where}: batch of {size} bytes is larger than max.message.bytes "
+                    f"({self.config.max_message_bytes})"
+                )
+            if assign_offsets:
+                if batch.records_count != batch.last_offset_delta + 1:
+                    raise CorruptRecordError(
+                        f"{where}: recordsCount {batch.records_count} disagrees with "
+                        f"lastOffsetDelta {batch.last_offset_delta}"
+                    )
+                patch_header(view[position:], next_offset, leader_epoch)
+                base = next_offset
+            else:
+                base = batch.base_offset
+                if base < next_offset:
+                    raise IllegalArgumentError(
+                        f"{where}: follower append at offset {base} is below the log end offset {next_offset}"
+                    )
+            last = base + batch.last_offset_delta
+            if first_offset < 0:
+                first_offset = base
+            if batch.max_timestamp > max_ts:
+                max_ts, offset_of_max_ts = batch.max_timestamp, last
+            infos.append(BatchInfo(size, last, batch.max_timestamp))
+            num_records += batch.records_count
+            next_offset = last + 1
+            position += size
+        self._maybe_roll(len(buf), infos[0].max_timestamp, infos[-1].last_offset, first_offset)
+        self.active_segment.append(buf, infos)
+        return LogAppendInfo(first_offset, next_offset - 1, max_ts, offset_of_max_ts, num_records, len(buf))
+
+    def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, first_offset: int) -> None:
+        segment = self.active_segment
+        if segment.size == 0:
+            return
+        reason = None
+        if segment.size + size > self.config.segment_bytes:
+            reason = f"segment.bytes: {segment.size} + {size} bytes > {self.config.segment_bytes}"
+        elif self._time_waited_for_roll(segment, max_timestamp) > self.config.segment_ms:
+            reason = f"segment.ms: the segment spans more than {self.config.segment_ms} ms"
+        elif last_offset - segment.base_offset > 2**31 - 1:
+            reason = "relative offsets would overflow the 4-byte index field"
+        if reason:
+            logger.debug("%s: rolling at offset %d (%s)", self.name, first_offset, reason)
+            self.roll(first_offset)
+
+    def _time_waited_for_roll(self, segment: LogSegment, max_timestamp: int) -> int:
+        # As Kafka: by record time when records carry timestamps, else by the wall clock.
+        first = segment.first_batch_max_timestamp
+        if first is not None and first >= 0 and max_timestamp >= 0:
+            return max_timestamp - first
+        return self.clock() - segment.created_ms
+
+    def roll(self, base_offset: int | None = None) -> LogSegment:
+        """Start a new, empty active segment at ``base_offset`` (default: the log end)."""
+        base = max(self.log_end_offset, base_offset or 0)
+        if self.active_segment.size == 0:
+            return self.active_segment
+        segment = self._new_segment_object(base, self.clock())
+        segment.next_offset = base
+        self._add_segment(segment)
+        return segment
+
+    # --- read ----------------------------------------------------------------------------------------
+
+    def read(
+        self,
+        offset: int,
+        max_bytes: int = 1024 * 1024,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> MemoryRecords:
+        """Whole batches starting with the one that holds ``offset``.
+
+        At most ``max_bytes`` (but one batch at least when ``min_one_message``), and nothing at
+        or beyond ``max_offset`` (a broker passes the high watermark for consumers). The
+        first batch may begin before ``offset``: clients skip the records below it.
+        """
+        end = self.log_end_offset
+        if offset < self.log_start_offset or offset > end:
+            raise OffsetOutOfRangeError(
+                f"offset {offset} is out of range for {self.name}: the log holds "
+                f"[{self.log_start_offset}, {end})"
+            )
+        limit = end if max_offset is None else min(max_offset, end)
+        if offset >= limit:
+            return MemoryRecords(b"", where=self.name)
+        i = self._segment_for(offset)
+        while i < len(self.segments):
+            segment = self.segments[i]
+            max_position = None
+            if limit < segment.next_offset:  # stop before the batch holding ``limit``
+                found = segment.translate_offset(limit)
+                max_position = found[0] if found else None
+            data = segment.read(offset, max_bytes, max_position, min_one_message)
+            if data or max_position is not None:
+                return MemoryRecords(data, where=f"{self.name}/{segment.log_path.name}")
+            i += 1
+        return MemoryRecords(b"", where=self.name)
+
+    def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record at or after ``timestamp``, as ListOffsets
+        answers; ``EARLIEST_TIMESTAMP``/``LATEST_TIMESTAMP`` give the log's ends. None if
+        every record is older."""
+        if timestamp == EARLIEST_TIMESTAMP:
+            return (-1, self.log_start_offset)
+        if timestamp == LATEST_TIMESTAMP:
+            return (-1, self.log_end_offset)
+        if timestamp < 0:
+            raise IllegalArgumentError(f"timestamp must be >= 0 or -1/-2, not {timestamp}")
+        for segment in self.segments:
+            if segment.size and segment.max_timestamp >= timestamp:
+                found = segment.find_offset_by_timestamp(timestamp)
+                if found and found[1] >= self.log_start_offset:
+                    return found
+        return None
+
+    # --- truncation, retention -------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Cut the log so that its end is ``offset`` (a follower does this after a leader
+        change). The cut happens at a batch boundary: a batch that straddles ``offset`` goes
+        whole, so the end may land below ``offset``. Returns whether anything was cut."""
+        if offset < 0:
+            raise IllegalArgumentError(f"cannot truncate to a negative offset ({offset})")
+        if offset >= self.log_end_offset:
+            return False
+        if offset <= self.log_start_offset or offset <= self.segments[0].base_offset:
+            self.truncate_fully_and_start_at(offset)
+            return True
+        while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
+            self.segments.pop().delete()
+            self._bases.pop()
+        self.active_segment.truncate_to(offset)
+        self.recovery_point = min(self.recovery_point, self.log_end_offset)
+        self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+        return True
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Delete everything and start an empty log at ``offset``."""
+        self._replace_with_empty(offset)
+        self.log_start_offset = self.recovery_point = offset
+        self._write_checkpoint(RECOVERY_POINT_FILE, offset)
+        self._write_checkpoint(LOG_START_FILE, offset)
+
+    def delete_old_segments(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> list[tuple[int, str]]:
+        """Apply ``retention.ms`` and then ``retention.bytes``; return (base offset, reason)
+        for each segment deleted. Only whole segments go, and none at or past the high
+        watermark (default: the log end)."""
+        now = self.clock() if now_ms is None else now_ms
+        hw = self.log_end_offset if high_watermark is None else high_watermark
+        deleted: list[tuple[int, str]] = []
+        retention_ms = self.config.retention_ms
+        if retention_ms >= 0:
+            expired = [s for s in self.segments if s.size and now - s.largest_timestamp > retention_ms]
+            if expired and expired[-1] is self.active_segment and self.log_end_offset <= hw:
+                self.roll()  # as Kafka: an expired active segment is rolled so it can go
+            for segment in list(self.segments[:-1]):
+                if segment.size and now - segment.largest_timestamp > retention_ms and self._next_base(segment) <= hw:
+                    deleted.append(self._delete_segment(segment, f"retention.ms: newest record {now - segment.largest_timestamp} ms old"))
+                else:
+                    break
+        if self.config.retention_bytes >= 0:
+            excess = self.size_in_bytes - self.config.retention_bytes
+            for segment in list(self.segments[:-1]):
+                if excess - segment.size < 0 or self._next_base(segment) > hw:
+                    break
+                excess -= segment.size
+                deleted.append(self._delete_segment(segment, f"retention.bytes: log over {self.config.retention_bytes} bytes"))
+        if deleted:
+            self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
+            self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+        return deleted
+
+    def _next_base(self, segment: LogSegment) -> int:
+        i = self.segments.index(segment)
+        return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset
+
+    def _delete_segment(self, segment: LogSegment, reason: str) -> tuple[int, str]:
+        i = self.segments.index(segment)
+        del self.segments[i], self._bases[i]
+        segment.delete()
+        logger.info("%s: deleted segment %d (%s)", self.name, segment.base_offset, reason)
+        return segment.base_offset, reason
+
+    # --- durability ------------------------------------------------------------------------------------
+
+    def flush(self) -> None:
+        """Force everything appended so far to disk and move the recovery point to the end."""
+        for segment in self.segments[self._segment_for(self.recovery_point) :]:
+            segment.flush()
+        self.recovery_point = self.log_end_offset
+        self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+
+    @property
+    def unflushed_bytes(self) -> int:
+        return sum(s.size - s.flushed_size for s in self.segments)
+
+    def close(self) -> None:
+        """A clean shutdown: flush, so the next open has nothing to recover."""
+        self.flush()
+        for segment in self.segments:
+            segment.close()
+
+    def __enter__(self) -> "Log":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return (
+            f"Log({self.name!r}, log_start_offset={self.log_start_offset}, "
+            f"log_end_offset={self.log_end_offset}, segments={len(self.segments)}, "
+            f"recovery_point={self.recovery_point})"
+        )

@@ -1,0 +1,345 @@
+"""One segment of a partition's log: Kafka's ``LogSegment``.
+
+Theory of operation
+-------------------
+A segment is three files named by its *base offset* (the first offset it may hold),
+zero-padded to 20 digits so they sort: ``00000000000000000000.log`` holds record batches
+back to back exactly as producers sent them (offsets patched), ``.index`` and
+``.timeindex`` are the sparse indexes (see ``index.py``).
+
+- ``append`` writes whole batches at the end of ``.log`` and, every
+  ``index.interval.bytes``, one index entry: the position of the batch being written and
+  its last offset. Data is written before its index entry, so an index never points past
+  the data a crash left behind.
+- ``read`` finds the first batch holding the wanted offset (index lookup, then a short scan
+  of batch headers) and returns whole batches only, up to ``max_size`` (but always at least
+  one batch, however large, as Kafka does since KIP-74, so a consumer can make progress).
+- ``recover`` re-reads batches from a position, checks each CRC, rebuilds the index entries
+  past that position and cuts the file at the first torn or corrupt batch.
+- ``flush`` is the only durability point: ``flushed_size`` tells how much of the file a
+  crash cannot take away.
+
+Only this file and ``index.py`` touch segment files; nothing here reads a clock.
+"""
+
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator, Sequence
+
+from minikafka.errors import CorruptRecordError
+from minikafka.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
+from minikafka.storage.index import OffsetIndex, TimeIndex
+
+LOG_SUFFIX = ".log"
+INDEX_SUFFIX = ".index"
+TIME_INDEX_SUFFIX = ".timeindex"
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta:
+# the first 27 bytes of a batch, all that is needed to walk a log and find an offset.
+_WALK = struct.Struct(">qiibIhi")
+
+
+def filename_prefix(offset: int) -> str:
+    return f"{offset:020d}"
+
+
+@dataclass(frozen=True)
+class BatchInfo:
+    """What the segment needs to know of a batch being appended (the log has parsed it)."""
+
+    size: int
+    last_offset: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True)
+class ScanResult:
+    valid_bytes: int  # where the last good batch ends
+    truncated_bytes: int  # what was cut off after it
+    problem: str | None  # why the scan stopped early, if it did
+
+
+class LogSegment:
+    def __init__(
+        self,
+        directory: Path | str,
+        base_offset: int,
+        *,
+        index_interval_bytes: int = 4096,
+        created_ms: int | None = None,
+    ) -> None:
+        self.dir = Path(directory)
+        self.base_offset = base_offset
+        self.index_interval_bytes = index_interval_bytes
+        prefix = filename_prefix(base_offset)
+        self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}"
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        stat = os.fstat(self._fd)
+        self.size = stat.st_size
+        self.flushed_size = self.size  # bytes found at open are as durable as we can know
+        self.created_ms = stat.st_mtime_ns // 1_000_000 if created_ms is None else created_ms
+        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}", base_offset)
+        self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}", base_offset)
+        self.next_offset = base_offset
+        self.max_timestamp = -1
+        self.offset_of_max_timestamp = base_offset
+        self.first_batch_max_timestamp: int | None = None  # the clock segment.ms rolls by
+        self._bytes_since_last_index_entry = 0
+
+    # --- writing -----------------------------------------------------------------------------
+
+    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo]) -> None:
+        """Write ``data`` (whole, validated batches described by ``batches``) at the end."""
+        position = self.size
+        offset_entries = []
+        time_entries = []
+        for b in batches:
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+            if self.first_batch_max_timestamp is None:
+                self.first_batch_max_timestamp = b.max_timestamp
+            if self._bytes_since_last_index_entry > self.index_interval_bytes:
+                offset_entries.append((b.last_offset, position))
+                time_entries.append((self.max_timestamp, self.offset_of_max_timestamp))
+                self._bytes_since_last_index_entry = 0
+            self._bytes_since_last_index_entry += b.size
+            position += b.size
+        view = memoryview(data)
+        written = 0
+        while written < len(view):
+            written += os.write(self._fd, view[written:])
+        self.size += written
+        for entry in offset_entries:
+            self.offset_index.append(*entry)
+        for entry in time_entries:
+            self.time_index.maybe_append(*entry)
+        self.next_offset = batches[-1].last_offset + 1
+
+    def flush(self) -> None:
+        os.fsync(self._fd)
+        self.offset_index.flush()
+        self.time_index.flush()
+        self.flushed_size = self.size
+
+    # --- reading -----------------------------------------------------------------------------
+
+    def _walk_header(self, position: int) -> tuple[int, int, int] | None:
+        """(base offset, last offset, size) of the batch at ``position``, or None past the end."""
+        head = os.pread(self._fd, _WALK.size, position)
+        if len(head) < _WALK.size:
+            return None
+        base, length, _, _, _, _, last_delta = _WALK.unpack(head)
+        return base, base + last_delta, LOG_OVERHEAD + length
+
+    def translate_offset(self, offset: int) -> tuple[int, int] | None:
+        """(position, base offset) of the first batch whose last offset is >= ``offset``."""
+        _, position = self.offset_index.lookup(offset)
+        while position < self.size:
+            found = self._walk_header(position)
+            if found is None:
+                return None
+            base, last, size = found
+            if last >= offset:
+                return position, base
+            position += size
+        return None
+
+    def read(
+        self, offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = True
+    ) -> bytes:
+        """Whole batches from the one holding ``offset``, at most ``max_size`` bytes (but at
+        least one batch if ``min_one_message``), never past ``max_position``."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return b""
+        position = found[0]
+        limit = self.size if max_position is None else min(max_position, self.size)
+        if position >= limit:
+            return b""
+        chunk = os.pread(self._fd, min(max_size, limit - position), position)
+        end = 0
+        while end + LOG_OVERHEAD <= len(chunk):
+            (length,) = struct.unpack_from(">i", chunk, end + 8)
+            if end + LOG_OVERHEAD + length > len(chunk):
+                break
+            end += LOG_OVERHEAD + length
+        if end == 0 and min_one_message:
+            _, _, size = self._walk_header(position)
+            return os.pread(self._fd, size, position) if position + size <= limit else b""
+        return chunk[:end] if end < len(chunk) else chunk
+
+    def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
+        """(position, batch) for every batch from ``start_position``; for tools and notebooks."""
+        position = start_position
+        while position + LOG_OVERHEAD <= self.size:
+            (length,) = struct.unpack(">i", os.pread(self._fd, 4, position + 8))
+            size = LOG_OVERHEAD + length
+            yield position, RecordBatch(
+                os.pread(self._fd, size, position), where=f"{self.log_path.name} at byte {position}"
+            )
+            position += size
+
+    def read_bytes(self, position: int, size: int) -> bytes:
+        return os.pread(self._fd, size, position)
+
+    def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
+        """(timestamp, offset) of the first record whose timestamp is >= ``timestamp``."""
+        # The entry just *below* the target: every record up to its offset is older than
+        # the target, so the first match lies in that offset's batch or after it.
+        _, offset = self.time_index.lookup(timestamp - 1)
+        start = self.offset_index.lookup(offset)[1]
+        for _, batch in self.iter_batches(start):
+            if batch.max_timestamp >= timestamp:
+                for record in batch.records():
+                    if record.timestamp >= timestamp:
+                        return record.timestamp, record.offset
+        return None
+
+    @property
+    def largest_timestamp(self) -> int:
+        """What time retention judges this segment by (its newest record, else its mtime)."""
+        return self.max_timestamp if self.max_timestamp >= 0 else self.created_ms
+
+    # --- recovery and truncation -------------------------------------------------------------
+
+    def load(self) -> ScanResult | None:
+        """Open a segment that was flushed before (below the recovery point): trust its bytes,
+        reuse its indexes when they look sane, else rebuild them from headers alone."""
+        if self.indexes_look_sane():
+            start = self.offset_index.last_position
+            rebuilt = False
+        else:
+            start = 0
+            rebuilt = True
+        result = self._scan(start, verify_crc=False)
+        return result if rebuilt or result.problem else None
+
+    def indexes_look_sane(self) -> bool:
+        for index in (self.offset_index, self.time_index):
+            if index.problem:
+                return False
+        if self.offset_index.last_position >= max(self.size, 1) and len(self.offset_index):
+            return False
+        entries = self.time_index.entries()
+        return not entries or entries[-1][1] >= self.base_offset
+
+    def recover(self, start_position: int = 0) -> ScanResult:
+        """Check every batch from ``start_position`` (CRC included), rebuild the index entries
+        past it and cut off the first torn or corrupt batch and everything after it."""
+        result = self._scan(start_position, verify_crc=True)
+        if result.truncated_bytes:
+            self._truncate_file(result.valid_bytes)
+        return result
+
+    def _scan(self, start: int, verify_crc: bool) -> ScanResult:
+        self.offset_index.truncate_to_position(start + 1)  # keep the entry at ``start`` itself
+        if start == 0:
+            self.offset_index.reset()
+            self.time_index.reset()
+            self.max_timestamp, self.offset_of_max_timestamp = -1, self.base_offset
+            self.first_batch_max_timestamp = None
+            self.next_offset = self.base_offset
+        else:
+            # Resume from what the earlier, trusted part of the file indexed.
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        self._bytes_since_last_index_entry = 0
+        position, problem = start, None
+        while position < self.size:
+            where = f"{self.log_path.name} at byte {position}"
+            head = os.pread(self._fd, HEADER_SIZE, position)
+            if len(head) < HEADER_SIZE:
+                problem = f"{where}: torn write: {len(head)} bytes, less than a batch header"
+                break
+            base, length, _, magic, _, _, last_delta, _, max_ts, *_ = HEADER.unpack(head)
+            size = LOG_OVERHEAD + length
+            if magic != MAGIC or length < HEADER_SIZE - LOG_OVERHEAD:
+                problem = f"{where}: not a v2 batch (magic {magic}, batchLength {length})"
+                break
+            if position + size > self.size:
+                problem = (
+                    f"{where}: torn write: the batch claims {size} bytes, "
+                    f"only {self.size - position} are on disk"
+                )
+                break
+            if position > start and base < self.next_offset:
+                problem = f"{where}: offset {base} goes backwards (expected >= {self.next_offset})"
+                break
+            if verify_crc:
+                try:
+                    RecordBatch(os.pread(self._fd, size, position), where=where).validate()
+                except CorruptRecordError as e:
+                    problem = str(e)
+                    break
+            self.append_index_only(BatchInfo(size, base + last_delta, max_ts), position)
+            position += size
+        if problem and position == start and start > 0:
+            # The batch we resumed from is itself bad: nothing before it can be trusted
+            # to tell where the log ends, so scan the whole segment.
+            return self._scan(0, verify_crc)
+        if self.time_index.last_entry[1] >= self.next_offset:
+            self.time_index.truncate_to_offset(self.next_offset)
+            self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        if self.first_batch_max_timestamp is None and position > 0:
+            self.first_batch_max_timestamp = HEADER.unpack(os.pread(self._fd, HEADER_SIZE, 0))[8]
+        return ScanResult(position, self.size - position, problem)
+
+    def append_index_only(self, b: BatchInfo, position: int) -> None:
+        """Account for a batch already in the file (recovery): indexes and offsets only."""
+        if b.max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+        if position == 0:
+            self.first_batch_max_timestamp = b.max_timestamp
+        if self._bytes_since_last_index_entry > self.index_interval_bytes:
+            if not len(self.offset_index) or position > self.offset_index.last_position:
+                self.offset_index.append(b.last_offset, position)
+            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            self._bytes_since_last_index_entry = 0
+        self._bytes_since_last_index_entry += b.size
+        self.next_offset = b.last_offset + 1
+
+    def truncate_to(self, offset: int) -> int:
+        """Remove the batch holding ``offset`` and all after it; return the bytes removed."""
+        found = self.translate_offset(offset)
+        if found is None:
+            return 0
+        position, base = found
+        removed = self.size - position
+        self._truncate_file(position)
+        self.time_index.truncate_to_offset(base)
+        self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
+        if position == 0:
+            self.first_batch_max_timestamp = None
+        self.next_offset = base
+        self._bytes_since_last_index_entry = 0
+        return removed
+
+    def _truncate_file(self, position: int) -> None:
+        os.ftruncate(self._fd, position)
+        self.size = position
+        self.flushed_size = min(self.flushed_size, position)
+        self.offset_index.truncate_to_position(position)
+
+    # --- lifecycle ---------------------------------------------------------------------------
+
+    def close(self) -> None:
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+        self.offset_index.close()
+        self.time_index.close()
+
+    def delete(self) -> None:
+        self.close()
+        self.log_path.unlink(missing_ok=True)
+        self.offset_index.delete()
+        self.time_index.delete()
+
+    def __repr__(self) -> str:
+        return (
+            f"LogSegment(base_offset={self.base_offset}, next_offset={self.next_offset}, "
+            f"size={self.size}, index_entries={len(self.offset_index)})"
+        )
