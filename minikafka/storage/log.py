@@ -210,6 +210,10 @@ class Log:
                 continue
             start = 0
             if base <= self.recovery_point and segment.indexes_look_sane():
+                # Holds the recovery point: walk the headers past the last index entry;
+                # if nothing lies beyond the recovery point (a clean shutdown), done.
+                if segment.load() is None and segment.next_offset <= self.recovery_point:
+                    continue
                 start = segment.offset_index.lookup(self.recovery_point)[1]
             elif base <= self.recovery_point:
                 report.indexes_rebuilt.append(base)
@@ -231,9 +235,10 @@ class Log:
         self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
         return report
 
-    def _new_segment_object(self, base: int, created_ms: int | None = None) -> LogSegment:
+    def _new_segment_object(self, base: int) -> LogSegment:
+        # As Kafka, a segment's creation time is when this process made or opened it.
         return LogSegment(
-            self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=created_ms
+            self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=self.clock()
         )
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -245,7 +250,7 @@ class Log:
             segment.delete()
         self.segments.clear()
         self._bases.clear()
-        self._add_segment(self._new_segment_object(base, self.clock()))
+        self._add_segment(self._new_segment_object(base))
 
     # --- offsets ---------------------------------------------------------------------------------
 
@@ -355,7 +360,7 @@ class Log:
         base = max(self.log_end_offset, base_offset or 0)
         if self.active_segment.size == 0:
             return self.active_segment
-        segment = self._new_segment_object(base, self.clock())
+        segment = self._new_segment_object(base)
         segment.next_offset = base
         self._add_segment(segment)
         return segment

@@ -70,7 +70,7 @@ class LogSegment:
         base_offset: int,
         *,
         index_interval_bytes: int = 4096,
-        created_ms: int | None = None,
+        created_ms: int,
     ) -> None:
         self.dir = Path(directory)
         self.base_offset = base_offset
@@ -78,10 +78,9 @@ class LogSegment:
         prefix = filename_prefix(base_offset)
         self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}"
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
-        stat = os.fstat(self._fd)
-        self.size = stat.st_size
+        self.size = os.fstat(self._fd).st_size
         self.flushed_size = self.size  # bytes found at open are as durable as we can know
-        self.created_ms = stat.st_mtime_ns // 1_000_000 if created_ms is None else created_ms
+        self.created_ms = created_ms
         self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}", base_offset)
         self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}", base_offset)
         self.next_offset = base_offset
@@ -201,7 +200,8 @@ class LogSegment:
 
     @property
     def largest_timestamp(self) -> int:
-        """What time retention judges this segment by (its newest record, else its mtime)."""
+        """What time retention judges this segment by: its newest record, else (records
+        without timestamps) when the segment was created or opened."""
         return self.max_timestamp if self.max_timestamp >= 0 else self.created_ms
 
     # --- recovery and truncation -------------------------------------------------------------
