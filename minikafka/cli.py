@@ -1,0 +1,126 @@
+"""The `minikafka` command: one argparse subcommand per tool.
+
+Theory of operation: `main()` parses argv, dispatches to the subcommand's `run(args)` and returns
+its exit code. Each subcommand registers itself in `build_parser()`; later tools (`server`,
+`topics`, ...) add a parser and a function the same way. Subcommands import their modules lazily,
+so `minikafka --help` stays fast and a tool's dependencies load only when it runs.
+
+Exit codes: 0 success, 1 the command ran and found a problem (`exercises --check` drift), 2 usage
+errors and inputs that cannot be processed (argparse's own convention).
+
+Default folders are resolved against the project root: the nearest directory, from the current
+one upwards, that holds a `pyproject.toml` or a `solutions/` folder (else the current directory).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+
+def project_root(start: Path | None = None) -> Path:
+    start = (start or Path.cwd()).resolve()
+    for folder in (start, *start.parents):
+        if (folder / "pyproject.toml").is_file() or (folder / "solutions").is_dir():
+            return folder
+    return start
+
+
+def _shown(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd().resolve()))
+    except ValueError:
+        return str(path)
+
+
+def run_exercises(args) -> int:
+    from .course.exercises import MarkerError, compare, generate
+
+    root = project_root()
+    solutions = args.solutions or root / "solutions"
+    exercises = args.exercises or root / "exercises"
+    if not solutions.is_dir() and not any(exercises.glob("*.ipynb")):
+        print(f"note: {_shown(solutions)} does not exist yet: there is nothing to generate")
+        return 0
+    try:
+        report = compare(solutions, exercises) if args.check else generate(solutions, exercises)
+    except (MarkerError, FileNotFoundError) as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    where = _shown(exercises)
+    if args.check:
+        for label, names in (("differs", report.differ), ("missing", report.missing),
+                             ("extra", report.extra)):
+            for name in names:
+                print(f"{label}: {where}/{name}")
+        if not report.in_sync:
+            print(f"{where} is out of date: run `minikafka exercises` (or `make exercises`)")
+            return 1
+        print(f"{where} is in sync with {_shown(solutions)}")
+        return 0
+    for label, names in (("updated", report.differ), ("created", report.missing),
+                         ("removed", report.extra)):
+        for name in names:
+            print(f"{label}: {where}/{name}")
+    if report.in_sync:
+        print(f"{where} was already up to date")
+    return 0
+
+
+def run_grade(args) -> int:
+    from .course.grade import format_json, format_table, grade
+
+    root = project_root()
+    reference = args.reference or root / "solutions"
+    sanitize = args.sanitize or root / "tests" / "nbval-sanitize.cfg"
+    for label, path in (("submission", args.path), ("reference folder", reference)):
+        if not path.exists():
+            print(f"error: {label} {path} does not exist", file=sys.stderr)
+            return 2
+    results = grade(args.path, reference, jobs=args.jobs, cell_timeout=args.timeout,
+                    sanitize=sanitize if sanitize.is_file() else None)
+    print(format_json(results) if args.json else format_table(results), end="")
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minikafka", description=__doc__.split("\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    ex = commands.add_parser("exercises", help="generate exercises/ from solutions/",
+                             description="Regenerate exercises/ from solutions/: solution regions "
+                             "become NotImplementedError stubs; outputs and cell ids stay.")
+    ex.add_argument("--solutions", type=Path, metavar="DIR",
+                    help="solutions folder (default: solutions/ in the project root)")
+    ex.add_argument("--exercises", type=Path, metavar="DIR",
+                    help="exercises folder (default: exercises/ in the project root)")
+    ex.add_argument("--check", action="store_true",
+                    help="change nothing; exit 1 and name the files that differ, are missing, "
+                    "or are extra")
+    ex.set_defaults(run=run_exercises)
+
+    gr = commands.add_parser("grade", help="score submitted exercise notebooks with nbval",
+                             description="Grade one submitted .ipynb, or every .ipynb under a "
+                             "folder, against the solutions notebook of the same file name.")
+    gr.add_argument("path", type=Path, metavar="PATH", help="a submission, or a folder of them")
+    gr.add_argument("--reference", type=Path, metavar="DIR",
+                    help="reference solutions folder (default: solutions/ in the project root)")
+    gr.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    gr.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
+                    help="per-cell timeout (default: 300)")
+    gr.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
+                    help="grade N submissions at once (default: 1)")
+    gr.add_argument("--sanitize", type=Path, metavar="FILE",
+                    help="nbval sanitize file (default: tests/nbval-sanitize.cfg, if present)")
+    gr.set_defaults(run=run_grade)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    return args.run(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

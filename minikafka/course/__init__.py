@@ -1,0 +1,21 @@
+"""The course loop: solutions/ -> exercises/ -> a student's work -> a score.
+
+Three folders hold the course. `notebooks/` are the lectures. `solutions/NN-name.ipynb` are short
+exercise notebooks with the reference code, committed with executed outputs. `exercises/` is
+generated from `solutions/` by `exercises.py`: every region between `### BEGIN SOLUTION` and
+`### END SOLUTION` in a cell tagged `exercise` becomes a stub that raises NotImplementedError, and
+the stored outputs stay, so nbval compares the student's code against the reference outputs.
+
+`grade.py` scores submissions: it copies only the student's exercise cells into a copy of the
+reference notebook and runs nbval on that copy, so outputs a student saved never count.
+
+Cell tags are the contract between the notebooks and this package:
+
+- `exercise`: a code cell with solution regions; graded on its own outputs too.
+- `check`: a code cell that prints or asserts exercise results, with deterministic output.
+"""
+
+EXERCISE_TAG = "exercise"
+CHECK_TAG = "check"
+BEGIN_MARKER = "### BEGIN SOLUTION"
+END_MARKER = "### END SOLUTION"

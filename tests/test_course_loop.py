@@ -1,0 +1,365 @@
+"""The course loop: solutions/ -> exercises/ -> a student's submission -> a score.
+
+The fixture tests/fixtures/course/solutions/99-sample.ipynb is a small executed solutions notebook
+(a sparse-index lookup with bisect: two `exercise` cells, two `check` cells). Tests that run nbval
+in a subprocess are marked `notebooks` (a few seconds each); the rest are quick.
+"""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
+
+from minikafka.cli import main
+from minikafka.course.exercises import (MarkerError, compare, dumps, generate, make_exercise,
+                                        notebooks_in, read_notebook, stub_source)
+from minikafka.course.grade import build_graded, format_json, format_table, grade, run_nbval
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "course"
+SAMPLE = FIXTURE / "solutions" / "99-sample.ipynb"
+SAMPLE_EXERCISE = FIXTURE / "exercises" / "99-sample.ipynb"
+SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
+
+
+def cell_by_id(nb, cell_id):
+    return next(cell for cell in nb["cells"] if cell.get("id") == cell_id)
+
+
+# -- 1. the generator -------------------------------------------------------------------------
+
+def test_stub_replaces_exactly_the_marked_regions():
+    solution = read_notebook(SAMPLE)
+    exercise = make_exercise(solution, "sample")
+
+    assert cell_by_id(exercise, "exercise-lookup").source == (
+        "def lookup(index, target):\n"
+        '    """Return the last (offset, position) entry with offset <= target, or None."""\n'
+        '    raise NotImplementedError("exercise: implement lookup()")')
+    assert cell_by_id(exercise, "exercise-start").source == (
+        'raise NotImplementedError("exercise: replace this line with your code")\n'
+        'print("start scanning at byte", start_position)')
+    # Everything but the exercise sources is kept: ids, order, outputs, counts, metadata.
+    assert [c.id for c in exercise.cells] == [c.id for c in solution.cells]
+    for before, after in zip(solution.cells, exercise.cells):
+        if "exercise" in before.metadata.get("tags", []):
+            after = dict(after, source=before.source)
+        assert after == before
+    assert exercise.metadata == solution.metadata
+    assert "### BEGIN SOLUTION" in cell_by_id(solution, "exercise-lookup").source  # not mutated
+
+
+def test_stub_keeps_the_indentation_of_each_region():
+    source = textwrap.dedent("""\
+        class Index:
+            def find(self, target):
+                if target < 0:
+                    ### BEGIN SOLUTION
+                    return None
+                    ### END SOLUTION
+                ### BEGIN SOLUTION
+                return bisect.bisect_right(self.offsets, target)
+                ### END SOLUTION
+
+        ### BEGIN SOLUTION
+        index = Index()
+        ### END SOLUTION
+        print(index)""")
+    assert stub_source(source) == textwrap.dedent("""\
+        class Index:
+            def find(self, target):
+                if target < 0:
+                    raise NotImplementedError("exercise: implement find()")
+                raise NotImplementedError("exercise: implement find()")
+
+        raise NotImplementedError("exercise: replace this line with your code")
+        print(index)""")
+
+
+def exercise_cell(source, cell=new_code_cell):
+    cell = cell(source)
+    cell.metadata["tags"] = ["exercise"]
+    return cell
+
+
+BAD_CELLS = {
+    "no markers": (exercise_cell("def f():\n    return 1"), "has no ### BEGIN SOLUTION"),
+    "never closed": (exercise_cell("### BEGIN SOLUTION\nx = 1"), "line 1: .* never closed"),
+    "end first": (exercise_cell("x = 1\n### END SOLUTION"), "line 2: ### END SOLUTION without"),
+    "nested": (exercise_cell("### BEGIN SOLUTION\n  ### BEGIN SOLUTION\n### END SOLUTION\n"
+                             "### END SOLUTION"), "line 2: .* cannot nest"),
+    "malformed": (exercise_cell("## BEGIN SOLUTION\nx = 1\n### END SOLUTION"), "malformed marker"),
+    "hint on marker": (exercise_cell("### BEGIN SOLUTION: use bisect\nx = 1\n### END SOLUTION"),
+                       "malformed marker"),
+    "untagged code": (new_code_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION"),
+                      "not tagged 'exercise'"),
+    "untagged markdown": (new_markdown_cell("### BEGIN SOLUTION\nx = 1\n### END SOLUTION"),
+                          "not tagged 'exercise'"),
+    "tagged markdown": (exercise_cell("### BEGIN SOLUTION\nx\n### END SOLUTION", new_markdown_cell),
+                        "only code cells can be exercises"),
+}
+
+
+@pytest.mark.parametrize("cell, message", BAD_CELLS.values(), ids=BAD_CELLS.keys())
+def test_bad_markers_are_refused_with_the_cell_named(cell, message):
+    nb = new_notebook(cells=[new_code_cell("import bisect"), cell])
+    for number, each in enumerate(nb.cells):
+        each.id = f"c{number}"
+    with pytest.raises(MarkerError, match=message) as error:
+        make_exercise(nb, "bad.ipynb")
+    assert "bad.ipynb, cell 2 of 2 (id 'c1')" in str(error.value)
+
+
+def test_a_bad_notebook_stops_generation_before_anything_is_written(tmp_path):
+    solutions, exercises = tmp_path / "solutions", tmp_path / "exercises"
+    solutions.mkdir()
+    shutil.copy(SAMPLE, solutions / "00-good.ipynb")
+    bad = json.loads(SAMPLE.read_text())
+    del bad["cells"][3]["metadata"]["tags"]  # the lookup cell: markers outside an exercise cell
+    (solutions / "01-bad.ipynb").write_text(json.dumps(bad))
+    with pytest.raises(MarkerError, match="01-bad.ipynb, cell 4 of 9 .*not tagged"):
+        generate(solutions, exercises)
+    assert not exercises.exists()
+
+
+def test_cells_without_ids_are_refused_in_nbformat_4_5():
+    nb = json.loads(SAMPLE.read_text())
+    del nb["cells"][1]["id"]
+    with pytest.raises(MarkerError, match="cell 2 of 9 has no id"):
+        make_exercise(nb)
+
+
+def test_regenerating_is_byte_stable(tmp_path):
+    exercises = tmp_path / "exercises"
+    assert generate(FIXTURE / "solutions", exercises).missing == ["99-sample.ipynb"]
+    written = (exercises / "99-sample.ipynb").read_bytes()
+    assert written.endswith(b"}\n") and written.startswith(b'{\n "cells": [\n  {\n')
+    assert generate(FIXTURE / "solutions", exercises).in_sync  # nothing left to write
+    assert (exercises / "99-sample.ipynb").read_bytes() == written
+    # Canonical: reading and writing it again with nbformat changes no byte.
+    assert dumps(read_notebook(exercises / "99-sample.ipynb")).encode() == written
+
+
+def test_check_names_files_that_differ_are_missing_or_extra(tmp_path, capsys):
+    solutions, exercises = tmp_path / "solutions", tmp_path / "exercises"
+    shutil.copytree(FIXTURE / "solutions", solutions)
+    args = ["exercises", "--solutions", str(solutions), "--exercises", str(exercises)]
+
+    assert main(args + ["--check"]) == 1
+    assert "missing: " in capsys.readouterr().out
+    assert main(args) == 0 and main(args + ["--check"]) == 0
+    capsys.readouterr()
+
+    edited = exercises / "99-sample.ipynb"
+    edited.write_text(edited.read_text().replace("implement lookup()", "do it"))
+    (exercises / "00-stale.ipynb").write_text("{}")
+    shutil.copy(SAMPLE, solutions / "98-new.ipynb")
+    assert main(args + ["--check"]) == 1
+    out = capsys.readouterr().out
+    assert "differs: " in out and "/99-sample.ipynb" in out
+    assert "missing: " in out and "/98-new.ipynb" in out
+    assert "extra: " in out and "/00-stale.ipynb" in out
+
+    assert main(args) == 0
+    assert "removed: " in capsys.readouterr().out
+    assert main(args + ["--check"]) == 0
+    assert sorted(p.name for p in exercises.iterdir()) == ["98-new.ipynb", "99-sample.ipynb"]
+
+
+def test_cli_reports_marker_errors_with_exit_code_2(tmp_path, capsys):
+    solutions = tmp_path / "solutions"
+    solutions.mkdir()
+    nb = json.loads(SAMPLE.read_text())
+    nb["cells"][3]["source"] = "def lookup(index, target):\n    ### BEGIN SOLUTION\n    pass\n"
+    (solutions / "01-x.ipynb").write_text(json.dumps(nb))
+    code = main(["exercises", "--solutions", str(solutions), "--exercises", str(tmp_path / "ex")])
+    assert code == 2
+    assert "never closed" in capsys.readouterr().err
+
+
+def test_a_mistyped_solutions_folder_never_empties_exercises(tmp_path):
+    exercises = tmp_path / "exercises"
+    exercises.mkdir()
+    shutil.copy(SAMPLE_EXERCISE, exercises)
+    args = ["exercises", "--solutions", str(tmp_path / "solutoins"), "--exercises", str(exercises)]
+    assert main(args) == 2
+    assert (exercises / "99-sample.ipynb").exists()
+    assert main(args + ["--check"]) == 1  # the stray exercise is reported as extra
+
+
+# -- 2. exercises/ is exactly what the generator makes from solutions/ --------------------------
+
+@pytest.mark.parametrize("solutions, exercises", [
+    pytest.param(ROOT / "solutions", ROOT / "exercises", id="repo"),
+    pytest.param(FIXTURE / "solutions", FIXTURE / "exercises", id="fixture"),
+])
+def test_exercises_are_generated_from_solutions(solutions, exercises):
+    report = compare(solutions, exercises)
+    assert report.in_sync, f"{exercises} is stale ({report}): run `make exercises`"
+
+
+# -- 3. every untouched exercise notebook fails nbval -------------------------------------------
+
+@pytest.mark.notebooks
+@pytest.mark.parametrize("notebook", [
+    *(pytest.param(p, id=f"exercises/{p.name}") for p in notebooks_in(ROOT / "exercises")),
+    pytest.param(SAMPLE_EXERCISE, id="fixture"),
+])
+def test_untouched_exercise_fails_nbval(notebook, tmp_path):
+    copy = tmp_path / notebook.name  # the kernel runs in the notebook's folder: keep it scratch
+    shutil.copy(notebook, copy)
+    code, outcomes, output = run_nbval(copy, sanitize=SANITIZE)
+    assert code == 1, output  # 1: tests ran and some failed (not a usage or collection error)
+    assert any(reason is not None for reason in outcomes.values())
+
+
+# -- 4. grading ---------------------------------------------------------------------------------
+
+def wrong_but_saved():
+    """The reference notebook with a buggy lookup() but every output exactly as in the reference,
+    as if the student had pasted the expected outputs in, or ran wrong code against a stale kernel.
+    """
+    nb = json.loads(SAMPLE.read_text())
+    cell = cell_by_id(nb, "exercise-lookup")
+    cell["source"] = "".join(cell["source"]).replace("bisect_right", "bisect_left")
+    return nb
+
+
+@pytest.fixture(scope="module")
+def submissions(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("submissions")
+    for student in ("alice", "bob", "carol", "dave"):
+        (folder / student).mkdir()
+    shutil.copy(SAMPLE, folder / "alice" / "99-sample.ipynb")
+    shutil.copy(SAMPLE_EXERCISE, folder / "bob" / "99-sample.ipynb")
+    (folder / "carol" / "99-sample.ipynb").write_text(json.dumps(wrong_but_saved()))
+    shutil.copy(SAMPLE, folder / "dave" / "scratch.ipynb")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def graded(submissions):
+    results = grade(submissions, FIXTURE / "solutions", jobs=2, sanitize=SANITIZE)
+    return {result.submission.split("/")[0]: result for result in results}
+
+
+def failed(result):
+    return [check.label for check in result.checks if not check.passed]
+
+
+@pytest.mark.notebooks
+def test_the_reference_solution_scores_full_marks(graded):
+    alice = graded["alice"]
+    assert (alice.passed, alice.total, alice.notes, alice.error) == (4, 4, [], None)
+
+
+@pytest.mark.notebooks
+def test_an_untouched_exercise_scores_less_than_full(graded):
+    bob = graded["bob"]
+    assert (bob.passed, bob.total) == (1, 4)  # exercise 1 only defines the stubbed function
+    assert failed(bob) == ["check 1", "check 2", "exercise 2"]
+    assert all(c.reason.startswith("NotImplementedError: exercise:") for c in bob.checks
+               if not c.passed)
+
+
+@pytest.mark.notebooks
+def test_wrong_code_with_saved_matching_outputs_still_fails(graded):
+    nb, reference = wrong_but_saved(), json.loads(SAMPLE.read_text())
+    assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in reference["cells"]]
+    carol = graded["carol"]
+    assert (carol.passed, carol.total) == (3, 4)
+    assert failed(carol) == ["check 1"]
+    assert carol.checks[1].reason == "output differs"
+
+
+@pytest.mark.notebooks
+def test_a_folder_gives_one_deterministic_row_per_submission(graded):
+    results = list(graded.values())
+    assert format_table(results) == textwrap.dedent("""\
+        submission             notebook         score  failed
+        alice/99-sample.ipynb  99-sample.ipynb  4/4    -
+        bob/99-sample.ipynb    99-sample.ipynb  1/4    check 1 (NotImplementedError), check 2 (NotImplementedError), exercise 2 (NotImplementedError)
+        carol/99-sample.ipynb  99-sample.ipynb  3/4    check 1 (output differs)
+        dave/scratch.ipynb     -                -      no reference notebook named scratch.ipynb in {}
+        """).format(FIXTURE / "solutions")
+    rows = json.loads(format_json(results))
+    assert [(r["submission"], r["passed"], r["total"]) for r in rows] == [
+        ("alice/99-sample.ipynb", 4, 4), ("bob/99-sample.ipynb", 1, 4),
+        ("carol/99-sample.ipynb", 3, 4), ("dave/scratch.ipynb", 0, 0)]
+
+
+def test_a_file_name_with_no_reference_gets_a_clear_message(tmp_path, capsys):
+    stray = tmp_path / "my-homework.ipynb"
+    shutil.copy(SAMPLE, stray)
+    [result] = grade(stray, FIXTURE / "solutions")
+    assert result.error == f"no reference notebook named my-homework.ipynb in {FIXTURE / 'solutions'}"
+    assert main(["grade", str(stray), "--reference", str(FIXTURE / "solutions")]) == 0
+    assert "no reference notebook named my-homework.ipynb" in capsys.readouterr().out
+
+
+@pytest.mark.notebooks
+def test_the_grade_command_end_to_end(submissions):
+    done = subprocess.run(
+        [sys.executable, "-m", "minikafka.cli", "grade", str(submissions / "alice"),
+         "--reference", str(FIXTURE / "solutions"), "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    [row] = json.loads(done.stdout)
+    assert (row["submission"], row["passed"], row["total"]) == ("99-sample.ipynb", 4, 4)
+
+
+def test_cells_are_matched_by_position_when_the_submission_has_no_ids():
+    reference = read_notebook(SAMPLE)
+    submission = wrong_but_saved()
+    for cell in submission["cells"]:
+        del cell["id"]
+    submission["nbformat_minor"] = 4
+    graded, notes = build_graded(reference, submission)
+    assert "bisect_left" in cell_by_id(graded, "exercise-lookup").source
+    assert notes == ["exercise 1: matched by position (the submission has no cell ids)",
+                     "exercise 2: matched by position (the submission has no cell ids)"]
+
+
+def test_only_the_students_exercise_sources_are_used():
+    reference = read_notebook(SAMPLE)
+    submission = json.loads(SAMPLE.read_text())
+    cell_by_id(submission, "check-lookup")["source"] = "print('I always pass')"
+    cell_by_id(submission, "exercise-lookup")["source"] = "# NBVAL_SKIP\ndef lookup(i, t): pass"
+    submission["cells"] = [c for c in submission["cells"] if c["id"] != "exercise-start"]
+    graded, notes = build_graded(reference, submission)
+
+    assert graded["cells"][4] == reference.cells[4]  # the check cell is the reference's
+    assert cell_by_id(graded, "exercise-lookup").source == \
+        "# (NBVAL_SKIP removed by the grader)\ndef lookup(i, t): pass"
+    assert cell_by_id(graded, "exercise-start").source.startswith("raise NotImplementedError")
+    assert notes == ["exercise 1: nbval markers removed from the student's code",
+                     "exercise 2: not found in the submission, graded as untouched"]
+    assert "bisect_right" in cell_by_id(reference, "exercise-lookup").source  # not mutated
+
+
+# -- pytest configuration -----------------------------------------------------------------------
+
+@pytest.mark.notebooks  # two pytest subprocesses: seconds, not milliseconds
+def test_plain_pytest_collects_lectures_and_solutions_but_not_exercises(tmp_path):
+    """A scratch project with the repo's pytest config and one notebook in every folder."""
+    for folder in ("notebooks", "solutions", "exercises", "tests/fixtures/course/solutions"):
+        (tmp_path / folder).mkdir(parents=True)
+        shutil.copy(SAMPLE, tmp_path / folder / "00-x.ipynb")
+    shutil.copy(ROOT / "pyproject.toml", tmp_path)
+    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests")
+    (tmp_path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
+
+    def collected(*args):
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q",
+                               "-p", "no:cacheprovider", *args],
+                              cwd=tmp_path, capture_output=True, text=True, timeout=120)
+        assert done.returncode == 0, done.stdout + done.stderr
+        return {line.split("::")[0] for line in done.stdout.splitlines() if "::" in line}
+
+    assert collected() == {"tests/test_plain.py", "notebooks/00-x.ipynb", "solutions/00-x.ipynb"}
+    assert collected("-m", "not notebooks") == {"tests/test_plain.py"}
