@@ -168,7 +168,8 @@ def _zstd_decompress(data: bytes) -> bytes:
 
 
 _CODECS = {
-    Compression.GZIP: (gzip.compress, gzip.decompress),
+    # mtime=0, as Java's GZIPOutputStream: the same records always make the same bytes.
+    Compression.GZIP: (lambda d: gzip.compress(d, mtime=0), gzip.decompress),
     Compression.SNAPPY: (_snappy_compress, _snappy_decompress),
     Compression.LZ4: (_lz4_compress, lz4.frame.decompress),
     Compression.ZSTD: (lambda d: zstandard.ZstdCompressor().compress(d), _zstd_decompress),

@@ -544,3 +544,31 @@ def test_memory_records_from_a_fetch_round_trip(tmp_path):
     log = Log(tmp_path / "t-0")
     log.append(MemoryRecords.build([b"a", b"b"], timestamp=5))
     assert [(r.offset, r.value, r.timestamp) for r in log.read(0).records()] == [(0, b"a", 5), (1, b"b", 5)]
+
+
+def test_damage_in_a_flushed_batch_of_the_segment_holding_the_recovery_point_is_not_cut(tmp_path):
+    conf = {"index.interval.bytes": 200}
+    log = Log(tmp_path / "t-0", conf)
+    for _ in range(10):
+        log.append(batch(5))
+    log.flush()
+    assert log.recovery_point == 50
+    log.append(batch(5))  # unflushed, after the recovery point
+    seg = log.active_segment
+    position = next(p for p, b in seg.iter_batches() if b.base_offset == 45)
+    # no close(): a crash, so the recovery point stays at 50
+    with open(seg.log_path, "r+b") as f:
+        f.seek(position + 70)
+        b = f.read(1)
+        f.seek(position + 70)
+        f.write(bytes([b[0] ^ 0xFF]))
+    again = Log(tmp_path / "t-0", conf)
+    assert again.last_recovery.recovery_point == 50
+    assert again.last_recovery.segments_scanned == [0]
+    assert not again.last_recovery.truncated
+    assert again.log_end_offset == 55
+
+
+def test_gzip_batches_are_byte_reproducible():
+    recs = [Record(b"k", b"v" * 100, 5)] * 3
+    assert bytes(RecordBatch.build(recs, compression="gzip")) == bytes(RecordBatch.build(recs, compression="gzip"))

@@ -217,7 +217,9 @@ class Log:
                 start = segment.offset_index.lookup(self.recovery_point)[1]
             elif base <= self.recovery_point:
                 report.indexes_rebuilt.append(base)
-            result = segment.recover(start)
+            # Batches below the recovery point were flushed: walk them, but only batches
+            # that may hold unflushed bytes are judged by their CRC (and can be cut).
+            result = segment.recover(start, verify_from_offset=self.recovery_point)
             report.segments_scanned.append(base)
             report.bytes_scanned += result.valid_bytes - start
             if result.truncated_bytes:

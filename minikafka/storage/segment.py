@@ -227,15 +227,16 @@ class LogSegment:
         entries = self.time_index.entries()
         return not entries or entries[-1][1] >= self.base_offset
 
-    def recover(self, start_position: int = 0) -> ScanResult:
-        """Check every batch from ``start_position`` (CRC included), rebuild the index entries
-        past it and cut off the first torn or corrupt batch and everything after it."""
-        result = self._scan(start_position, verify_crc=True)
+    def recover(self, start_position: int = 0, verify_from_offset: int = 0) -> ScanResult:
+        """Check every batch from ``start_position`` (the CRC of those at or past
+        ``verify_from_offset``), rebuild the index entries past it and cut off the first torn
+        or corrupt batch and everything after it."""
+        result = self._scan(start_position, verify_crc=True, verify_from_offset=verify_from_offset)
         if result.truncated_bytes:
             self._truncate_file(result.valid_bytes)
         return result
 
-    def _scan(self, start: int, verify_crc: bool) -> ScanResult:
+    def _scan(self, start: int, verify_crc: bool, verify_from_offset: int = 0) -> ScanResult:
         self.offset_index.truncate_to_position(start + 1)  # keep the entry at ``start`` itself
         if start == 0:
             self.offset_index.reset()
@@ -268,7 +269,7 @@ class LogSegment:
             if position > start and base < self.next_offset:
                 problem = f"{where}: offset {base} goes backwards (expected >= {self.next_offset})"
                 break
-            if verify_crc:
+            if verify_crc and base + last_delta >= verify_from_offset:
                 try:
                     RecordBatch(os.pread(self._fd, size, position), where=where).validate()
                 except CorruptRecordError as e:
@@ -279,7 +280,7 @@ class LogSegment:
         if problem and position == start and start > 0:
             # The batch we resumed from is itself bad: nothing before it can be trusted
             # to tell where the log ends, so scan the whole segment.
-            return self._scan(0, verify_crc)
+            return self._scan(0, verify_crc, verify_from_offset)
         if self.time_index.last_entry[1] >= self.next_offset:
             self.time_index.truncate_to_offset(self.next_offset)
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
