@@ -130,6 +130,11 @@ class OffsetIndex(_SparseIndex):
         i = self._floor(offset)
         return (self.base_offset, 0) if i < 0 else (self._keys[i], self._values[i])
 
+    def floor_position(self, position: int) -> int:
+        """The last indexed batch start at or below ``position`` (0 if none)."""
+        i = bisect.bisect_right(self._values, position) - 1
+        return self._values[i] if i >= 0 else 0
+
     @property
     def last_position(self) -> int:
         return self._values[-1] if self._values else 0

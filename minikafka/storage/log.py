@@ -31,10 +31,11 @@ from __future__ import annotations
 import bisect
 import logging
 import os
+import struct
 import time
 from dataclasses import dataclass, field, fields
 from pathlib import Path
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, NamedTuple
 
 from minikafka.errors import (
     CorruptRecordError,
@@ -43,15 +44,20 @@ from minikafka.errors import (
     MessageSizeTooLargeError,
 )
 from minikafka.records import (
+    ATTRIBUTES_AT,
     HEADER,
+    HEADER_SIZE,
     LOG_OVERHEAD,
+    MAGIC,
     MemoryRecords,
     RecordBatch,
     as_memory_records,
-    patch_header,
+    crc32c,
 )
 from minikafka.topic import TopicPartition
-from minikafka.storage.segment import LOG_SUFFIX, BatchInfo, LogSegment, ScanResult
+from minikafka.storage.segment import LOG_SUFFIX, LogSegment
+
+_PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
 
 logger = logging.getLogger("minikafka.storage")
 
@@ -104,8 +110,9 @@ class LogConfig:
         return cls(**values)
 
 
-@dataclass(frozen=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
+    """What an append did (Kafka's LogAppendInfo); a tuple because the hot path makes one."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -287,75 +294,92 @@ class Log:
         offset. As a follower (``False``) it keeps the leader's offsets, which must not go
         backwards. ``records`` may also be a list of ``Record`` s, values or (key, value) pairs,
         which are built into one uncompressed batch first.
+
+        This is the broker's hot path, so it touches each byte once (the CRC) and copies
+        none: the caller's bytes go to the file as they are, after a patched 16-byte prefix
+        (baseOffset, batchLength, partitionLeaderEpoch) per batch.
         """
-        buf = bytearray(bytes(as_memory_records(records)))
-        if not buf:
+        data = records if isinstance(records, (bytes, bytearray)) else bytes(as_memory_records(records))
+        view = memoryview(data)
+        total = len(view)
+        if not total:
             raise IllegalArgumentError("nothing to append: the records are empty")
-        view = memoryview(buf)  # batches are checked and patched in place: no copies
-        infos: list[BatchInfo] = []
-        next_offset = self.log_end_offset
-        first_offset = max_ts = -1
-        offset_of_max_ts = num_records = 0
+        max_bytes = self.config.max_message_bytes
+        pieces: list[bytes | memoryview] = []
+        batches: list[tuple[int, int, int]] = []  # (size, last offset, max timestamp)
+        next_offset = first_offset = self.segments[-1].next_offset
+        max_ts, offset_of_max_ts, num_records = -1, -1, 0
         position = 0
-        while position < len(buf):
-            where = f"appended records at byte {position}"
-            if position + LOG_OVERHEAD > len(buf):
-                raise CorruptRecordError(f"{where}: truncated batch: {len(buf) - position} bytes left")
-            batch = RecordBatch(view[position:], where=where).validate()
-            size = batch.size_in_bytes
-            if size > self.config.max_message_bytes:
+        while position < total:
+            if total - position < HEADER_SIZE:
+                self._refuse(view, position)
+            base, length, epoch, magic, crc, _, last_delta, _, ts, _, _, _, count = HEADER.unpack_from(view, position)
+            end = position + LOG_OVERHEAD + length
+            if magic != MAGIC or end > total or length < HEADER_SIZE - LOG_OVERHEAD:
+                self._refuse(view, position)
+            if crc32c(view[position + ATTRIBUTES_AT : end]) != crc:
+                self._refuse(view, position)
+            size = end - position
+            if size > max_bytes:
                 raise MessageSizeTooLargeError(
-                    f"{where}: batch of {size} bytes is larger than max.message.bytes "
-                    f"({self.config.max_message_bytes})"
+                    f"appended records at byte {position}: batch of {size} bytes is larger than "
+                    f"max.message.bytes ({max_bytes})"
                 )
             if assign_offsets:
-                if batch.records_count != batch.last_offset_delta + 1:
+                if count != last_delta + 1:
                     raise CorruptRecordError(
-                        f"{where}: recordsCount {batch.records_count} disagrees with "
-                        f"lastOffsetDelta {batch.last_offset_delta}"
+                        f"appended records at byte {position}: recordsCount {count} disagrees "
+                        f"with lastOffsetDelta {last_delta}"
                     )
-                patch_header(view[position:], next_offset, leader_epoch)
                 base = next_offset
-            else:
-                base = batch.base_offset
-                if base < next_offset:
-                    raise IllegalArgumentError(
-                        f"{where}: follower append at offset {base} is below the log end offset {next_offset}"
-                    )
-            last = base + batch.last_offset_delta
-            if first_offset < 0:
+            elif base < next_offset:
+                raise IllegalArgumentError(
+                    f"appended records at byte {position}: follower append at offset {base} is "
+                    f"below the log end offset {next_offset}"
+                )
+            elif not batches:
                 first_offset = base
-            if batch.max_timestamp > max_ts:
-                max_ts, offset_of_max_ts = batch.max_timestamp, last
-            infos.append(BatchInfo(size, last, batch.max_timestamp))
-            num_records += batch.records_count
+            pieces.append(_PREFIX.pack(base, length, epoch if leader_epoch is None else leader_epoch))
+            pieces.append(view[position + _PREFIX.size : end])
+            last = base + last_delta
+            if ts > max_ts:
+                max_ts, offset_of_max_ts = ts, last
+            batches.append((size, last, ts))
+            num_records += count
             next_offset = last + 1
-            position += size
-        self._maybe_roll(len(buf), infos[0].max_timestamp, infos[-1].last_offset, first_offset)
-        self.active_segment.append(buf, infos)
-        return LogAppendInfo(first_offset, next_offset - 1, max_ts, offset_of_max_ts, num_records, len(buf))
+            position = end
+        self._maybe_roll(total, batches[0][2], next_offset - 1, first_offset)
+        self.segments[-1].append(pieces, batches)
+        return LogAppendInfo(first_offset, next_offset - 1, max_ts, offset_of_max_ts, num_records, total)
+
+    def _refuse(self, view: memoryview, position: int) -> None:
+        """Raise the precise CorruptRecordError for the batch at ``position`` (a cold path)."""
+        where = f"appended records at byte {position}"
+        RecordBatch(view[position:], where=where).validate()
+        raise CorruptRecordError(f"{where}: malformed batch")  # not reached: validate() raised
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, first_offset: int) -> None:
-        segment = self.active_segment
+        segment = self.segments[-1]
         if segment.size == 0:
             return
-        reason = None
-        if segment.size + size > self.config.segment_bytes:
-            reason = f"segment.bytes: {segment.size} + {size} bytes > {self.config.segment_bytes}"
-        elif self._time_waited_for_roll(segment, max_timestamp) > self.config.segment_ms:
-            reason = f"segment.ms: the segment spans more than {self.config.segment_ms} ms"
+        config = self.config
+        # As Kafka, segment.ms is judged by record time when records carry timestamps,
+        # else by the clock since the segment was created.
+        first_ts = segment.first_batch_max_timestamp
+        if first_ts is not None and first_ts >= 0 and max_timestamp >= 0:
+            waited = max_timestamp - first_ts
+        else:
+            waited = self.clock() - segment.created_ms
+        if segment.size + size > config.segment_bytes:
+            reason = f"segment.bytes: {segment.size} + {size} bytes > {config.segment_bytes}"
+        elif waited > config.segment_ms:
+            reason = f"segment.ms: the segment spans more than {config.segment_ms} ms"
         elif last_offset - segment.base_offset > 2**31 - 1:
             reason = "relative offsets would overflow the 4-byte index field"
-        if reason:
-            logger.debug("%s: rolling at offset %d (%s)", self.name, first_offset, reason)
-            self.roll(first_offset)
-
-    def _time_waited_for_roll(self, segment: LogSegment, max_timestamp: int) -> int:
-        # As Kafka: by record time when records carry timestamps, else by the wall clock.
-        first = segment.first_batch_max_timestamp
-        if first is not None and first >= 0 and max_timestamp >= 0:
-            return max_timestamp - first
-        return self.clock() - segment.created_ms
+        else:
+            return
+        logger.debug("%s: rolling at offset %d (%s)", self.name, first_offset, reason)
+        self.roll(first_offset)
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
         """Start a new, empty active segment at ``base_offset`` (default: the log end)."""

@@ -41,19 +41,11 @@ TIME_INDEX_SUFFIX = ".timeindex"
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta:
 # the first 27 bytes of a batch, all that is needed to walk a log and find an offset.
 _WALK = struct.Struct(">qiibIhi")
+_IOV_MAX = 1024  # Linux's limit on buffers per writev call
 
 
 def filename_prefix(offset: int) -> str:
     return f"{offset:020d}"
-
-
-@dataclass(frozen=True)
-class BatchInfo:
-    """What the segment needs to know of a batch being appended (the log has parsed it)."""
-
-    size: int
-    last_offset: int
-    max_timestamp: int
 
 
 @dataclass(frozen=True)
@@ -91,32 +83,40 @@ class LogSegment:
 
     # --- writing -----------------------------------------------------------------------------
 
-    def append(self, data: bytes | bytearray | memoryview, batches: Sequence[BatchInfo]) -> None:
-        """Write ``data`` (whole, validated batches described by ``batches``) at the end."""
+    def append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[tuple[int, int, int]]) -> None:
+        """Write whole, validated batches at the end: ``pieces`` are their bytes (written in
+        order with one writev), ``batches`` their (size, last offset, max timestamp)."""
         position = self.size
         offset_entries = []
         time_entries = []
-        for b in batches:
-            if b.max_timestamp > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+        for size, last_offset, max_timestamp in batches:
+            if max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
             if self.first_batch_max_timestamp is None:
-                self.first_batch_max_timestamp = b.max_timestamp
+                self.first_batch_max_timestamp = max_timestamp
             if self._bytes_since_last_index_entry > self.index_interval_bytes:
-                offset_entries.append((b.last_offset, position))
+                offset_entries.append((last_offset, position))
                 time_entries.append((self.max_timestamp, self.offset_of_max_timestamp))
                 self._bytes_since_last_index_entry = 0
-            self._bytes_since_last_index_entry += b.size
-            position += b.size
-        view = memoryview(data)
-        written = 0
-        while written < len(view):
-            written += os.write(self._fd, view[written:])
-        self.size += written
+            self._bytes_since_last_index_entry += size
+            position += size
+        self._write_all(pieces, position - self.size)
+        self.size = position
         for entry in offset_entries:
             self.offset_index.append(*entry)
         for entry in time_entries:
             self.time_index.maybe_append(*entry)
-        self.next_offset = batches[-1].last_offset + 1
+        self.next_offset = batches[-1][1] + 1
+
+    def _write_all(self, pieces: Sequence[bytes | memoryview], total: int) -> None:
+        if len(pieces) <= _IOV_MAX:
+            written = os.writev(self._fd, pieces)
+        else:
+            written = sum(os.writev(self._fd, pieces[i : i + _IOV_MAX]) for i in range(0, len(pieces), _IOV_MAX))
+        if written < total:  # a short write (disk full, signal): finish it the slow way
+            rest = b"".join(bytes(p) for p in pieces)[written:]
+            while rest:
+                rest = rest[os.write(self._fd, rest) :]
 
     def flush(self) -> None:
         os.fsync(self._fd)
@@ -155,21 +155,27 @@ class LogSegment:
         found = self.translate_offset(offset)
         if found is None:
             return b""
-        position = found[0]
+        start = found[0]
         limit = self.size if max_position is None else min(max_position, self.size)
-        if position >= limit:
+        if start >= limit:
             return b""
-        chunk = os.pread(self._fd, min(max_size, limit - position), position)
-        end = 0
-        while end + LOG_OVERHEAD <= len(chunk):
-            (length,) = struct.unpack_from(">i", chunk, end + 8)
-            if end + LOG_OVERHEAD + length > len(chunk):
+        # Find where the last whole batch that fits ends: jump with the index to the last
+        # indexed batch start below the budget, then walk the few headers after it.
+        budget = min(start + max_size, limit)
+        end = max(start, self.offset_index.floor_position(budget))
+        while end + LOG_OVERHEAD <= budget:
+            (length,) = struct.unpack(">i", os.pread(self._fd, 4, end + 8))
+            if end + LOG_OVERHEAD + length > budget:
                 break
             end += LOG_OVERHEAD + length
-        if end == 0 and min_one_message:
-            _, _, size = self._walk_header(position)
-            return os.pread(self._fd, size, position) if position + size <= limit else b""
-        return chunk[:end] if end < len(chunk) else chunk
+        if end == start:  # the first batch alone is over budget
+            if not min_one_message:
+                return b""
+            (length,) = struct.unpack(">i", os.pread(self._fd, 4, start + 8))
+            end = start + LOG_OVERHEAD + length
+            if end > limit:
+                return b""
+        return os.pread(self._fd, end - start, start)
 
     def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """(position, batch) for every batch from ``start_position``; for tools and notebooks."""
@@ -275,7 +281,7 @@ class LogSegment:
                 except CorruptRecordError as e:
                     problem = str(e)
                     break
-            self.append_index_only(BatchInfo(size, base + last_delta, max_ts), position)
+            self._index_existing(size, base + last_delta, max_ts, position)
             position += size
         if problem and position == start and start > 0:
             # The batch we resumed from is itself bad: nothing before it can be trusted
@@ -288,19 +294,19 @@ class LogSegment:
             self.first_batch_max_timestamp = HEADER.unpack(os.pread(self._fd, HEADER_SIZE, 0))[8]
         return ScanResult(position, self.size - position, problem)
 
-    def append_index_only(self, b: BatchInfo, position: int) -> None:
+    def _index_existing(self, size: int, last_offset: int, max_timestamp: int, position: int) -> None:
         """Account for a batch already in the file (recovery): indexes and offsets only."""
-        if b.max_timestamp > self.max_timestamp:
-            self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.last_offset
+        if max_timestamp > self.max_timestamp:
+            self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
         if position == 0:
-            self.first_batch_max_timestamp = b.max_timestamp
+            self.first_batch_max_timestamp = max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
             if not len(self.offset_index) or position > self.offset_index.last_position:
-                self.offset_index.append(b.last_offset, position)
+                self.offset_index.append(last_offset, position)
             self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
             self._bytes_since_last_index_entry = 0
-        self._bytes_since_last_index_entry += b.size
-        self.next_offset = b.last_offset + 1
+        self._bytes_since_last_index_entry += size
+        self.next_offset = last_offset + 1
 
     def truncate_to(self, offset: int) -> int:
         """Remove the batch holding ``offset`` and all after it; return the bytes removed."""
