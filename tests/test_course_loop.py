@@ -255,13 +255,13 @@ def failed(result):
 @pytest.mark.notebooks
 def test_the_reference_solution_scores_full_marks(graded):
     alice = graded["alice"]
-    assert (alice.passed, alice.total, alice.notes, alice.error) == (4, 4, [], None)
+    assert (alice.passed, alice.total, alice.notes, alice.error) == (3, 3, [], None)
 
 
 @pytest.mark.notebooks
 def test_an_untouched_exercise_scores_less_than_full(graded):
     bob = graded["bob"]
-    assert (bob.passed, bob.total) == (1, 4)  # exercise 1 only defines the stubbed function
+    assert (bob.passed, bob.total) == (0, 3)  # exercise 1 only defines code: its checks grade it
     assert failed(bob) == ["check 1", "check 2", "exercise 2"]
     assert all(c.reason.startswith("NotImplementedError: exercise:") for c in bob.checks
                if not c.passed)
@@ -272,9 +272,9 @@ def test_wrong_code_with_saved_matching_outputs_still_fails(graded):
     nb, reference = wrong_but_saved(), json.loads(SAMPLE.read_text())
     assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in reference["cells"]]
     carol = graded["carol"]
-    assert (carol.passed, carol.total) == (3, 4)
+    assert (carol.passed, carol.total) == (2, 3)
     assert failed(carol) == ["check 1"]
-    assert carol.checks[1].reason == "output differs"
+    assert carol.checks[0].reason == "output differs"
 
 
 @pytest.mark.notebooks
@@ -282,15 +282,15 @@ def test_a_folder_gives_one_deterministic_row_per_submission(graded):
     results = list(graded.values())
     assert format_table(results) == textwrap.dedent("""\
         submission             notebook         score  failed
-        alice/99-sample.ipynb  99-sample.ipynb  4/4    -
-        bob/99-sample.ipynb    99-sample.ipynb  1/4    check 1 (NotImplementedError), check 2 (NotImplementedError), exercise 2 (NotImplementedError)
-        carol/99-sample.ipynb  99-sample.ipynb  3/4    check 1 (output differs)
+        alice/99-sample.ipynb  99-sample.ipynb  3/3    -
+        bob/99-sample.ipynb    99-sample.ipynb  0/3    check 1 (NotImplementedError), check 2 (NotImplementedError), exercise 2 (NotImplementedError)
+        carol/99-sample.ipynb  99-sample.ipynb  2/3    check 1 (output differs)
         dave/scratch.ipynb     -                -      no reference notebook named scratch.ipynb in {}
         """).format(FIXTURE / "solutions")
     rows = json.loads(format_json(results))
     assert [(r["submission"], r["passed"], r["total"]) for r in rows] == [
-        ("alice/99-sample.ipynb", 4, 4), ("bob/99-sample.ipynb", 1, 4),
-        ("carol/99-sample.ipynb", 3, 4), ("dave/scratch.ipynb", 0, 0)]
+        ("alice/99-sample.ipynb", 3, 3), ("bob/99-sample.ipynb", 0, 3),
+        ("carol/99-sample.ipynb", 2, 3), ("dave/scratch.ipynb", 0, 0)]
 
 
 def test_a_file_name_with_no_reference_gets_a_clear_message(tmp_path, capsys):
@@ -310,7 +310,7 @@ def test_the_grade_command_end_to_end(submissions):
         cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     [row] = json.loads(done.stdout)
-    assert (row["submission"], row["passed"], row["total"]) == ("99-sample.ipynb", 4, 4)
+    assert (row["submission"], row["passed"], row["total"]) == ("99-sample.ipynb", 3, 3)
 
 
 def test_cells_are_matched_by_position_when_the_submission_has_no_ids():

@@ -4,7 +4,8 @@ Theory of operation: for each submission `.../NN-name.ipynb`, take the reference
 same file name from solutions/, put the submission's exercise-cell sources into a copy of it (cells
 matched by id; by position among the `exercise` cells when ids do not match, which is reported),
 and run nbval on that copy in a temporary directory, in a separate pytest process. The checks are
-the reference's code cells tagged `check` or `exercise`; a check passes when nbval ran the cell
+the reference's code cells tagged `check`, and those tagged `exercise` that have outputs (one that
+only defines a function is graded by its check cells); a check passes when nbval ran the cell
 without an exception and its outputs equal the reference outputs (after sanitizing). The score is
 checks passed / total.
 
@@ -138,7 +139,10 @@ def plan_checks(reference) -> list[Check]:
         kind = EXERCISE_TAG if EXERCISE_TAG in tags else CHECK_TAG if CHECK_TAG in tags else None
         if kind:
             counts[kind] += 1
-            checks.append(Check(f"{kind} {counts[kind]}", cell.get("id"), index))
+            # An exercise cell that only defines code prints nothing to compare: its check
+            # cells grade it. One that prints is graded itself.
+            if kind == CHECK_TAG or cell.get("outputs"):
+                checks.append(Check(f"{kind} {counts[kind]}", cell.get("id"), index))
     return checks
 
 
