@@ -1,0 +1,16 @@
+"""minikafka's benchmarks: the speed targets of the course, measured (never asserted in tests).
+
+    python -m benchmarks                  all of them; figures go to benchmarks/RESULTS.md
+    python -m benchmarks append read      a subset (RESULTS.md then holds only those)
+    python -m benchmarks --quick          a smoke run with small sizes (~15 s); prints the
+                                          report and writes no file unless --out is given
+
+Benchmarks: ``append`` (Log.append against raw os.write), ``read`` (Log.read against raw
+os.read), ``recovery`` (opening a 1 GB log with a torn tail, and with no recovery point),
+``notebooks`` (executing notebooks/*.ipynb; skipped by --quick unless named).
+
+The machine is shared and noisy, so every figure is the median of a few repeats, shown
+with its spread (min-max), and every comparison is a ratio measured in the same run.
+Scratch data lives in benchmarks/data/ (git-ignored, same disk as the repository) and is
+deleted afterwards.
+"""
