@@ -55,6 +55,7 @@ from minikafka.records import (
     crc32c,
 )
 from minikafka.topic import TopicPartition
+from minikafka.storage.leader_epoch import LeaderEpochFileCache
 from minikafka.storage.segment import LOG_SUFFIX, LogSegment
 
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
@@ -157,6 +158,9 @@ class Log:
         self.recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
         self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
         self.last_recovery = self._load()
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # recovery may have cut
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     @property
     def name(self) -> str:
@@ -309,6 +313,7 @@ class Log:
         batches: list[tuple[int, int, int]] = []  # (size, last offset, max timestamp)
         next_offset = first_offset = self.segments[-1].next_offset
         max_ts, offset_of_max_ts, num_records = -1, -1, 0
+        latest_epoch = self.leader_epoch_cache.latest_epoch
         position = 0
         while position < total:
             if total - position < HEADER_SIZE:
@@ -339,7 +344,12 @@ class Log:
                 )
             elif not batches:
                 first_offset = base
-            pieces.append(_PREFIX.pack(base, length, epoch if leader_epoch is None else leader_epoch))
+            if leader_epoch is not None:
+                epoch = leader_epoch
+            if epoch > latest_epoch:
+                self.leader_epoch_cache.assign(epoch, base)
+                latest_epoch = epoch
+            pieces.append(_PREFIX.pack(base, length, epoch))
             pieces.append(view[position + _PREFIX.size : end])
             last = base + last_delta
             if ts > max_ts:
@@ -463,6 +473,7 @@ class Log:
             self.segments.pop().delete()
             self._bases.pop()
         self.active_segment.truncate_to(offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
         return True
@@ -470,6 +481,7 @@ class Log:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Delete everything and start an empty log at ``offset``."""
         self._replace_with_empty(offset)
+        self.leader_epoch_cache.clear()
         self.log_start_offset = self.recovery_point = offset
         self._write_checkpoint(RECOVERY_POINT_FILE, offset)
         self._write_checkpoint(LOG_START_FILE, offset)
@@ -501,6 +513,7 @@ class Log:
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return deleted
 
     def _next_base(self, segment: LogSegment) -> int:
@@ -531,6 +544,15 @@ class Log:
         """A clean shutdown: flush, so the next open has nothing to recover."""
         self.flush()
         for segment in self.segments:
+            segment.close()
+
+    def crash(self, *, lose_unflushed: bool = False) -> None:
+        """Let go of the files as a killed process would (no flush). With
+        ``lose_unflushed``, also cut every segment back to what was flushed, as a power loss
+        would: the simulated world's way to crash a machine, not just a process."""
+        for segment in self.segments:
+            if lose_unflushed and segment.flushed_size < segment.size:
+                os.truncate(segment.log_path, segment.flushed_size)
             segment.close()
 
     def __enter__(self) -> "Log":

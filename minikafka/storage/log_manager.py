@@ -52,6 +52,12 @@ class LogManager:
         for log in self._logs.values():
             log.flush()
 
+    def crash(self, *, lose_unflushed: bool = False) -> None:
+        """Release every log without flushing (see ``Log.crash``)."""
+        for log in self._logs.values():
+            log.crash(lose_unflushed=lose_unflushed)
+        self._logs.clear()
+
     def close(self) -> None:
         for log in self._logs.values():
             log.close()

@@ -1,0 +1,236 @@
+"""A broker: Kafka's ``KafkaApis`` (one handler per request type) around a ReplicaManager.
+
+Theory of operation
+-------------------
+The broker is a state machine (see ``minikafka.node``). On start it opens its log
+directory (recovering whatever a crash left) and heartbeats the controller; the
+controller answers with the partitions' states (``UpdateMetadata``), which make it leader
+or follower of each replica it hosts. From then on it serves:
+
+- clients: Metadata (from its metadata cache), Produce, Fetch, ListOffsets,
+  InitProducerId (ids from blocks the controller allocates), CreateTopics (forwarded to
+  the controller, as KRaft brokers do);
+- other brokers: Fetch from followers;
+- the controller: UpdateMetadata and AlterPartition answers.
+
+It never reads a clock (``self.now`` is the input's time) and touches disk only through
+the storage layer.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any, Hashable
+
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.replica_manager import ReplicaManager
+from minikafka.messages import (
+    CONTROLLER_ID,
+    LEADER_NOT_AVAILABLE,
+    NO_ERROR,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    AlterPartitionResponse,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    FetchRequest,
+    FetchResponse,
+    InitProducerIdRequest,
+    InitProducerIdResponse,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    MetadataRequest,
+    MetadataResponse,
+    PartitionMetadata,
+    PartitionState,
+    ProduceRequest,
+    TopicConfig,
+    TopicMetadata,
+    UpdateMetadata,
+)
+from minikafka.node import NodeId, StateMachine
+from minikafka.storage import LogManager
+from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+
+class Broker(StateMachine):
+    def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0) -> None:
+        super().__init__(broker_id)
+        self.broker_id = broker_id
+        self.log_dir = Path(log_dir)
+        self.config = config
+        self.incarnation = incarnation
+        # metadata cache: what the controller told us
+        self.metadata_version = -1
+        self.live_brokers: tuple[int, ...] = ()
+        self.topics: dict[str, TopicConfig] = {}
+        self.partition_states: dict[tuple[str, int], PartitionState] = {}
+        self.log_manager: LogManager | None = None
+        self.replica_manager: ReplicaManager | None = None
+        self._correlation = 0
+        self._forwarded: dict[int, tuple[NodeId, int]] = {}  # our corr -> (client, its corr)
+        self._producer_ids: list[int] = []  # first id, count of the block we hand out
+        self._waiting_for_ids: list[tuple[NodeId, int]] = []
+
+    def _next_correlation(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def on_start(self) -> None:
+        self.log_manager = LogManager(self.log_dir, clock=lambda: self.now)
+        self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
+        self._heartbeat()
+        self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
+
+    def _heartbeat(self) -> None:
+        self.send(CONTROLLER_ID, BrokerHeartbeatRequest(
+            self._next_correlation(), self.broker_id, self.incarnation, self.metadata_version
+        ))
+        self.set_timer("heartbeat", self.config["broker.heartbeat.interval.ms"])
+
+    def on_timer(self, key: Hashable) -> None:
+        rm = self.replica_manager
+        if key == "heartbeat":
+            self._heartbeat()
+        elif key == "isr-check":
+            rm.maybe_shrink_isrs()
+            self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
+        elif key[0] == "produce-timeout":
+            rm.produce_timed_out(key[1])
+        elif key[0] == "fetch-expire":
+            rm.fetch_expired(key[1])
+        elif key[0] == "replica-fetch-timeout":
+            rm.replica_fetch_timed_out(key[1])
+        elif key[0] == "replica-fetch-backoff":
+            rm.fetch_backoff_over(key[1])
+        elif key[0] == "alter-timeout":
+            rm.alter_timed_out(key[1])
+
+    # --- dispatch --------------------------------------------------------------------------------------
+
+    def on_message(self, src: NodeId, message: Any) -> None:
+        handler = self._HANDLERS.get(type(message))
+        if handler is not None:
+            handler(self, src, message)
+
+    def _produce(self, src: NodeId, request: ProduceRequest) -> None:
+        self.replica_manager.append_records(src, request)
+
+    def _fetch(self, src: NodeId, request: FetchRequest) -> None:
+        self.replica_manager.fetch_messages(src, request)
+
+    def _fetch_response(self, src: NodeId, response: FetchResponse) -> None:
+        self.replica_manager.handle_fetch_response(src, response)
+
+    def _alter_partition_response(self, src: NodeId, response: AlterPartitionResponse) -> None:
+        self.replica_manager.handle_alter_partition_response(response)
+
+    def _update_metadata(self, src: NodeId, update: UpdateMetadata) -> None:
+        if update.version <= self.metadata_version and not update.full:
+            return
+        if not update.full and update.version != self.metadata_version + 1:
+            return  # we missed one; the next heartbeat tells the controller to resend it all
+        self.metadata_version = update.version
+        self.live_brokers = update.live_brokers
+        for topic in update.topics:
+            self.topics[topic.name] = topic
+        for state in update.partitions:
+            key = (state.topic, state.partition)
+            self.partition_states[key] = state
+            if self.broker_id in state.replicas:
+                configs = dict(self.topics[state.topic].configs) if state.topic in self.topics else {}
+                self.replica_manager.apply_partition_state(state, configs)
+
+    def _metadata(self, src: NodeId, request: MetadataRequest) -> None:
+        names = sorted(self.topics) if request.topics is None else list(request.topics)
+        topics = []
+        for name in names:
+            if name not in self.topics:
+                topics.append(TopicMetadata(name, UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            parts = []
+            for p in range(self.topics[name].num_partitions):
+                s = self.partition_states.get((name, p))
+                if s is None:
+                    parts.append(PartitionMetadata(p, LEADER_NOT_AVAILABLE, -1, -1, (), ()))
+                    continue
+                error = NO_ERROR if s.leader >= 0 else LEADER_NOT_AVAILABLE
+                parts.append(PartitionMetadata(p, error, s.leader, s.leader_epoch, s.replicas, s.isr))
+            topics.append(TopicMetadata(name, NO_ERROR, tuple(parts)))
+        self.send(src, MetadataResponse(request.correlation_id, self.live_brokers, CONTROLLER_ID, tuple(topics)))
+
+    def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
+        out = []
+        for topic, partition, timestamp in request.partitions:
+            p = self.replica_manager.partitions.get((topic, partition))
+            if p is None or not p.is_leader:
+                out.append((topic, partition, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
+            elif timestamp == EARLIEST_TIMESTAMP:
+                out.append((topic, partition, NO_ERROR, -1, p.log.log_start_offset))
+            elif timestamp == LATEST_TIMESTAMP:
+                out.append((topic, partition, NO_ERROR, -1, p.high_watermark))
+            else:
+                found = p.log.offset_for_timestamp(timestamp)
+                if found is None or found[1] >= p.high_watermark:
+                    out.append((topic, partition, NO_ERROR, -1, -1))
+                else:
+                    out.append((topic, partition, NO_ERROR, found[0], found[1]))
+        self.send(src, ListOffsetsResponse(request.correlation_id, tuple(out)))
+
+    def _init_producer_id(self, src: NodeId, request: InitProducerIdRequest) -> None:
+        self._waiting_for_ids.append((src, request.correlation_id))
+        self._hand_out_producer_ids()
+
+    def _hand_out_producer_ids(self) -> None:
+        while self._waiting_for_ids and self._producer_ids and self._producer_ids[1] > 0:
+            src, corr = self._waiting_for_ids.pop(0)
+            first, count = self._producer_ids
+            self._producer_ids = [first + 1, count - 1]
+            self.send(src, InitProducerIdResponse(corr, NO_ERROR, first, 0))
+        if self._waiting_for_ids:
+            self.send(CONTROLLER_ID, AllocateProducerIdsRequest(self._next_correlation(), self.broker_id))
+
+    def _allocate_producer_ids_response(self, src: NodeId, response: AllocateProducerIdsResponse) -> None:
+        if response.error == NO_ERROR:
+            self._producer_ids = [response.first_producer_id, response.count]
+            self._hand_out_producer_ids()
+
+    def _create_topics(self, src: NodeId, request: CreateTopicsRequest) -> None:
+        corr = self._next_correlation()
+        self._forwarded[corr] = (src, request.correlation_id)
+        self.send(CONTROLLER_ID, CreateTopicsRequest(corr, request.topics))
+
+    def _create_topics_response(self, src: NodeId, response: CreateTopicsResponse) -> None:
+        client = self._forwarded.pop(response.correlation_id, None)
+        if client is not None:
+            self.send(client[0], CreateTopicsResponse(client[1], response.results))
+
+    def _heartbeat_response(self, src: NodeId, response: BrokerHeartbeatResponse) -> None:
+        pass
+
+    _HANDLERS = {
+        ProduceRequest: _produce,
+        FetchRequest: _fetch,
+        FetchResponse: _fetch_response,
+        MetadataRequest: _metadata,
+        ListOffsetsRequest: _list_offsets,
+        InitProducerIdRequest: _init_producer_id,
+        AllocateProducerIdsResponse: _allocate_producer_ids_response,
+        CreateTopicsRequest: _create_topics,
+        CreateTopicsResponse: _create_topics_response,
+        UpdateMetadata: _update_metadata,
+        AlterPartitionResponse: _alter_partition_response,
+        BrokerHeartbeatResponse: _heartbeat_response,
+    }
+
+    def close(self, *, lose_unflushed: bool = False) -> None:
+        """Release files after a crash (the runtime calls it); optionally lose what was not
+        flushed, as a power loss would."""
+        if self.log_manager is not None:
+            self.log_manager.crash(lose_unflushed=lose_unflushed)

@@ -1,0 +1,401 @@
+"""All the partitions a broker hosts: Kafka's ``ReplicaManager`` (with its purgatories and
+the follower's ``ReplicaFetcher``).
+
+Theory of operation
+-------------------
+- Produce: append to each partition this broker leads. acks=0 gets no answer, acks=1 an
+  answer as soon as the local log has it, acks=all waits in the *produce purgatory* until
+  the high watermark passes the last offset appended (every in-sync replica has it), the
+  leader loses leadership, or ``timeout_ms`` passes.
+- Fetch: a consumer reads up to the high watermark, a follower up to the log end. A fetch
+  that finds nothing waits in the *fetch purgatory* for up to ``max_wait_ms`` and is
+  answered as soon as an append brings data. A follower's fetch is also its report of how
+  far it got: it can move the HW, complete waiting produces and bring it back into the ISR.
+  A follower whose last epoch disagrees with the leader's history is told where the logs
+  diverge (``diverging_epoch``) and must truncate there first.
+- The follower side: for each leader it follows, one fetch in flight at a time, carrying
+  every partition it follows from that leader; the next one goes out when the answer comes.
+- ISR changes are proposed to the controller with AlterPartition and applied when it
+  commits them (see ``Partition``).
+
+This class does no I/O of its own: it sends and sets timers through its broker node.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from minikafka.broker.config import BrokerConfig
+from minikafka.broker.partition import Partition
+from minikafka.messages import (
+    CONSUMER_REPLICA_ID,
+    CONTROLLER_ID,
+    FENCED_LEADER_EPOCH,
+    NO_ERROR,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_OUT_OF_RANGE,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_LEADER_EPOCH,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    FetchPartition,
+    FetchPartitionResponse,
+    FetchRequest,
+    FetchResponse,
+    PartitionState,
+    ProducePartitionResponse,
+    ProduceRequest,
+    ProduceResponse,
+)
+from minikafka.storage import LogManager
+
+Key = tuple[str, int]
+
+
+@dataclass
+class DelayedProduce:
+    src: object
+    request: ProduceRequest
+    results: dict[Key, ProducePartitionResponse]
+    waiting: dict[Key, int]  # partition -> offset the HW must reach
+
+
+@dataclass
+class DelayedFetch:
+    src: object
+    request: FetchRequest
+
+
+@dataclass
+class Fetcher:
+    """The follower's fetch session towards one leader."""
+
+    leader: int
+    partitions: set = field(default_factory=set)
+    in_flight: int | None = None
+
+
+class ReplicaManager:
+    def __init__(self, node, broker_id: int, log_manager: LogManager, config: BrokerConfig) -> None:
+        self.node = node  # the Broker state machine: send(), set_timer(), now, live_brokers
+        self.broker_id = broker_id
+        self.log_manager = log_manager
+        self.config = config
+        self.partitions: dict[Key, Partition] = {}
+        self.produce_purgatory: dict[tuple, DelayedProduce] = {}
+        self.fetch_purgatory: dict[tuple, DelayedFetch] = {}
+        self.fetchers: dict[int, Fetcher] = {}
+        self.alter_in_flight: dict[int, Key] = {}
+        self._correlation = 0
+
+    def _next_correlation(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    # --- leadership changes ------------------------------------------------------------------
+
+    def get_or_create_partition(self, topic: str, partition: int, topic_configs: dict) -> Partition:
+        key = (topic, partition)
+        p = self.partitions.get(key)
+        if p is None:
+            log = self.log_manager.get_or_create_log(topic, partition, self.config.log_config(topic_configs))
+            p = self.partitions[key] = Partition(
+                topic, partition, self.broker_id, log, self.config.partition_config(topic_configs)
+            )
+        return p
+
+    def apply_partition_state(self, state: PartitionState, topic_configs: dict) -> None:
+        p = self.get_or_create_partition(state.topic, state.partition, topic_configs)
+        key = p.key
+        if state.leader == self.broker_id:
+            if state.leader_epoch < p.leader_epoch:
+                return  # an old decision, overtaken
+            if p.is_leader and state.leader_epoch == p.leader_epoch:
+                if state.partition_epoch > p.partition_epoch:
+                    p.apply_isr_update(state)
+                    self._on_high_watermark_maybe_changed(key, p.maybe_increment_high_watermark())
+                return
+            self._stop_fetching(key)
+            p.make_leader(state, self.node.now)
+            self._on_high_watermark_maybe_changed(key, p.maybe_increment_high_watermark())
+        else:
+            was_leader = p.is_leader
+            if state.leader_epoch < p.leader_epoch:
+                return
+            changed = p.make_follower(state)
+            if was_leader or changed:
+                self._fail_waiting_produces(key)
+                self._answer_fetches_for(key)
+            self._stop_fetching(key)
+            if state.leader >= 0:
+                self._start_fetching(key, state.leader)
+
+    # --- produce -----------------------------------------------------------------------------------
+
+    def append_records(self, src, request: ProduceRequest) -> None:
+        results: dict[Key, ProducePartitionResponse] = {}
+        waiting: dict[Key, int] = {}
+        for part in request.partitions:
+            key = (part.topic, part.partition)
+            p = self.partitions.get(key)
+            if p is None:
+                results[key] = ProducePartitionResponse(*key, UNKNOWN_TOPIC_OR_PARTITION)
+                continue
+            if not p.is_leader:
+                results[key] = ProducePartitionResponse(*key, NOT_LEADER_OR_FOLLOWER)
+                continue
+            error, base, last, message = p.append_as_leader(part.records, request.acks)
+            results[key] = ProducePartitionResponse(*key, error, base, p.log.log_start_offset, message if error else None)
+            if error == NO_ERROR:
+                if request.acks == -1:
+                    waiting[key] = last + 1
+                self._wake_fetches(key)
+        if request.acks == 0:
+            return
+        delayed = DelayedProduce(src, request, results, waiting)
+        self._try_complete_produce(delayed)
+        if delayed.waiting:
+            ident = (src, request.correlation_id)
+            self.produce_purgatory[ident] = delayed
+            self.node.set_timer(("produce-timeout", ident), request.timeout_ms)
+
+    def _try_complete_produce(self, delayed: DelayedProduce) -> bool:
+        for key, required in list(delayed.waiting.items()):
+            p = self.partitions.get(key)
+            if p is None or not p.is_leader:
+                done, error = True, NOT_LEADER_OR_FOLLOWER
+            else:
+                done, error = p.check_enough_replicas_reach_offset(required)
+            if done:
+                del delayed.waiting[key]
+                if error:
+                    delayed.results[key] = ProducePartitionResponse(*key, error)
+        if delayed.waiting:
+            return False
+        self.node.send(delayed.src, ProduceResponse(delayed.request.correlation_id, tuple(delayed.results.values())))
+        return True
+
+    def produce_timed_out(self, ident: tuple) -> None:
+        delayed = self.produce_purgatory.pop(ident, None)
+        if delayed is None:
+            return
+        for key in delayed.waiting:
+            delayed.results[key] = ProducePartitionResponse(*key, REQUEST_TIMED_OUT)
+        delayed.waiting.clear()
+        self._try_complete_produce(delayed)
+
+    def _complete_produces_for(self, key: Key) -> None:
+        for ident, delayed in list(self.produce_purgatory.items()):
+            if key in delayed.waiting and self._try_complete_produce(delayed):
+                del self.produce_purgatory[ident]
+                self.node.cancel_timer(("produce-timeout", ident))
+
+    def _fail_waiting_produces(self, key: Key) -> None:
+        self._complete_produces_for(key)  # not leader any more: each waiting one fails
+
+    def _on_high_watermark_maybe_changed(self, key: Key, changed: bool) -> None:
+        if changed:
+            self._complete_produces_for(key)
+            self._wake_fetches(key)
+
+    # --- fetch (leader side) ---------------------------------------------------------------------------
+
+    def fetch_messages(self, src, request: FetchRequest) -> None:
+        follower = request.replica_id != CONSUMER_REPLICA_ID
+        if follower:
+            for fp in request.partitions:
+                self._record_follower_fetch(request.replica_id, fp)
+        parts, size, urgent = self._read(request)
+        if urgent or size >= request.min_bytes or request.max_wait_ms <= 0:
+            self.node.send(src, FetchResponse(request.correlation_id, parts))
+            return
+        ident = (src, request.correlation_id)
+        self.fetch_purgatory[ident] = DelayedFetch(src, request)
+        self.node.set_timer(("fetch-expire", ident), request.max_wait_ms)
+
+    def _record_follower_fetch(self, replica_id: int, fp: FetchPartition) -> None:
+        key = (fp.topic, fp.partition)
+        p = self.partitions.get(key)
+        if p is None or not p.is_leader or fp.current_leader_epoch not in (-1, p.leader_epoch):
+            return
+        if self._diverging(p, fp) is not None or fp.fetch_offset > p.log_end_offset:
+            return
+        moved = p.update_follower_fetch_state(replica_id, fp.fetch_offset, self.node.now)
+        self._on_high_watermark_maybe_changed(key, moved)
+        proposal = p.maybe_expand_isr(replica_id, self.node.live_brokers)
+        if proposal is not None:
+            self._propose_isr(p, proposal)
+
+    @staticmethod
+    def _diverging(p: Partition, fp: FetchPartition) -> tuple[int, int] | None:
+        if fp.last_fetched_epoch < 0 or fp.fetch_offset == 0:
+            return None
+        epoch, end = p.log.leader_epoch_cache.end_offset_for(fp.last_fetched_epoch, p.log_end_offset)
+        if epoch < 0:
+            return (-1, p.log.log_start_offset)
+        if epoch != fp.last_fetched_epoch or end < fp.fetch_offset:
+            return (epoch, end)
+        return None
+
+    def _read(self, request: FetchRequest) -> tuple[tuple[FetchPartitionResponse, ...], int, bool]:
+        follower = request.replica_id != CONSUMER_REPLICA_ID
+        parts = []
+        size = 0
+        urgent = False  # errors and divergences are answered at once
+        budget = request.max_bytes
+        for fp in request.partitions:
+            key = (fp.topic, fp.partition)
+            p = self.partitions.get(key)
+            if p is None:
+                parts.append(FetchPartitionResponse(*key, UNKNOWN_TOPIC_OR_PARTITION))
+                urgent = True
+                continue
+            if not p.is_leader:
+                parts.append(FetchPartitionResponse(*key, NOT_LEADER_OR_FOLLOWER))
+                urgent = True
+                continue
+            if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
+                error = FENCED_LEADER_EPOCH if fp.current_leader_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+                parts.append(FetchPartitionResponse(*key, error))
+                urgent = True
+                continue
+            hw, start = p.high_watermark, p.log.log_start_offset
+            if follower:
+                diverging = self._diverging(p, fp)
+                if diverging is not None:
+                    parts.append(FetchPartitionResponse(*key, NO_ERROR, hw, start, b"", diverging))
+                    urgent = True
+                    continue
+            upper = p.log_end_offset if follower else hw
+            if fp.fetch_offset < start or fp.fetch_offset > upper:
+                parts.append(FetchPartitionResponse(*key, OFFSET_OUT_OF_RANGE, hw, start))
+                urgent = True
+                continue
+            records = b""
+            if budget > 0 and fp.fetch_offset < upper:
+                records = bytes(p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), max_offset=upper))
+                budget -= len(records)
+                size += len(records)
+            parts.append(FetchPartitionResponse(*key, NO_ERROR, hw, start, records))
+        return tuple(parts), size, urgent
+
+    def _wake_fetches(self, key: Key) -> None:
+        for ident, delayed in list(self.fetch_purgatory.items()):
+            if any((fp.topic, fp.partition) == key for fp in delayed.request.partitions):
+                parts, size, urgent = self._read(delayed.request)
+                if urgent or size >= delayed.request.min_bytes:
+                    del self.fetch_purgatory[ident]
+                    self.node.cancel_timer(("fetch-expire", ident))
+                    self.node.send(delayed.src, FetchResponse(delayed.request.correlation_id, parts))
+
+    def _answer_fetches_for(self, key: Key) -> None:
+        self._wake_fetches(key)  # a leadership change makes them urgent (errors)
+
+    def fetch_expired(self, ident: tuple) -> None:
+        delayed = self.fetch_purgatory.pop(ident, None)
+        if delayed is not None:
+            parts, _, _ = self._read(delayed.request)
+            self.node.send(delayed.src, FetchResponse(delayed.request.correlation_id, parts))
+
+    # --- ISR maintenance -----------------------------------------------------------------------------------
+
+    def maybe_shrink_isrs(self) -> None:
+        for p in self.partitions.values():
+            proposal = p.maybe_shrink_isr(self.node.now)
+            if proposal is not None:
+                self._propose_isr(p, proposal)
+
+    def _propose_isr(self, p: Partition, new_isr: tuple[int, ...]) -> None:
+        corr = self._next_correlation()
+        self.alter_in_flight[corr] = p.key
+        self.node.send(CONTROLLER_ID, AlterPartitionRequest(
+            corr, self.broker_id, p.topic, p.partition, p.leader_epoch, p.partition_epoch, new_isr
+        ))
+        self.node.set_timer(("alter-timeout", corr), self.config["replica.socket.timeout.ms"])
+
+    def handle_alter_partition_response(self, response: AlterPartitionResponse) -> None:
+        key = self.alter_in_flight.pop(response.correlation_id, None)
+        if key is None:
+            return
+        self.node.cancel_timer(("alter-timeout", response.correlation_id))
+        p = self.partitions.get(key)
+        if p is None:
+            return
+        if response.error == NO_ERROR and response.state is not None:
+            p.apply_isr_update(response.state)
+        p.pending_isr = None  # committed, or refused: either way, propose afresh next time
+        self._on_high_watermark_maybe_changed(key, p.maybe_increment_high_watermark())
+
+    def alter_timed_out(self, corr: int) -> None:
+        key = self.alter_in_flight.pop(corr, None)
+        if key is not None and key in self.partitions:
+            self.partitions[key].pending_isr = None
+
+    # --- the follower side ----------------------------------------------------------------------------------
+
+    def _start_fetching(self, key: Key, leader: int) -> None:
+        fetcher = self.fetchers.setdefault(leader, Fetcher(leader))
+        fetcher.partitions.add(key)
+        if fetcher.in_flight is None:
+            self._send_fetch(fetcher)
+
+    def _stop_fetching(self, key: Key) -> None:
+        for fetcher in self.fetchers.values():
+            fetcher.partitions.discard(key)
+
+    def _send_fetch(self, fetcher: Fetcher) -> None:
+        if not fetcher.partitions:
+            fetcher.in_flight = None
+            return
+        parts = []
+        for key in sorted(fetcher.partitions):
+            p = self.partitions[key]
+            parts.append(FetchPartition(
+                p.topic, p.partition, p.log_end_offset, p.last_fetched_epoch(), p.leader_epoch,
+            ))
+        corr = self._next_correlation()
+        fetcher.in_flight = corr
+        self.node.send(fetcher.leader, FetchRequest(
+            corr, self.broker_id, self.config["replica.fetch.wait.max.ms"], 1, tuple(parts)
+        ))
+        self.node.set_timer(("replica-fetch-timeout", fetcher.leader), self.config["replica.socket.timeout.ms"])
+
+    def handle_fetch_response(self, src: int, response: FetchResponse) -> None:
+        fetcher = self.fetchers.get(src)
+        if fetcher is None or fetcher.in_flight != response.correlation_id:
+            return  # an answer to a session we gave up on
+        self.node.cancel_timer(("replica-fetch-timeout", src))
+        backoff = False
+        for part in response.partitions:
+            key = (part.topic, part.partition)
+            p = self.partitions.get(key)
+            if p is None or key not in fetcher.partitions or p.leader_id != src:
+                continue
+            if part.diverging_epoch is not None:
+                epoch, end = part.diverging_epoch
+                my_epoch, my_end = p.log.leader_epoch_cache.end_offset_for(epoch, p.log_end_offset)
+                target = min(end, my_end) if my_epoch >= 0 else end
+                p.truncate_to(max(target, 0))
+            elif part.error == OFFSET_OUT_OF_RANGE and part.log_start_offset > p.log_end_offset:
+                p.log.truncate_fully_and_start_at(part.log_start_offset)
+                p.producer_state.rebuild(p.log)
+            elif part.error != NO_ERROR:
+                backoff = True  # wait for the controller's news
+            else:
+                p.append_as_follower(part.records, part.high_watermark)
+        fetcher.in_flight = None
+        if backoff:
+            fetcher.in_flight = -1  # parked until the backoff timer
+            self.node.set_timer(("replica-fetch-backoff", src), self.config["replica.fetch.backoff.ms"])
+        else:
+            self._send_fetch(fetcher)
+
+    def fetch_backoff_over(self, leader: int) -> None:
+        fetcher = self.fetchers.get(leader)
+        if fetcher is not None:
+            fetcher.in_flight = None
+            self._send_fetch(fetcher)
+
+    def replica_fetch_timed_out(self, leader: int) -> None:
+        self.fetch_backoff_over(leader)  # no answer: the leader may be gone; ask again

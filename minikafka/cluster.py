@@ -1,0 +1,256 @@
+"""``Cluster``: a whole simulated Kafka cluster in one Python object.
+
+Theory of operation
+-------------------
+A ``Cluster`` builds a ``World`` (virtual clock, network, crashes), one controller and
+``brokers`` brokers, each broker with its own log directory under ``dir`` (a temporary
+directory by default). Everything a notebook does goes through the world's event loop:
+``create_topic`` sends a real CreateTopics request and runs the world until it is
+answered; ``advance(ms=...)`` lets simulated time pass; ``kill``/``restart`` crash and
+reboot brokers (a restarted broker recovers its logs from disk); ``partition``/``heal``
+cut and mend network links. Clients (``KafkaProducer``, the checker's readers) are nodes
+too, added with ``add_client``.
+
+Same seed, same run: ``Cluster(brokers=3, seed=7)`` always places replicas, elects
+leaders and loses messages in the same way, so every output in a notebook is reproducible.
+"""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from pathlib import Path
+from typing import Any, Callable, Iterable, Mapping
+
+from minikafka.broker.broker import Broker
+from minikafka.broker.config import BrokerConfig
+from minikafka.controller import Controller
+from minikafka.errors import BrokerResponseError, IllegalArgumentError, KafkaTimeoutError, for_code
+from minikafka.messages import (
+    CONTROLLER_ID,
+    ERROR_NAMES,
+    NO_ERROR,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    PartitionState,
+    TopicConfig,
+)
+from minikafka.node import NodeId, StateMachine
+from minikafka.sim import World
+
+
+class AdminNode(StateMachine):
+    """A minimal admin client: sends one request at a time and keeps the answers."""
+
+    def __init__(self, node_id: NodeId) -> None:
+        super().__init__(node_id)
+        self.responses: dict[int, Any] = {}
+        self._correlation = itertools.count(1)
+
+    def request(self, dst: NodeId, make: Callable[[int], Any]) -> int:
+        corr = next(self._correlation)
+        self.send(dst, make(corr))
+        return corr
+
+    def on_message(self, src: NodeId, message: Any) -> None:
+        self.responses[message.correlation_id] = message
+
+
+class Cluster:
+    """A simulated Kafka cluster: ``Cluster(brokers=3, seed=7)``."""
+
+    def __init__(
+        self,
+        brokers: int = 3,
+        *,
+        seed: int = 0,
+        config: Mapping[str, Any] | None = None,
+        dir: str | Path | None = None,
+        latency_ms: int = 1,
+        record_history: bool = True,
+    ) -> None:
+        if not isinstance(brokers, int) or brokers < 1:
+            raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
+        self.seed = seed
+        self.config = BrokerConfig(config)
+        self._own_dir = dir is None
+        self.dir = Path(tempfile.mkdtemp(prefix="minikafka-") if dir is None else dir)
+        self.world = World(seed, latency_ms=latency_ms, record_history=record_history)
+        self.broker_ids = list(range(1, brokers + 1))
+        self._incarnations = {b: 0 for b in self.broker_ids}
+        self._client_counter = itertools.count(1)
+        self.world.add(CONTROLLER_ID, lambda: Controller(self.config, seed=seed))
+        for b in self.broker_ids:
+            self.world.add(b, self._broker_factory(b))
+        self.admin_id = self.add_client("admin", AdminNode)
+        if not self.world.run_until(lambda: set(self.controller.live_brokers) == set(self.broker_ids), 30_000):
+            raise KafkaTimeoutError("the brokers did not register with the controller")
+
+    def _broker_factory(self, broker_id: int) -> Callable[[], Broker]:
+        def make() -> Broker:
+            self._incarnations[broker_id] += 1
+            return Broker(broker_id, self.dir / f"broker-{broker_id}", self.config,
+                          incarnation=self._incarnations[broker_id])
+        return make
+
+    # --- nodes ---------------------------------------------------------------------------------------
+
+    @property
+    def controller(self) -> Controller:
+        return self.world.nodes[CONTROLLER_ID]
+
+    def broker(self, broker_id: int) -> Broker:
+        if broker_id not in self.broker_ids:
+            raise IllegalArgumentError(f"no broker {broker_id}; brokers are {self.broker_ids}")
+        if not self.world.alive(broker_id):
+            raise IllegalArgumentError(f"broker {broker_id} is dead (restart it first)")
+        return self.world.nodes[broker_id]
+
+    def alive(self, broker_id: int) -> bool:
+        return self.world.alive(broker_id)
+
+    def add_client(self, prefix: str, factory: Callable[[NodeId], StateMachine]) -> NodeId:
+        node_id = f"{prefix}-{next(self._client_counter)}"
+        self.world.add(node_id, lambda: factory(node_id))
+        return node_id
+
+    @property
+    def now(self) -> int:
+        return self.world.now
+
+    # --- time ---------------------------------------------------------------------------------------------
+
+    def advance(self, ms: int) -> "Cluster":
+        """Let ``ms`` milliseconds of simulated time pass."""
+        if ms < 0:
+            raise IllegalArgumentError(f"time only moves forward: advance(ms={ms})")
+        self.world.advance(ms)
+        return self
+
+    def run_until(self, done: Callable[[], bool], timeout_ms: int) -> bool:
+        return self.world.run_until(done, timeout_ms)
+
+    # --- faults ------------------------------------------------------------------------------------------
+
+    def kill(self, broker_id: int, *, power_loss: bool = False) -> None:
+        """Crash a broker: its memory is gone. With ``power_loss`` the machine dies too, and
+        whatever its logs had not flushed (fsync'd) is lost as well."""
+        broker = self.broker(broker_id)
+        broker.close(lose_unflushed=power_loss)
+        self.world.crash(broker_id)
+
+    def restart(self, broker_id: int) -> None:
+        """Start a dead broker again: it recovers its logs and rejoins."""
+        if broker_id not in self.broker_ids:
+            raise IllegalArgumentError(f"no broker {broker_id}; brokers are {self.broker_ids}")
+        if self.world.alive(broker_id):
+            raise IllegalArgumentError(f"broker {broker_id} is running; kill it first")
+        self.world.restart(broker_id)
+
+    def partition(self, side_a: Iterable[NodeId], side_b: Iterable[NodeId]) -> None:
+        """Cut the network between two groups of nodes (brokers, "controller" or clients)."""
+        self.world.network.partition(self._ids(side_a), self._ids(side_b))
+
+    def heal(self) -> None:
+        self.world.network.heal()
+
+    def slow(self, src: NodeId, dst: NodeId, latency_ms: int) -> None:
+        self.world.network.set_link(self._id(src), self._id(dst), latency_ms=latency_ms)
+
+    def _id(self, node: NodeId) -> NodeId:
+        return CONTROLLER_ID if node == "controller" else node
+
+    def _ids(self, nodes: Iterable[NodeId]) -> list[NodeId]:
+        return [self._id(n) for n in nodes]
+
+    # --- admin -------------------------------------------------------------------------------------------
+
+    def _any_live_broker(self) -> int:
+        for b in self.broker_ids:
+            if self.world.alive(b):
+                return b
+        raise KafkaTimeoutError("no broker is alive")
+
+    def create_topic(
+        self, name: str, partitions: int = 1, replication_factor: int = 1,
+        config: Mapping[str, Any] | None = None, *, timeout_ms: int = 30_000,
+    ) -> None:
+        """Create a topic (through a broker, as ``kafka-topics --create`` does) and wait until
+        every live broker knows its leaders."""
+        configs = tuple(sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (config or {}).items()))
+        topic = TopicConfig(name, partitions, replication_factor, configs)
+        admin = self.world.nodes[self.admin_id]
+        corr = self.world.call_node(
+            self.admin_id, lambda node: node.request(self._any_live_broker(), lambda c: CreateTopicsRequest(c, (topic,)))
+        )
+        if not self.world.run_until(lambda: corr in admin.responses, timeout_ms):
+            raise KafkaTimeoutError(f"no answer to CreateTopics({name!r}) within {timeout_ms} ms")
+        response: CreateTopicsResponse = admin.responses.pop(corr)
+        _, error, message = response.results[0]
+        if error != NO_ERROR:
+            raise for_code(error)(message or ERROR_NAMES.get(error, str(error)))
+
+        def known_everywhere() -> bool:
+            return all(
+                (name, p) in self.world.nodes[b].partition_states
+                for b in self.broker_ids if self.world.alive(b) for p in range(partitions)
+            )
+        self.world.run_until(known_everywhere, timeout_ms)
+
+    def topics(self) -> list[str]:
+        return sorted(self.controller.topics)
+
+    def partition_state(self, topic: str, partition: int) -> PartitionState:
+        try:
+            return self.controller.partitions[(topic, partition)]
+        except KeyError:
+            raise IllegalArgumentError(f"no partition {topic}-{partition}") from None
+
+    def partitions_of(self, topic: str) -> list[PartitionState]:
+        if topic not in self.controller.topics:
+            raise IllegalArgumentError(f"no topic {topic!r}; topics are {self.topics()}")
+        return [self.controller.partitions[(topic, p)] for p in range(self.controller.topics[topic].num_partitions)]
+
+    def replica(self, broker_id: int, topic: str, partition: int):
+        """Broker ``broker_id``'s replica (a ``Partition``) of topic-partition, or None."""
+        if not self.world.alive(broker_id):
+            return None
+        return self.world.nodes[broker_id].replica_manager.partitions.get((topic, partition))
+
+    def describe(self, topic: str) -> str:
+        """``kafka-topics --describe``, plus LEO and HW per replica: a deterministic table."""
+        lines = [f"Topic: {topic}\tPartitionCount: {self.controller.topics[topic].num_partitions}\t"
+                 f"ReplicationFactor: {self.controller.topics[topic].replication_factor}"]
+        for s in self.partitions_of(topic):
+            offsets = []
+            for r in s.replicas:
+                rep = self.replica(r, topic, s.partition)
+                offsets.append(f"{r}:dead" if rep is None else f"{r}:{rep.log_end_offset}/{rep.high_watermark}")
+            leader = s.leader if s.leader >= 0 else "none"
+            lines.append(
+                f"\tPartition: {s.partition}\tLeader: {leader}\tEpoch: {s.leader_epoch}\t"
+                f"Replicas: {','.join(map(str, s.replicas))}\tIsr: {','.join(map(str, s.isr))}\t"
+                f"LEO/HW: {' '.join(offsets)}"
+            )
+        return "\n".join(lines)
+
+    # --- cleanup --------------------------------------------------------------------------------------------
+
+    def close(self) -> None:
+        for b in self.broker_ids:
+            if self.world.alive(b):
+                self.world.nodes[b].close()
+                self.world.crash(b)
+        if self._own_dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+
+    def __enter__(self) -> "Cluster":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        alive = [b for b in self.broker_ids if self.world.alive(b)]
+        return f"Cluster(brokers={self.broker_ids}, alive={alive}, topics={self.topics()}, now={self.now} ms)"

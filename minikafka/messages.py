@@ -1,0 +1,296 @@
+"""The requests and responses nodes exchange: plain, immutable dataclasses.
+
+They follow Kafka's protocol schemas (``clients/src/main/resources/common/message/*.json``)
+field for field where the course needs the field, with Kafka's names in snake_case, so
+the wire runtime can map each one to and from a real protocol frame. Errors travel as
+Kafka's numeric error codes (``minikafka.errors``), never as exceptions.
+
+Every request carries a ``correlation_id`` that its response echoes, as on the wire.
+Record batches travel as opaque ``bytes``.
+
+Two messages are the ZooKeeper-era controller's, not client-facing: ``UpdateMetadata``
+(the controller pushes partition state to brokers, as LeaderAndIsr and UpdateMetadata
+did) and ``BrokerHeartbeat`` (KRaft's name for a broker's liveness signal).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+NO_ERROR = 0
+CONTROLLER_ID = 3000  # the controller's node id (KRaft controllers often use 3000+)
+CONSUMER_REPLICA_ID = -1
+
+
+# --- shared pieces -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class PartitionState:
+    """What the controller decides about one partition."""
+
+    topic: str
+    partition: int
+    leader: int  # -1: no leader (offline)
+    leader_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+    partition_epoch: int = 0  # bumped on every change, leader or ISR
+
+
+@dataclass(frozen=True)
+class TopicConfig:
+    name: str
+    num_partitions: int
+    replication_factor: int
+    configs: tuple[tuple[str, str], ...] = ()
+
+    def config(self, key: str, default=None):
+        return dict(self.configs).get(key, default)
+
+
+# --- metadata ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class MetadataRequest:
+    correlation_id: int
+    topics: tuple[str, ...] | None = None  # None: all topics
+
+
+@dataclass(frozen=True)
+class PartitionMetadata:
+    partition: int
+    error: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class TopicMetadata:
+    name: str
+    error: int
+    partitions: tuple[PartitionMetadata, ...] = ()
+
+
+@dataclass(frozen=True)
+class MetadataResponse:
+    correlation_id: int
+    brokers: tuple[int, ...]
+    controller_id: int
+    topics: tuple[TopicMetadata, ...]
+
+
+# --- produce -----------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ProducePartition:
+    topic: str
+    partition: int
+    records: bytes
+
+
+@dataclass(frozen=True)
+class ProduceRequest:
+    correlation_id: int
+    acks: int  # 0, 1 or -1 (all)
+    timeout_ms: int
+    partitions: tuple[ProducePartition, ...]
+
+
+@dataclass(frozen=True)
+class ProducePartitionResponse:
+    topic: str
+    partition: int
+    error: int
+    base_offset: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class ProduceResponse:
+    correlation_id: int
+    partitions: tuple[ProducePartitionResponse, ...]
+
+
+# --- fetch ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class FetchPartition:
+    topic: str
+    partition: int
+    fetch_offset: int
+    last_fetched_epoch: int = -1  # followers: epoch of their last batch (KIP-320/595)
+    current_leader_epoch: int = -1
+    partition_max_bytes: int = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FetchRequest:
+    correlation_id: int
+    replica_id: int  # a follower's broker id, or -1 for a consumer
+    max_wait_ms: int
+    min_bytes: int
+    partitions: tuple[FetchPartition, ...]
+    max_bytes: int = 50 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class FetchPartitionResponse:
+    topic: str
+    partition: int
+    error: int
+    high_watermark: int = -1
+    log_start_offset: int = -1
+    records: bytes = b""
+    diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate first
+
+
+@dataclass(frozen=True)
+class FetchResponse:
+    correlation_id: int
+    partitions: tuple[FetchPartitionResponse, ...]
+
+
+# --- offsets, producer ids, topics ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ListOffsetsRequest:
+    correlation_id: int
+    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, timestamp or -1/-2)
+
+
+@dataclass(frozen=True)
+class ListOffsetsResponse:
+    correlation_id: int
+    partitions: tuple[tuple[str, int, int, int, int], ...]  # (topic, partition, error, timestamp, offset)
+
+
+@dataclass(frozen=True)
+class InitProducerIdRequest:
+    correlation_id: int
+    transactional_id: str | None = None
+
+
+@dataclass(frozen=True)
+class InitProducerIdResponse:
+    correlation_id: int
+    error: int
+    producer_id: int = -1
+    producer_epoch: int = -1
+
+
+@dataclass(frozen=True)
+class CreateTopicsRequest:
+    correlation_id: int
+    topics: tuple[TopicConfig, ...]
+
+
+@dataclass(frozen=True)
+class CreateTopicsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
+
+
+# --- broker <-> controller ------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class BrokerHeartbeatRequest:
+    correlation_id: int
+    broker_id: int
+    incarnation: int  # new on every start: the controller sees a restart
+    metadata_version: int  # what the broker has applied; behind -> a full resend
+
+
+@dataclass(frozen=True)
+class BrokerHeartbeatResponse:
+    correlation_id: int
+    error: int
+
+
+@dataclass(frozen=True)
+class UpdateMetadata:
+    """Controller -> broker: the partitions' states (all of them when ``full``)."""
+
+    version: int
+    live_brokers: tuple[int, ...]
+    partitions: tuple[PartitionState, ...]
+    topics: tuple[TopicConfig, ...] = ()
+    full: bool = False
+
+
+@dataclass(frozen=True)
+class AlterPartitionRequest:
+    """Leader -> controller: please change this partition's ISR."""
+
+    correlation_id: int
+    broker_id: int
+    topic: str
+    partition: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class AlterPartitionResponse:
+    correlation_id: int
+    error: int
+    state: PartitionState | None = None
+
+
+@dataclass(frozen=True)
+class AllocateProducerIdsRequest:
+    correlation_id: int
+    broker_id: int
+
+
+@dataclass(frozen=True)
+class AllocateProducerIdsResponse:
+    correlation_id: int
+    error: int
+    first_producer_id: int = -1
+    count: int = 0
+
+
+# Error codes the state machines use (Kafka's numbers; names as in Kafka's Errors enum).
+OFFSET_OUT_OF_RANGE = 1
+CORRUPT_MESSAGE = 2
+UNKNOWN_TOPIC_OR_PARTITION = 3
+LEADER_NOT_AVAILABLE = 5
+NOT_LEADER_OR_FOLLOWER = 6
+REQUEST_TIMED_OUT = 7
+MESSAGE_TOO_LARGE = 10
+NOT_CONTROLLER = 41
+INVALID_TOPIC_EXCEPTION = 17
+NOT_ENOUGH_REPLICAS = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND = 20
+INVALID_REQUIRED_ACKS = 21
+TOPIC_ALREADY_EXISTS = 36
+INVALID_PARTITIONS = 37
+INVALID_REPLICATION_FACTOR = 38
+OUT_OF_ORDER_SEQUENCE_NUMBER = 45
+DUPLICATE_SEQUENCE_NUMBER = 46
+INVALID_PRODUCER_EPOCH = 47
+FENCED_LEADER_EPOCH = 74
+UNKNOWN_LEADER_EPOCH = 75
+INVALID_CONFIG = 40
+UNKNOWN_PRODUCER_ID = 59
+BROKER_NOT_AVAILABLE = 8
+STALE_BROKER_EPOCH = 77
+INVALID_UPDATE_VERSION = 96
+
+ERROR_NAMES = {
+    value: name for name, value in dict(globals()).items() if name.isupper() and isinstance(value, int)
+    and name not in ("CONTROLLER_ID", "CONSUMER_REPLICA_ID")
+}
+ERROR_NAMES[NO_ERROR] = "NONE"
+
+__all__ = [name for name in dict(globals()) if not name.startswith("_") and name not in ("annotations", "dataclass", "field")]

@@ -1,0 +1,103 @@
+"""Which leader epoch wrote which offsets: Kafka's ``LeaderEpochFileCache`` (KIP-101).
+
+Theory of operation
+-------------------
+Every batch carries the ``partitionLeaderEpoch`` of the leader that appended it. The cache
+keeps one entry per epoch: (epoch, the first offset written in it), in increasing order of
+both, checkpointed to ``leader-epoch-checkpoint`` in the partition's directory.
+
+It answers the one question a follower asks after a leader change: *where does my log
+stop agreeing with the leader's?* ``end_offset_for(epoch)`` gives the largest epoch at or
+below ``epoch`` and the offset where it ended (the start of the next epoch, or the log end
+for the latest one). A follower truncates to that offset instead of to its high watermark,
+which is what loses or forks data when two leaders fail in a row (the HW-truncation bug
+KIP-101 fixed).
+
+Invariants: epochs and start offsets strictly increase; no entry starts at or after the
+log end offset once the log is truncated (the log calls ``truncate_from_end``).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from pathlib import Path
+
+CHECKPOINT_FILE = "leader-epoch-checkpoint"
+UNDEFINED = (-1, -1)
+
+
+class LeaderEpochFileCache:
+    def __init__(self, directory: Path) -> None:
+        self.path = Path(directory) / CHECKPOINT_FILE
+        self._epochs: list[int] = []
+        self._starts: list[int] = []
+        self._load()
+
+    def _load(self) -> None:
+        try:
+            lines = self.path.read_text().split("\n")
+            count = int(lines[1])
+            for line in lines[2 : 2 + count]:
+                epoch, start = (int(x) for x in line.split())
+                self._epochs.append(epoch)
+                self._starts.append(start)
+        except (OSError, IndexError, ValueError):
+            self._epochs, self._starts = [], []
+
+    def _flush(self) -> None:
+        tmp = self.path.with_suffix(".tmp")
+        body = "".join(f"{e} {s}\n" for e, s in zip(self._epochs, self._starts))
+        with open(tmp, "w") as f:
+            f.write(f"0\n{len(self._epochs)}\n{body}")
+        os.replace(tmp, self.path)
+
+    def entries(self) -> list[tuple[int, int]]:
+        return list(zip(self._epochs, self._starts))
+
+    @property
+    def latest_epoch(self) -> int:
+        return self._epochs[-1] if self._epochs else -1
+
+    def assign(self, epoch: int, start_offset: int) -> None:
+        """Note that ``epoch`` starts at ``start_offset`` (if it is new)."""
+        if epoch < 0 or (self._epochs and epoch <= self._epochs[-1]):
+            return
+        # A new epoch that starts no later than an older one supersedes it (that older
+        # leader's entries were never written here).
+        while self._starts and self._starts[-1] >= start_offset:
+            self._epochs.pop()
+            self._starts.pop()
+        self._epochs.append(epoch)
+        self._starts.append(start_offset)
+        self._flush()
+
+    def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
+        """(largest known epoch <= ``epoch``, the offset where it ended); UNDEFINED if none."""
+        i = bisect.bisect_right(self._epochs, epoch) - 1
+        if i < 0:
+            return UNDEFINED
+        end = self._starts[i + 1] if i + 1 < len(self._epochs) else log_end_offset
+        return self._epochs[i], end
+
+    def truncate_from_end(self, end_offset: int) -> None:
+        """Forget epochs that start at or after ``end_offset`` (the log was cut there)."""
+        n = bisect.bisect_left(self._starts, end_offset)
+        if n < len(self._starts):
+            del self._epochs[n:], self._starts[n:]
+            self._flush()
+
+    def truncate_from_start(self, start_offset: int) -> None:
+        """The log now starts at ``start_offset``: the epoch holding it starts there."""
+        i = bisect.bisect_right(self._starts, start_offset) - 1
+        if i > 0 or (i == 0 and self._starts[0] < start_offset):
+            del self._epochs[:i], self._starts[:i]
+            self._starts[0] = start_offset
+            self._flush()
+
+    def clear(self) -> None:
+        self._epochs, self._starts = [], []
+        self._flush()
+
+    def __repr__(self) -> str:
+        return f"LeaderEpochFileCache({self.entries()})"
