@@ -129,7 +129,9 @@ class ReplicaManager:
                 self._answer_fetches_for(key)
             self._stop_fetching(key)
             if state.leader >= 0:
-                self._start_fetching(key, state.leader)
+                # A new leader or epoch: don't wait on a fetch sent before the change (its
+                # leader may have died with it); its late answer is ignored.
+                self._start_fetching(key, state.leader, fresh=was_leader or changed)
 
     # --- produce -----------------------------------------------------------------------------------
 
@@ -334,10 +336,12 @@ class ReplicaManager:
 
     # --- the follower side ----------------------------------------------------------------------------------
 
-    def _start_fetching(self, key: Key, leader: int) -> None:
+    def _start_fetching(self, key: Key, leader: int, *, fresh: bool = False) -> None:
         fetcher = self.fetchers.setdefault(leader, Fetcher(leader))
         fetcher.partitions.add(key)
-        if fetcher.in_flight is None:
+        if fetcher.in_flight is None or fresh:
+            self.node.cancel_timer(("replica-fetch-timeout", leader))
+            self.node.cancel_timer(("replica-fetch-backoff", leader))
             self._send_fetch(fetcher)
 
     def _stop_fetching(self, key: Key) -> None:
