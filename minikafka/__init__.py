@@ -5,6 +5,8 @@ batches), ``storage`` (segments, indexes, the log), ``partitioner``; then the br
 clients and runtimes the later chapters add.
 """
 
+from minikafka.clients import KafkaProducer, RecordMetadata
+from minikafka.cluster import Cluster
 from minikafka.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
 from minikafka.records import MemoryRecords, Record, RecordBatch
 from minikafka.storage import Log, LogConfig, LogManager
@@ -13,7 +15,10 @@ from minikafka.topic import TopicPartition
 __version__ = "0.1.0"
 
 __all__ = [
+    "Cluster",
     "CorruptRecordError",
+    "KafkaProducer",
+    "RecordMetadata",
     "KafkaError",
     "Log",
     "LogConfig",

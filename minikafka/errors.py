@@ -21,12 +21,23 @@ class IllegalArgumentError(KafkaError, ValueError):
     """A configuration value or argument is out of range."""
 
 
+class KafkaConfigurationError(KafkaError, ValueError):
+    """A configuration key has a value the client cannot work with (kafka-python's name)."""
+
+
 class IllegalStateError(KafkaError):
     pass
 
 
 class KafkaTimeoutError(KafkaError):
     retriable = True
+
+
+class KafkaConnectionError(KafkaError):
+    """The connection to a broker was refused or closed."""
+
+    retriable = True
+    invalid_metadata = True
 
 
 class UnsupportedCodecError(KafkaError):
@@ -70,6 +81,19 @@ class NotLeaderForPartitionError(BrokerResponseError):
     retriable = True
 
 
+class LeaderNotAvailableError(BrokerResponseError):
+    errno = 5
+    message = "LEADER_NOT_AVAILABLE"
+    retriable = True
+    invalid_metadata = True
+
+
+class RequestTimedOutError(BrokerResponseError):
+    errno = 7
+    message = "REQUEST_TIMED_OUT"
+    retriable = True
+
+
 class MessageSizeTooLargeError(BrokerResponseError):
     errno = 10
     message = "MESSAGE_TOO_LARGE"
@@ -88,6 +112,70 @@ class RecordListTooLargeError(BrokerResponseError):
 class NotEnoughReplicasError(BrokerResponseError):
     errno = 19
     message = "NOT_ENOUGH_REPLICAS"
+    retriable = True
+
+
+class NotEnoughReplicasAfterAppendError(BrokerResponseError):
+    errno = 20
+    message = "NOT_ENOUGH_REPLICAS_AFTER_APPEND"
+    retriable = True
+
+
+class InvalidRequiredAcksError(BrokerResponseError):
+    errno = 21
+    message = "INVALID_REQUIRED_ACKS"
+
+
+class TopicAlreadyExistsError(BrokerResponseError):
+    errno = 36
+    message = "TOPIC_ALREADY_EXISTS"
+
+
+class InvalidPartitionsError(BrokerResponseError):
+    errno = 37
+    message = "INVALID_PARTITIONS"
+
+
+class InvalidReplicationFactorError(BrokerResponseError):
+    errno = 38
+    message = "INVALID_REPLICATION_FACTOR"
+
+
+class InvalidConfigurationError(BrokerResponseError):
+    errno = 40
+    message = "INVALID_CONFIG"
+
+
+class OutOfOrderSequenceNumberError(BrokerResponseError):
+    errno = 45
+    message = "OUT_OF_ORDER_SEQUENCE_NUMBER"
+
+
+class DuplicateSequenceNumberError(BrokerResponseError):
+    errno = 46
+    message = "DUPLICATE_SEQUENCE_NUMBER"
+
+
+class InvalidProducerEpochError(BrokerResponseError):
+    errno = 47
+    message = "INVALID_PRODUCER_EPOCH"
+
+
+class UnknownProducerIdError(BrokerResponseError):
+    errno = 59
+    message = "UNKNOWN_PRODUCER_ID"
+
+
+class FencedLeaderEpochError(BrokerResponseError):
+    errno = 74
+    message = "FENCED_LEADER_EPOCH"
+    retriable = True
+    invalid_metadata = True
+
+
+class UnknownLeaderEpochError(BrokerResponseError):
+    errno = 75
+    message = "UNKNOWN_LEADER_EPOCH"
     retriable = True
 
 

@@ -260,6 +260,14 @@ class AllocateProducerIdsResponse:
     count: int = 0
 
 
+@dataclass(frozen=True)
+class Disconnected:
+    """From the runtime, not a node: the connection to ``node`` was refused or closed (a
+    crashed process's port refuses at once; a partitioned one just stays silent)."""
+
+    node: object
+
+
 # Error codes the state machines use (Kafka's numbers; names as in Kafka's Errors enum).
 OFFSET_OUT_OF_RANGE = 1
 CORRUPT_MESSAGE = 2

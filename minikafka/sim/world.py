@@ -13,7 +13,9 @@ fault schedules), ties are broken by insertion order, and nodes never read a clo
 runs with one seed produce the same ``history``, event for event.
 
 Crashes: ``crash(node_id)`` drops the node object (its memory), and every timer and
-in-flight message addressed to that incarnation is discarded on arrival. The factory given
+in-flight message addressed to that incarnation is discarded on arrival. A message sent to
+a crashed node is answered by the runtime with ``Disconnected(node)`` after a round trip,
+as a refused TCP connection would be; a partitioned node stays silent instead. The factory given
 to ``add`` builds a fresh object for ``restart``; a broker's factory reopens its log
 directory, so it recovers from disk. ``on_crash`` hooks run at the crash (a broker's hook
 cuts unflushed bytes off its files when the crash is a power loss).
@@ -28,6 +30,7 @@ import heapq
 import random
 from typing import Any, Callable, Hashable
 
+from minikafka.messages import Disconnected
 from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
 from minikafka.sim.network import Network
 
@@ -100,6 +103,11 @@ class World:
         at = self.network.arrival(self.now, src, dst)
         if at is None:
             self._log("drop", src, dst, type(message).__name__)
+            return
+        if dst in self.factories and dst not in self.nodes and src in self.nodes:
+            # A crashed process's port refuses the connection: the sender learns it after
+            # one round trip instead of waiting out its request timeout.
+            self._push(at + (at - self.now), _MESSAGE, (dst, src, self.incarnation[src], Disconnected(dst)))
             return
         self._push(at, _MESSAGE, (src, dst, self.incarnation.get(dst, 0), message))
 

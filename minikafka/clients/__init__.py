@@ -1,0 +1,21 @@
+"""The clients: what applications use to talk to a minikafka cluster.
+
+``KafkaProducer`` (this chapter) mirrors kafka-python's producer: a thin user-facing object
+over a sans-I/O ``Sender`` node and its ``RecordAccumulator``; the consumer and admin
+clients join it in later chapters.
+"""
+
+from minikafka.clients.future import FutureRecordMetadata, RecordMetadata
+from minikafka.clients.producer import KafkaConfigurationError, KafkaProducer
+from minikafka.clients.record_accumulator import ProducerBatch, RecordAccumulator
+from minikafka.clients.sender import Sender
+
+__all__ = [
+    "FutureRecordMetadata",
+    "KafkaConfigurationError",
+    "KafkaProducer",
+    "ProducerBatch",
+    "RecordAccumulator",
+    "RecordMetadata",
+    "Sender",
+]
