@@ -220,9 +220,10 @@ class Cluster:
 
     def describe(self, topic: str) -> str:
         """``kafka-topics --describe``, plus LEO and HW per replica: a deterministic table."""
+        states = self.partitions_of(topic)  # refuses an unknown topic by name
         lines = [f"Topic: {topic}\tPartitionCount: {self.controller.topics[topic].num_partitions}\t"
                  f"ReplicationFactor: {self.controller.topics[topic].replication_factor}"]
-        for s in self.partitions_of(topic):
+        for s in states:
             offsets = []
             for r in s.replicas:
                 rep = self.replica(r, topic, s.partition)

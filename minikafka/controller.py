@@ -258,7 +258,11 @@ class Controller(StateMachine):
             error = FENCED_LEADER_EPOCH
         elif req.partition_epoch != state.partition_epoch:
             error = INVALID_UPDATE_VERSION
-        elif req.broker_id not in req.new_isr or not all(self.is_alive(r) for r in req.new_isr):
+        elif (
+            req.broker_id not in req.new_isr
+            or not set(req.new_isr) <= set(state.replicas)
+            or not all(self.is_alive(r) for r in req.new_isr)
+        ):
             error = INELIGIBLE_REPLICA
         else:
             state = self._set(state, isr=tuple(sorted(req.new_isr)))

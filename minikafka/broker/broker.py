@@ -75,6 +75,7 @@ class Broker(StateMachine):
         self._forwarded: dict[int, tuple[NodeId, int]] = {}  # our corr -> (client, its corr)
         self._producer_ids: list[int] = []  # first id, count of the block we hand out
         self._waiting_for_ids: list[tuple[NodeId, int]] = []
+        self._asked_for_ids = False
 
     def _next_correlation(self) -> int:
         self._correlation += 1
@@ -87,6 +88,7 @@ class Broker(StateMachine):
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
         self._heartbeat()
         self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
+        self.set_timer("flush", self.config["log.flush.interval.ms"])
 
     def _heartbeat(self) -> None:
         self.send(CONTROLLER_ID, BrokerHeartbeatRequest(
@@ -98,6 +100,12 @@ class Broker(StateMachine):
         rm = self.replica_manager
         if key == "heartbeat":
             self._heartbeat()
+        elif key == "flush":
+            # Kafka leaves flushing to the OS, which writes dirty pages back within ~30 s;
+            # this timer stands in for that writeback, so a power loss costs the last
+            # seconds, not everything since the broker started.
+            self.log_manager.flush_all()
+            self.set_timer("flush", self.config["log.flush.interval.ms"])
         elif key == "isr-check":
             rm.maybe_shrink_isrs()
             self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
@@ -193,13 +201,15 @@ class Broker(StateMachine):
             first, count = self._producer_ids
             self._producer_ids = [first + 1, count - 1]
             self.send(src, InitProducerIdResponse(corr, NO_ERROR, first, 0))
-        if self._waiting_for_ids:
+        if self._waiting_for_ids and not self._asked_for_ids:
+            self._asked_for_ids = True  # one request at a time: blocks are not to be wasted
             self.send(CONTROLLER_ID, AllocateProducerIdsRequest(self._next_correlation(), self.broker_id))
 
     def _allocate_producer_ids_response(self, src: NodeId, response: AllocateProducerIdsResponse) -> None:
+        self._asked_for_ids = False
         if response.error == NO_ERROR:
             self._producer_ids = [response.first_producer_id, response.count]
-            self._hand_out_producer_ids()
+        self._hand_out_producer_ids()
 
     def _create_topics(self, src: NodeId, request: CreateTopicsRequest) -> None:
         corr = self._next_correlation()

@@ -21,6 +21,8 @@ DEFAULTS: dict[str, Any] = {
     "replica.fetch.wait.max.ms": 500,
     "replica.fetch.backoff.ms": 1_000,
     "replica.socket.timeout.ms": 30_000,
+    # durability: how often logs are flushed (Kafka leaves it to the OS's ~30 s writeback)
+    "log.flush.interval.ms": 30_000,
     # liveness (KRaft's names)
     "broker.heartbeat.interval.ms": 2_000,
     "broker.session.timeout.ms": 9_000,

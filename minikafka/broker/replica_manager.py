@@ -31,6 +31,7 @@ from minikafka.messages import (
     CONSUMER_REPLICA_ID,
     CONTROLLER_ID,
     FENCED_LEADER_EPOCH,
+    INVALID_REQUIRED_ACKS,
     NO_ERROR,
     NOT_LEADER_OR_FOLLOWER,
     OFFSET_OUT_OF_RANGE,
@@ -138,6 +139,13 @@ class ReplicaManager:
     def append_records(self, src, request: ProduceRequest) -> None:
         results: dict[Key, ProducePartitionResponse] = {}
         waiting: dict[Key, int] = {}
+        if request.acks not in (-1, 0, 1):
+            self.node.send(src, ProduceResponse(request.correlation_id, tuple(
+                ProducePartitionResponse(part.topic, part.partition, INVALID_REQUIRED_ACKS,
+                                         error_message=f"acks must be -1, 0 or 1, not {request.acks}")
+                for part in request.partitions
+            )))
+            return
         for part in request.partitions:
             key = (part.topic, part.partition)
             p = self.partitions.get(key)
@@ -269,11 +277,13 @@ class ReplicaManager:
                     parts.append(FetchPartitionResponse(*key, NO_ERROR, hw, start, b"", diverging))
                     urgent = True
                     continue
-            upper = p.log_end_offset if follower else hw
-            if fp.fetch_offset < start or fp.fetch_offset > upper:
+            # Out of range means outside the log, as in Kafka; a consumer between the HW and
+            # the log end just gets nothing yet (a new leader learns the HW a fetch late).
+            if fp.fetch_offset < start or fp.fetch_offset > p.log_end_offset:
                 parts.append(FetchPartitionResponse(*key, OFFSET_OUT_OF_RANGE, hw, start))
                 urgent = True
                 continue
+            upper = p.log_end_offset if follower else hw
             records = b""
             if budget > 0 and fp.fetch_offset < upper:
                 records = bytes(p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), max_offset=upper))

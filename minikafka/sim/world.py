@@ -17,8 +17,8 @@ in-flight message addressed to that incarnation is discarded on arrival. A messa
 a crashed node is answered by the runtime with ``Disconnected(node)`` after a round trip,
 as a refused TCP connection would be; a partitioned node stays silent instead. The factory given
 to ``add`` builds a fresh object for ``restart``; a broker's factory reopens its log
-directory, so it recovers from disk. ``on_crash`` hooks run at the crash (a broker's hook
-cuts unflushed bytes off its files when the crash is a power loss).
+directory, so it recovers from disk. (What a crash does to files is the runtime owner's
+business: ``Cluster.kill`` releases them, and cuts unflushed bytes on a power loss.)
 
 Invariants: the clock never goes backwards; an event for a dead or older incarnation of a
 node is never delivered to the new one.
@@ -107,7 +107,9 @@ class World:
         if dst in self.factories and dst not in self.nodes and src in self.nodes:
             # A crashed process's port refuses the connection: the sender learns it after
             # one round trip instead of waiting out its request timeout.
-            self._push(at + (at - self.now), _MESSAGE, (dst, src, self.incarnation[src], Disconnected(dst)))
+            back = self.network.arrival(at, dst, src)
+            if back is not None:
+                self._push(back, _MESSAGE, (dst, src, self.incarnation[src], Disconnected(dst)))
             return
         self._push(at, _MESSAGE, (src, dst, self.incarnation.get(dst, 0), message))
 
@@ -135,7 +137,13 @@ class World:
             src, dst, inc, message = payload
             node = self.nodes.get(dst)
             if node is None or self.incarnation[dst] != inc:
-                return True  # the destination died (or restarted) meanwhile
+                # The destination's process died (or restarted) meanwhile: its kernel resets
+                # the connection, so the sender hears of it.
+                if src in self.nodes and dst in self.factories and not isinstance(message, Disconnected):
+                    back = self.network.arrival(self.now, dst, src)
+                    if back is not None:
+                        self._push(back, _MESSAGE, (dst, src, self.incarnation[src], Disconnected(dst)))
+                return True
             if self.record_history:
                 self.history.append((at, "recv", src, dst, type(message).__name__))
             self._apply(dst, node.handle(at, src, message))
@@ -157,7 +165,7 @@ class World:
             if not self._queue or (deadline is not None and self._queue[0][0] > deadline):
                 if deadline is not None:
                     self.now = max(self.now, deadline)
-                return done()
+                return bool(done())
             self.step()
         return True
 

@@ -314,6 +314,7 @@ class Log:
         next_offset = first_offset = self.segments[-1].next_offset
         max_ts, offset_of_max_ts, num_records = -1, -1, 0
         latest_epoch = self.leader_epoch_cache.latest_epoch
+        new_epochs: list[tuple[int, int]] = []  # noted only once the append is written
         position = 0
         while position < total:
             if total - position < HEADER_SIZE:
@@ -347,7 +348,7 @@ class Log:
             if leader_epoch is not None:
                 epoch = leader_epoch
             if epoch > latest_epoch:
-                self.leader_epoch_cache.assign(epoch, base)
+                new_epochs.append((epoch, base))
                 latest_epoch = epoch
             pieces.append(_PREFIX.pack(base, length, epoch))
             pieces.append(view[position + _PREFIX.size : end])
@@ -360,6 +361,8 @@ class Log:
             position = end
         self._maybe_roll(total, batches[0][2], next_offset - 1, first_offset)
         self.segments[-1].append(pieces, batches)
+        for epoch, start in new_epochs:
+            self.leader_epoch_cache.assign(epoch, start)
         return LogAppendInfo(first_offset, next_offset - 1, max_ts, offset_of_max_ts, num_records, total)
 
     def _refuse(self, view: memoryview, position: int) -> None:
@@ -465,6 +468,9 @@ class Log:
         if offset < 0:
             raise IllegalArgumentError(f"cannot truncate to a negative offset ({offset})")
         if offset >= self.log_end_offset:
+            # Nothing to cut, but an epoch that starts at the end has no records: forget it,
+            # or a deposed leader would keep asking its new leader about it (as Kafka does).
+            self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
             return False
         if offset <= self.log_start_offset or offset <= self.segments[0].base_offset:
             self.truncate_fully_and_start_at(offset)
