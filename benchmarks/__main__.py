@@ -10,10 +10,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import append, notebooks, read, recovery
+from benchmarks import append, notebooks, read, recovery, simulation
 from benchmarks.common import DATA, REPO, Section, machine
 
-BENCHMARKS = {"append": append.run, "read": read.run, "recovery": recovery.run, "notebooks": notebooks.run}
+BENCHMARKS = {
+    "append": append.run, "read": read.run, "recovery": recovery.run, "simulation": simulation.run,
+    "notebooks": notebooks.run,
+}
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 
 
