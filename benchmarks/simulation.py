@@ -34,7 +34,8 @@ def campaign_run(schedules: int, seed: int) -> tuple[float, dict]:
     from minikafka.checker import fault_campaign
 
     start = time.perf_counter()
-    report = fault_campaign(schedules=schedules, seed=seed, acks="all", min_insync_replicas=2, replication_factor=3)
+    report = fault_campaign(schedules=schedules, seed=seed, acks="all", min_insync_replicas=2,
+                            replication_factor=3, enable_idempotence=True)
     return time.perf_counter() - start, dict(report.anomalies)
 
 
@@ -62,7 +63,7 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         seconds, anomalies = campaign_run(schedules, seed=1)
         per_minute = schedules / seconds * 60
         rows.append([
-            "fault campaign, acks=all, min.insync=2, RF=3", f"{schedules:,} schedules",
+            "fault campaign, acks=all, idempotent, min.insync=2, RF=3", f"{schedules:,} schedules",
             f"{per_minute:,.0f} schedules/min", f"anomalies: {sum(anomalies.values())}", "1 run",
         ])
         projected = CAMPAIGN_TARGET_SCHEDULES / per_minute * 60
@@ -73,7 +74,7 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         ))
         method.append(
             "`minikafka.checker.fault_campaign(schedules=N, seed=1, acks='all', min_insync_replicas=2, "
-            "replication_factor=3)`: N random fault schedules (kills, restarts, partitions, slow links), "
+            "replication_factor=3, enable_idempotence=True)`: N random fault schedules (kills, restarts, partitions, slow links), "
             "each a fresh seeded cluster, workload, final read and analysis; wall time for all of them."
         )
     except ImportError:

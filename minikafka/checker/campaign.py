@@ -1,0 +1,600 @@
+"""Fault campaigns: many seeded runs of a workload under random faults, each judged.
+
+Theory of operation
+-------------------
+One *schedule* is one run, entirely determined by its seed (FoundationDB's simulation
+and TigerBeetle's VOPR work this way):
+
+1. a fresh ``Cluster(brokers, seed=seed)`` and a topic of 1 to 3 partitions;
+2. a ``Workload``: a ``KafkaProducer`` sending unique values ("v-0", "v-1", ...) round
+   robin over the partitions at a steady simulated rate, every send recorded in a
+   ``History``, and a polling ``Reader`` recording what it sees. It writes for half a
+   second before the faults begin, for ``duration_ms`` while they begin, and 2.5 s
+   after (kills and restarts that faults set up for later still meet writes);
+3. faults, drawn from the schedule's own RNG (``random.Random(f"faults/{seed}")``): kill
+   a broker (and restart it later, or not until the end), kill a partition's leader just
+   after cutting it off from its followers (so what it appends from then on dies with
+   it), strand a follower (cut it off from its leader until it leaves the ISR, then kill
+   every other replica: the setting of an unclean election), cut a broker off from the
+   other brokers, the controller, or everyone, cut the controller off from every broker,
+   slow a link, heal the network;
+4. the end: heal everything, restart every dead broker, let the cluster settle (every
+   replica back in the ISR and caught up), flush the producer, settle again, read every
+   partition from its log start to its high watermark (the final read) and ``analyse``.
+
+Same seed, same schedule, same history, same report: ``run_schedule(seed=s, ...)`` with
+the campaign's arguments replays schedule ``s`` exactly, and ``fault_campaign`` only
+adds up its schedules' reports. Schedule seeds come from the campaign's seed
+(``schedule_seeds``), so a campaign is reproducible too.
+
+Simulated time is cheap but not free, so schedules are short (a few simulated seconds)
+and the cluster's timeouts are scaled down to match (``CAMPAIGN_BROKER_CONFIG``: a dead
+broker is noticed after 1.5 s, a lagging follower leaves the ISR after 1.5 s, logs are
+flushed every 3 s); pass ``config=`` to run with other settings, e.g. Kafka's own
+defaults and a longer ``duration_ms``.
+
+What to expect (Kafka's semantics, which the checker holds the brokers to):
+
+- ``acks=1``: a leader that dies before its followers copied a write loses it, even
+  though the producer was told it was written: lost writes (and the new leader reuses
+  their offsets: inconsistent offsets).
+- ``acks='all'``, ``min_insync_replicas=2``, RF 3, no unclean election: nothing
+  acknowledged is ever lost. Without idempotence a retried send can be written twice
+  (its first attempt landed but the answer was lost): duplicates are Kafka's
+  at-least-once, not a bug; with ``enable_idempotence=True`` the broker drops them.
+- ``unclean_leader_election=True``: an out-of-sync replica may lead, and whatever it
+  missed is gone: lost writes even with ``acks='all'``.
+- A kill is a process crash: the OS keeps what the broker wrote. ``power_loss=True`` adds
+  machine crashes that lose what was not yet flushed. Kafka relies on replication, not
+  fsync: when the last in-sync replica standing is one that lost power, it leads with a
+  shortened log and acknowledged writes are lost (KIP-966 is Kafka's answer to this).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import random
+import shutil
+import tempfile
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterator, Mapping
+
+from minikafka.checker.analysis import ANOMALIES, Anomaly, Report, _table, analyse
+from minikafka.checker.history import History, Send
+from minikafka.checker.reader import Reader, final_read, start_reader
+from minikafka.clients.producer import KafkaProducer
+from minikafka.cluster import Cluster
+from minikafka.errors import IllegalArgumentError, KafkaError, KafkaTimeoutError
+
+# Kafka's timeouts, scaled down about ten-fold: a schedule lasts seconds, not minutes.
+CAMPAIGN_BROKER_CONFIG: dict[str, Any] = {
+    "broker.heartbeat.interval.ms": 300,
+    "broker.session.timeout.ms": 1_500,
+    "replica.lag.time.max.ms": 1_500,
+    "replica.fetch.wait.max.ms": 200,
+    "replica.fetch.backoff.ms": 100,
+    "replica.socket.timeout.ms": 1_000,
+    "log.flush.interval.ms": 3_000,
+}
+CAMPAIGN_PRODUCER_CONFIG: dict[str, Any] = {
+    "request_timeout_ms": 1_000,
+    "delivery_timeout_ms": 6_000,
+    "retry_backoff_ms": 100,
+    "linger_ms": 0,
+    "max_block_ms": 2_000,
+}
+
+QUIET_MS, TAIL_MS = 500, 2_500  # before the first fault; after the last one starts
+_ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
+TOPIC = "checked"
+
+
+def _acks(acks: Any) -> int:
+    if isinstance(acks, bool) or acks not in _ACKS:
+        raise IllegalArgumentError(f"acks must be 0, 1 or 'all' (-1), not {acks!r}")
+    return _ACKS[acks]
+
+
+# --- the cluster settling -------------------------------------------------------------------------
+
+
+def settled(cluster: Cluster, topic: str) -> bool:
+    """Every partition has a leader, every replica is alive, in the ISR and has the
+    leader's log, and the high watermark is at its end. The harness may look inside the
+    brokers to know when to stop waiting; the checker never does."""
+    for state in cluster.partitions_of(topic):
+        if state.leader < 0 or set(state.isr) != set(state.replicas):
+            return False
+        leader = cluster.replica(state.leader, topic, state.partition)
+        if leader is None or not leader.is_leader or leader.high_watermark != leader.log_end_offset:
+            return False
+        for r in state.replicas:
+            replica = cluster.replica(r, topic, state.partition)
+            if replica is None or replica.log_end_offset != leader.log_end_offset:
+                return False
+    return True
+
+
+def settle(cluster: Cluster, topic: str, timeout_ms: int = 30_000) -> bool:
+    """Run the cluster until ``settled`` (True) or ``timeout_ms`` passed (False)."""
+    return cluster.run_until(lambda: settled(cluster, topic), timeout_ms)
+
+
+def restart_dead(cluster: Cluster) -> list[int]:
+    dead = [b for b in cluster.broker_ids if not cluster.alive(b)]
+    for b in dead:
+        cluster.restart(b)
+    return dead
+
+
+# --- the workload -----------------------------------------------------------------------------------
+
+
+class Workload:
+    """A producer writing unique values and a reader polling them, both recorded.
+
+    >>> w = Workload(cluster, "events", acks=1)      # doctest: +SKIP
+    >>> w.run(duration_ms=2_000, interval_ms=10)     # doctest: +SKIP
+    >>> print(w.finish().table())                    # doctest: +SKIP
+    """
+
+    def __init__(self, cluster: Cluster, topic: str, *, poll: bool = True, reader_config: Mapping | None = None,
+                 **producer_config: Any) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.history = History(clock=lambda: cluster.now)
+        self.producer = KafkaProducer(bootstrap_servers=cluster, **producer_config)
+        self.reader: Reader | None = (
+            start_reader(cluster, topic, self.history, **(reader_config or {})) if poll else None)
+        self.partitions = len(cluster.partitions_of(topic))
+        self._next_value = 0
+        self.notes: list[str] = []
+
+    def send(self, partition: int | None = None) -> Send:
+        """Send the next value ("v-<n>"), to ``partition`` or round robin."""
+        n = self._next_value
+        self._next_value += 1
+        if partition is None:
+            partition = n % self.partitions
+        try:
+            self.history.send(self.producer, self.topic, f"v-{n}".encode(), partition=partition)
+        except KafkaError:
+            pass  # refused by the client (e.g. no metadata within max_block_ms): recorded as failed
+        return self.history.sends[-1]
+
+    def run(self, duration_ms: int, interval_ms: int = 10) -> None:
+        """Send one value every ``interval_ms`` for ``duration_ms`` of simulated time
+        (faults scheduled with ``cluster.world.call_at`` happen in between)."""
+        if interval_ms < 1:
+            raise IllegalArgumentError(f"interval_ms must be >= 1, not {interval_ms!r}")
+        end = self.cluster.now + duration_ms
+        while self.cluster.now < end:
+            self.send()  # may block (run the world) while the producer waits for metadata
+            if self.cluster.now < end:
+                self.cluster.advance(min(interval_ms, end - self.cluster.now))
+
+    def finish(self, *, settle_ms: int = 30_000, final_read_timeout_ms: int = 30_000) -> Report:
+        """Heal, restart every dead broker, settle, flush, settle, final read, analyse."""
+        cluster = self.cluster
+        cluster.heal()
+        restart_dead(cluster)
+        if not settle(cluster, self.topic, settle_ms):
+            self.notes.append(f"note: the cluster had not settled {settle_ms} ms after healing")
+        try:
+            self.producer.flush(timeout=self.producer.config["delivery_timeout_ms"] / 1000 + 5)
+        except KafkaTimeoutError:
+            self.notes.append("note: the producer's flush timed out; its pending sends count as indeterminate")
+        # acks=1 acknowledgements can run ahead of replication: wait for the HW to cover them.
+        settle(cluster, self.topic, settle_ms)
+        if self.reader is not None:
+            self.reader.stop()
+        if not final_read(cluster, self.topic, self.history, timeout_ms=final_read_timeout_ms):
+            self.notes.append("note: the final read did not complete")
+        report = analyse(self.history)
+        report.notes.extend(self.notes)
+        return report
+
+
+# --- one schedule ---------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ScheduleParams:
+    """A schedule's arguments, all but its seed (checked here, so a bad one is refused by
+    name before anything runs); ``call(seed)`` writes the call that replays it."""
+
+    brokers: int = 3
+    partitions: int | None = None  # None: drawn, 1 to 3
+    replication_factor: int = 3
+    acks: Any = "all"
+    min_insync_replicas: int = 2
+    unclean_leader_election: bool = False
+    enable_idempotence: bool = False
+    power_loss: bool = False
+    duration_ms: int = 3_000
+    interval_ms: int = 10
+    faults: int | None = None  # None: drawn, 1 to 4
+    config: tuple = ()  # broker config overrides, as sorted pairs (hashable, printable)
+    producer_config: tuple = ()
+
+    def __post_init__(self) -> None:
+        def positive(name: str, value: Any, minimum: int = 1) -> None:
+            if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
+                raise IllegalArgumentError(f"{name} must be an int >= {minimum}, not {value!r}")
+
+        positive("brokers", self.brokers)
+        positive("replication_factor", self.replication_factor)
+        if self.replication_factor > self.brokers:
+            raise IllegalArgumentError(
+                f"replication_factor={self.replication_factor} is more than the {self.brokers} brokers")
+        positive("min_insync_replicas", self.min_insync_replicas)
+        if self.min_insync_replicas > self.replication_factor:
+            raise IllegalArgumentError(
+                f"min_insync_replicas={self.min_insync_replicas} is more than replication_factor="
+                f"{self.replication_factor}: every acks='all' send would fail")
+        acks = _acks(self.acks)
+        if self.partitions is not None:
+            positive("partitions", self.partitions)
+        positive("duration_ms", self.duration_ms)
+        positive("interval_ms", self.interval_ms)
+        if self.faults is not None:
+            positive("faults", self.faults, 0)
+        for name in ("unclean_leader_election", "enable_idempotence", "power_loss"):
+            if not isinstance(getattr(self, name), bool):
+                raise IllegalArgumentError(f"{name} must be True or False, not {getattr(self, name)!r}")
+        if self.enable_idempotence and acks != -1:
+            raise IllegalArgumentError(
+                f"enable_idempotence=True needs acks='all', not acks={self.acks!r} (as Kafka's producer)")
+
+    def call(self, seed: int) -> str:
+        """The ``run_schedule(...)`` call that replays schedule ``seed``."""
+        defaults = ScheduleParams()
+        args = [f"seed={seed}"]
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            if value != getattr(defaults, name):
+                args.append(f"{name}={dict(value) if name.endswith('config') else value!r}")
+        return f"run_schedule({', '.join(args)})"
+
+
+def _params(**kwargs: Any) -> ScheduleParams:
+    for name in ("config", "producer_config"):
+        value = kwargs.get(name)
+        if value is not None and not isinstance(value, tuple):
+            if not isinstance(value, Mapping):
+                raise IllegalArgumentError(f"{name} must be a dict of settings, not {value!r}")
+            kwargs[name] = tuple(sorted(value.items()))
+        elif value is None:
+            kwargs[name] = ()
+    unknown = sorted(set(kwargs) - set(ScheduleParams.__dataclass_fields__))
+    if unknown:
+        known = ", ".join(ScheduleParams.__dataclass_fields__)
+        raise IllegalArgumentError(f"unknown argument(s) {unknown}; known: {known}")
+    return ScheduleParams(**kwargs)
+
+
+class _Nemesis:
+    """Draws a schedule's faults and applies them at their times (Jepsen's nemesis)."""
+
+    def __init__(self, cluster: Cluster, topic: str, params: ScheduleParams, rng: random.Random,
+                 clients: list) -> None:
+        self.cluster = cluster
+        self.topic = topic
+        self.params = params
+        self.rng = rng
+        self.clients = clients
+        self.log: list[tuple[int, str]] = []
+        self.stopped = False
+
+    def stop(self) -> None:
+        """The end of the schedule: restarts and kills still to come are called off."""
+        self.stopped = True
+
+    def _at(self, at: int, action: Callable[[], None]) -> None:
+        self.cluster.world.call_at(at, lambda: None if self.stopped else action())
+
+    def _note(self, text: str) -> None:
+        self.log.append((self.cluster.now, text))
+
+    def plan(self, start: int, duration_ms: int, count: int) -> None:
+        kinds = ["kill", "kill-leader", "strand", "isolate", "isolate-controller", "slow"]
+        if self.params.power_loss:
+            kinds.append("power-loss")
+        for _ in range(count):
+            at = start + self.rng.randrange(duration_ms)
+            kind = self.rng.choice(kinds)
+            # Each fault's own draws are made now, so the plan does not depend on what
+            # the run does (only targets like "the leader of p" are resolved at the time).
+            draws = [self.rng.random() for _ in range(4)]
+            self._at(at, lambda kind=kind, draws=draws: self.apply(kind, draws))
+
+    def _live(self) -> list[int]:
+        return [b for b in self.cluster.broker_ids if self.cluster.alive(b)]
+
+    def _pick(self, items: list, u: float):
+        return items[min(int(u * len(items)), len(items) - 1)]
+
+    def _restart_later(self, broker: int, u: float, at_least_ms: int = 200) -> None:
+        if u < 0.2:
+            return  # stays dead until the end of the schedule
+        delay = at_least_ms + int(u * 2_500)
+
+        def restart() -> None:
+            if not self.cluster.alive(broker):
+                self.cluster.restart(broker)
+                self._note(f"restart {broker}")
+        self._at(self.cluster.now + delay, restart)
+
+    def _heal_later(self, u: float) -> None:
+        def heal() -> None:
+            self.cluster.heal()
+            self._note("heal")
+        self._at(self.cluster.now + 200 + int(u * 2_000), heal)
+
+    def apply(self, kind: str, draws: list[float]) -> None:
+        cluster = self.cluster
+        live = self._live()
+        if kind in ("kill", "power-loss"):
+            if not live:
+                return
+            broker = self._pick(live, draws[0])
+            cluster.kill(broker, power_loss=kind == "power-loss")
+            self._note(f"{'power loss on' if kind == 'power-loss' else 'kill'} {broker}")
+            self._restart_later(broker, draws[1])
+        elif kind == "kill-leader":
+            states = [s for s in cluster.partitions_of(self.topic) if s.leader >= 0 and cluster.alive(s.leader)]
+            if not states:
+                return
+            state = self._pick(states, draws[0])
+            leader = state.leader
+            others = [b for b in cluster.broker_ids if b != leader]
+            # Cut it off from its followers first: whatever it appends from now on is on
+            # its disk alone when it dies (in-flight messages would still arrive).
+            cluster.partition([leader], others)
+            delay = 20 + int(draws[2] * 300)
+            self._note(f"cut {leader} (leader of {self.topic}-{state.partition}) off from brokers "
+                       f"{others}; kill it in {delay} ms")
+
+            def kill() -> None:
+                if cluster.alive(leader):
+                    cluster.kill(leader)
+                    self._note(f"kill {leader}")
+                    self._restart_later(leader, draws[1])
+            self._at(cluster.now + delay, kill)
+        elif kind == "isolate":
+            broker = self._pick(cluster.broker_ids, draws[0])
+            others = [b for b in cluster.broker_ids if b != broker]
+            sides = [
+                ("the other brokers", others),
+                ("the controller", ["controller"]),
+                ("the other brokers and the controller", others + ["controller"]),
+                ("everyone", others + ["controller"] + self.clients),
+            ]
+            name, side = self._pick(sides, draws[1])
+            cluster.partition([broker], side)
+            self._note(f"cut {broker} off from {name}")
+            self._heal_later(draws[2])
+        elif kind == "strand":
+            # The setting for an unclean election: one follower falls out of the ISR, then
+            # every other replica dies, so the only live replica is the stale one.
+            states = [s for s in cluster.partitions_of(self.topic) if s.leader >= 0 and len(s.replicas) > 1]
+            if not states:
+                return
+            state = self._pick(states, draws[0])
+            stale = self._pick([r for r in state.replicas if r != state.leader], draws[1])
+            cluster.partition([stale], [state.leader])
+            # Out of the ISR takes replica.lag.time.max.ms, plus up to half of it until the
+            # leader's next ISR check, plus the controller's round trip.
+            lag = cluster.config["replica.lag.time.max.ms"]
+            delay = lag + lag // 2 + 200 + int(draws[2] * 600)
+            victims = [r for r in state.replicas if r != stale]
+            self._note(f"cut {stale} off from {state.leader} (leader of {self.topic}-{state.partition}); "
+                       f"kill {', '.join(map(str, victims))} in {delay} ms")
+
+            def kill_the_rest() -> None:
+                for victim in victims:
+                    if cluster.alive(victim):
+                        cluster.kill(victim)
+                        self._note(f"kill {victim}")
+                        # Dead long enough for the controller to notice and elect: back
+                        # sooner, a victim would be handled as a mere restart.
+                        self._restart_later(victim, draws[3], cluster.config["broker.session.timeout.ms"] + 500)
+            self._at(cluster.now + delay, kill_the_rest)
+        elif kind == "isolate-controller":
+            # Brokers keep serving as last told, while the controller sees them all die.
+            cluster.partition(["controller"], cluster.broker_ids)
+            self._note("cut the controller off from every broker")
+            self._heal_later(draws[0])
+        elif kind == "slow":
+            nodes = list(cluster.broker_ids) + ["controller"]
+            src = self._pick(nodes, draws[0])
+            dst = self._pick([n for n in nodes if n != src], draws[1])
+            latency = 50 + int(draws[2] * 950)
+            cluster.slow(src, dst, latency)
+            cluster.slow(dst, src, latency)
+            self._note(f"slow {src} <-> {dst} to {latency} ms")
+            self._heal_later(draws[3])
+
+
+@contextmanager
+def _quiet_clients() -> Iterator[None]:
+    """Producers log warnings on every fault (resetting ids, timeouts): in a campaign of
+    thousands of faults that is noise, and the report says what matters."""
+    loggers = [logging.getLogger(n) for n in ("minikafka.clients", "minikafka.clients.sender",
+                                               "minikafka.clients.producer", "minikafka.clients.future")]
+    levels = [lg.level for lg in loggers]
+    for lg in loggers:
+        lg.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        for lg, level in zip(loggers, levels):
+            lg.setLevel(level)
+
+
+def run_schedule(seed: int, *, record_history: bool = False, **kwargs: Any) -> Report:
+    """Run one schedule (see the module docstring) and judge it. Keyword arguments: those
+    of ``fault_campaign``; the report carries ``seed`` and ``faults`` (what was done when).
+    With ``record_history=True`` the cluster keeps its event trace (``report.cluster`` is
+    then left open for inspection; close it when done)."""
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
+    return _run(seed, _params(**kwargs), record_history)
+
+
+def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Report:
+    rng = random.Random(f"faults/{seed}")
+    partitions = params.partitions or rng.randint(1, 3)
+    n_faults = params.faults if params.faults is not None else rng.randint(1, 4)
+    config = {**CAMPAIGN_BROKER_CONFIG, **dict(params.config),
+              "min.insync.replicas": params.min_insync_replicas,
+              "unclean.leader.election.enable": params.unclean_leader_election}
+    producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
+                       "acks": params.acks, "enable_idempotence": params.enable_idempotence}
+    # Logs in RAM when we can: a campaign fsyncs thousands of times and a disk makes that
+    # its slowest part. Nothing depends on where the files are, so results do not change.
+    # (A cluster kept for inspection owns its directory, so close() removes it.)
+    scratch = None if record_history else _scratch_dir()
+    cluster = Cluster(params.brokers, seed=seed, config=config, record_history=record_history, dir=scratch)
+    keep = False
+    try:
+        with _quiet_clients():
+            cluster.create_topic(TOPIC, partitions, params.replication_factor)
+            workload = Workload(cluster, TOPIC, **producer_config)
+            clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
+            nemesis = _Nemesis(cluster, TOPIC, params, rng, clients)
+            # Half a second of quiet first, so every schedule starts from a working cluster;
+            # a tail after the last fault starts, so delayed kills and restarts still happen
+            # (and writes meet them).
+            nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
+            workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
+            nemesis.stop()
+            report = workload.finish()
+        report.seed = seed
+        report.faults = nemesis.log
+        report.params = params
+        if record_history:
+            report.cluster, keep = cluster, True
+        return report
+    finally:
+        if not keep:
+            cluster.close()
+            if scratch is not None:
+                shutil.rmtree(scratch, ignore_errors=True)
+
+
+def _scratch_dir() -> str:
+    shm = "/dev/shm"
+    ram = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+    return tempfile.mkdtemp(prefix="minikafka-schedule-", dir=ram)
+
+
+# --- a campaign -----------------------------------------------------------------------------------------
+
+
+def schedule_seeds(seed: int, schedules: int) -> list[int]:
+    """The seeds of a campaign's schedules, drawn from the campaign's seed."""
+    rng = random.Random(f"campaign/{seed}")
+    return [rng.randrange(1 << 32) for _ in range(schedules)]
+
+
+@dataclass
+class CampaignReport:
+    """The sum of a campaign's schedules: ``anomalies`` (name -> total count, every name
+    present), ``failing_seeds`` (replay each with ``run_schedule(seed, ...)``; ``replay(s)``
+    writes the call), ``reports`` (the failing schedules' own reports), ``table()``."""
+
+    seed: int
+    schedules: int
+    params: ScheduleParams
+    anomalies: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ANOMALIES, 0))
+    schedules_with: dict[str, int] = field(default_factory=lambda: dict.fromkeys(ANOMALIES, 0))
+    failing_seeds: list[int] = field(default_factory=list)
+    unchecked_seeds: list[int] = field(default_factory=list)
+    examples: dict[str, tuple[int, Anomaly]] = field(default_factory=dict)
+    reports: dict[int, Report] = field(default_factory=dict)
+    counts: dict[str, int] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.failing_seeds and not self.unchecked_seeds
+
+    def add(self, report: Report) -> None:
+        for kind in ANOMALIES:
+            n = report.anomalies[kind]
+            self.anomalies[kind] += n
+            if n:
+                self.schedules_with[kind] += 1
+                self.examples.setdefault(kind, (report.seed, report.cases[kind][0]))
+        for key, value in report.counts.items():
+            self.counts[key] = self.counts.get(key, 0) + value
+        if any(report.anomalies.values()):
+            self.failing_seeds.append(report.seed)
+            self.reports[report.seed] = report
+        elif report.unchecked:
+            self.unchecked_seeds.append(report.seed)
+            self.reports[report.seed] = report
+
+    def replay(self, seed: int) -> str:
+        return self.params.call(seed)
+
+    def table(self, width: int = 120) -> str:
+        rows = []
+        for kind in ANOMALIES:
+            example = "-"
+            if kind in self.examples:
+                seed, case = self.examples[kind]
+                example = f"seed {seed}: {case}"
+            rows.append((kind, str(self.anomalies[kind]), str(self.schedules_with[kind]), example))
+        lines = _table(("anomaly", "count", "schedules", "example"), rows, width)
+        c = self.counts
+        lines.append(f"{self.schedules} schedules (campaign seed {self.seed}); sends: {c.get('ok', 0)} ok, "
+                     f"{c.get('info', 0)} indeterminate, {c.get('fail', 0)} failed")
+        if self.failing_seeds:
+            shown = ", ".join(map(str, self.failing_seeds[:8]))
+            more = f", ... ({len(self.failing_seeds)} in all)" if len(self.failing_seeds) > 8 else ""
+            lines.append(f"failing seeds: {shown}{more}")
+            lines.append(f"replay: {self.replay(self.failing_seeds[0])}")
+        if self.unchecked_seeds:
+            lines.append(f"final read incomplete: seeds {', '.join(map(str, self.unchecked_seeds[:8]))}")
+        lines.append("verdict: " + ("ok" if self.ok else "NOT ok"))
+        return "\n".join(lines)
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def __repr__(self) -> str:
+        found = ", ".join(f"{k}={v}" for k, v in self.anomalies.items() if v) or "no anomalies"
+        return f"<CampaignReport {self.schedules} schedules, {'ok' if self.ok else 'NOT ok'}: {found}>"
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:  # IPython shows the table
+        printer.text(self.table())
+
+
+def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", min_insync_replicas: int = 2,
+                   unclean_leader_election: bool = False, replication_factor: int = 3, brokers: int = 3,
+                   enable_idempotence: bool = False, power_loss: bool = False, partitions: int | None = None,
+                   duration_ms: int = 3_000, interval_ms: int = 10, faults: int | None = None,
+                   config: Mapping[str, Any] | None = None, producer_config: Mapping[str, Any] | None = None,
+                   progress: bool = False) -> CampaignReport:
+    """Run ``schedules`` random fault schedules (see the module docstring) and add up
+    their reports. ``progress=True`` shows a progress bar (tqdm)."""
+    if not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1:
+        raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
+    params = _params(
+        brokers=brokers, partitions=partitions, replication_factor=replication_factor, acks=acks,
+        min_insync_replicas=min_insync_replicas, unclean_leader_election=unclean_leader_election,
+        enable_idempotence=enable_idempotence, power_loss=power_loss, duration_ms=duration_ms,
+        interval_ms=interval_ms, faults=faults, config=config, producer_config=producer_config)
+    campaign = CampaignReport(seed, schedules, params)
+    seeds = schedule_seeds(seed, schedules)
+    if progress:
+        from tqdm.auto import tqdm
+        seeds = tqdm(seeds, desc="schedules", unit="schedule")
+    for s in seeds:
+        campaign.add(_run(s, params))
+    return campaign
