@@ -236,6 +236,13 @@ class Cluster:
             )
         return "\n".join(lines)
 
+    def diagram(self, topic: str | None = None):
+        """A graphviz picture of the cluster: brokers alive or dead, each replica's role,
+        ISR membership, LEO and HW, the controller and network faults (``minikafka.viz``)."""
+        from minikafka.viz import cluster_diagram
+
+        return cluster_diagram(self, topic)
+
     # --- cleanup --------------------------------------------------------------------------------------------
 
     def close(self) -> None:
