@@ -1,0 +1,561 @@
+"""A live dashboard for the simulated cluster: kill brokers, cut the network, watch.
+
+    from minikafka.widgets import Dashboard
+    dash = Dashboard(cluster, "trucks_gps", rate_per_s=20, acks=1)
+    dash              # shows it; press "run" (or call dash.start())
+
+Theory of operation
+-------------------
+The simulation has no clock of its own: it only moves when someone calls
+``cluster.advance``. The dashboard is that someone. ``tick(wall_ms)`` is one step:
+
+1. let ``wall_ms x speed`` simulated milliseconds pass, in up to ten slices, sending the
+   producer's quota for each slice before it (``rate_per_s`` records per *simulated*
+   second, so the cluster sees the same load at any speed);
+2. note what changed (the controller declaring a broker dead, elections, ISR changes) in
+   the event log, and count acknowledged, failed and lost records;
+3. redraw: the diagram (``minikafka.viz``, as inline SVG in an HTML widget), the counters
+   and the partition table.
+
+``start()`` runs ``tick`` from a background thread every ``tick_ms`` of wall time,
+passing the wall time that really elapsed, so the simulation keeps pace with the clock
+even when drawing is slow; ``stop()`` ends it (and ``close()`` calls ``stop()``). Tests
+and notebooks that must be reproducible never start the thread: they call ``tick()``
+and click the buttons (``button.click()``) themselves.
+
+One lock, one writer: the thread, the button callbacks (which run on the kernel's main
+thread) and any notebook code that goes through ``with dash.lock:`` touch the cluster only
+while holding the cluster's lock (``cluster_lock(cluster)``, shared by every dashboard on
+that cluster). A cell that calls ``cluster.advance`` while a dashboard runs without taking
+the lock races with it: stop the dashboard first, or take the lock. The producer's callbacks run inside the simulation step that
+completes their future, so they too run under the lock. Drawing happens *after* the lock
+is released (``dot`` takes tens of milliseconds), from an immutable snapshot; a sequence
+number keeps an older snapshot from overwriting a newer one on screen.
+
+Widget output: the event log is an ``Output`` written with ``append_stdout`` and trimmed
+by assigning ``outputs``, never with ``with out:``, which from a callback or a thread
+would leak the text into whatever cell runs at that moment (and into nbval's outputs).
+
+"Lost (so far)" is a live estimate, not the checker's verdict: an acknowledged record is
+lost when the partition's current leader has a different record at its offset, or has
+not got that far (a leader never takes data from anyone, so that offset will be filled
+with something else). Records acknowledged with ``acks=0`` have no offset and are not
+tracked. For the final word, run ``minikafka.checker`` with a final read.
+"""
+
+from __future__ import annotations
+
+import html
+import threading
+import time
+import weakref
+from collections import Counter, defaultdict
+from typing import Any, Callable
+
+import ipywidgets as w
+
+from minikafka import viz
+from minikafka.messages import CONTROLLER_ID
+
+_LOG_LINES = 200  # the event log keeps this many lines; a class does not scroll further back
+_MAX_WALL_MS = 1000  # a stalled thread catches up by at most this much, never in one leap
+_ISOLATE_TEXT = {
+    "cluster": "from the rest of the cluster", "everyone": "from everyone, clients too",
+    "brokers": "from the other brokers only", "controller": "from the controller only",
+}
+
+
+_LOCKS: "weakref.WeakKeyDictionary[Any, threading.RLock]" = weakref.WeakKeyDictionary()
+_LOCKS_GUARD = threading.Lock()
+
+
+def cluster_lock(cluster) -> threading.RLock:
+    """The one lock of ``cluster``: every dashboard on it shares it, and so should notebook
+    code that touches the cluster while a dashboard runs (``with cluster_lock(c): ...``)."""
+    with _LOCKS_GUARD:
+        lock = _LOCKS.get(cluster)
+        if lock is None:
+            lock = _LOCKS[cluster] = threading.RLock()
+        return lock
+
+
+# --- lost records --------------------------------------------------------------------------------------
+
+
+class LossTracker:
+    """Acknowledged records, and which of them the current leaders no longer have.
+
+    Cheap enough to run every tick: a leader never rewrites its own log, so while a
+    partition keeps the same leader (same broker, leader epoch and incarnation) only the
+    records acknowledged since the last look need checking; a new leader gets every
+    acknowledged record of its partition checked again, once.
+    """
+
+    def __init__(self) -> None:
+        self.acked: dict[tuple[str, int], dict[int, bytes]] = defaultdict(dict)
+        self._unchecked: dict[tuple[str, int], list[int]] = defaultdict(list)
+        self._leader_key: dict[tuple[str, int], tuple] = {}
+        self._lost: dict[tuple[str, int], set[int]] = defaultdict(set)
+
+    def acknowledged(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+        if offset < 0:  # acks=0: the broker never said where it went
+            return
+        self.acked[(topic, partition)][offset] = value
+        self._unchecked[(topic, partition)].append(offset)
+
+    @property
+    def lost(self) -> int:
+        return sum(len(s) for s in self._lost.values())
+
+    def lost_offsets(self, topic: str, partition: int) -> list[int]:
+        return sorted(self._lost.get((topic, partition), ()))
+
+    def update(self, cluster) -> int:
+        for tp in sorted(self.acked):
+            state = cluster.partition_state(*tp)
+            if state.leader < 0:
+                continue  # offline: nobody to ask; keep the last verdict
+            rep = cluster.replica(state.leader, *tp)
+            if rep is None or not rep.is_leader:
+                continue  # dead, or has not yet heard it leads: look again next tick
+            key = (state.leader, state.leader_epoch, cluster.world.incarnation.get(state.leader))
+            if self._leader_key.get(tp) != key:
+                self._leader_key[tp] = key
+                self._lost[tp] = set()
+                offsets = sorted(self.acked[tp])
+            else:
+                offsets = sorted(self._unchecked[tp])
+            self._unchecked[tp] = []
+            if offsets:
+                self._check(rep.log, tp, offsets)
+        return self.lost
+
+    def _check(self, log, tp: tuple[str, int], offsets: list[int]) -> None:
+        start, end = log.log_start_offset, log.log_end_offset
+        wanted = [o for o in offsets if start <= o < end]  # below the start: retention, not loss
+        self._lost[tp].update(o for o in offsets if o >= end)
+        found = _values_at(log, wanted)
+        for o in wanted:
+            if found.get(o, object()) != self.acked[tp][o]:
+                self._lost[tp].add(o)
+
+
+def _values_at(log, offsets: list[int]) -> dict[int, bytes | None]:
+    """The values stored at ``offsets`` (sorted) in ``log``."""
+    out: dict[int, bytes | None] = {}
+    if not offsets:
+        return out
+    want, last = set(offsets), offsets[-1]
+    position = offsets[0]
+    while position <= last:
+        batches = list(log.read(position, 1 << 20).batches())
+        if not batches:
+            break
+        for batch in batches:
+            for record in batch:
+                if record.offset in want:
+                    out[record.offset] = record.value
+            position = max(position, batch.last_offset + 1)
+    return out
+
+
+# --- the dashboard ---------------------------------------------------------------------------------------
+
+
+class Dashboard:
+    """Buttons, a producer and a live diagram for one topic of a simulated cluster.
+
+    ``producer``: anything with kafka-python's ``send(topic, value=, key=)`` returning a
+    future with ``add_callback``/``add_errback`` (a ``KafkaProducer`` on this cluster, say).
+    Left None, the dashboard makes a ``KafkaProducer(bootstrap_servers=cluster, acks=...)``
+    (with ``producer_config`` on top) and the acks buttons switch between such producers.
+    """
+
+    def __init__(
+        self,
+        cluster,
+        topic: str,
+        producer: Any = None,
+        *,
+        rate_per_s: int = 20,
+        acks: int | str = "all",
+        speed: float = 1.0,
+        tick_ms: int = 200,
+        producing: bool = True,
+        producer_config: dict | None = None,
+        key: Callable[[int], bytes | None] | None = None,
+    ) -> None:
+        cluster.partitions_of(topic)  # fails now, clearly, on an unknown topic
+        self.cluster = cluster
+        self.topic = topic
+        self.tick_ms = tick_ms
+        # Per cluster, not per dashboard: a second dashboard on the same cluster (a cell run
+        # twice) must not drive it at the same time as the first.
+        self.lock = cluster_lock(cluster)
+        self.ticks = 0
+        self._producer_config = dict(producer_config or {})
+        self._own_producers: dict[str, Any] = {}
+        self._user_producer = producer
+        self._key = key or (lambda n: f"truck-{n % 10}".encode())
+        self._quota = 0.0
+        self._next_value = 0
+        self.sent = self.acknowledged = self.failed = 0
+        self.errors: Counter[str] = Counter()
+        self.losses = LossTracker()
+        self._elections_seen = len(cluster.controller.elections)
+        self._live_seen = tuple(cluster.controller.live_brokers)
+        self._isr_seen = {s.partition: tuple(s.isr) for s in cluster.partitions_of(topic)}
+        self._thread: threading.Thread | None = None
+        self._stop_event = threading.Event()
+        self._thread_error: BaseException | None = None
+        self._show_lock = threading.Lock()
+        self._seq = 0
+        self._shown_seq = -1
+        self._last_dot = None
+        self._syncing = False  # guards widget observers while code sets their values
+        self.counters: dict[str, Any] = {}
+        self.diagram_source = ""
+        self._build(rate_per_s, str(acks), speed, producing)
+        self.refresh()
+
+    # --- widgets -------------------------------------------------------------------------------------
+
+    def _build(self, rate_per_s: int, acks: str, speed: float, producing: bool) -> None:
+        c = self.cluster
+        self.title = w.HTML(f"<b>minikafka</b> &nbsp; topic <code>{html.escape(self.topic)}</code>")
+        self.broker_buttons: dict[int, w.Button] = {}
+        for b in c.broker_ids:
+            button = w.Button(layout=w.Layout(width="150px"))
+            button.on_click(lambda _, b=b: self.toggle_broker(b))
+            self.broker_buttons[b] = button
+        self.power_loss = w.Checkbox(value=False, description="power loss (lose unflushed bytes)",
+                                     indent=False, layout=w.Layout(width="260px"))
+
+        self.isolate_broker = w.Dropdown(options=[(f"broker {b}", b) for b in c.broker_ids],
+                                         description="isolate", layout=w.Layout(width="180px"))
+        self.isolate_from = w.Dropdown(options=[(text, key) for key, text in _ISOLATE_TEXT.items()],
+                                       layout=w.Layout(width="230px"))
+        self.cut_button = w.Button(description="cut", button_style="warning", layout=w.Layout(width="80px"))
+        self.cut_button.on_click(lambda _: self.isolate(self.isolate_broker.value, self.isolate_from.value))
+        self.heal_button = w.Button(description="heal", button_style="info", layout=w.Layout(width="80px"))
+        self.heal_button.on_click(lambda _: self.heal())
+
+        self.produce_toggle = w.ToggleButton(value=producing, description="producing", icon="paper-plane",
+                                             layout=w.Layout(width="120px"))
+        self.rate = w.IntSlider(value=rate_per_s, min=0, max=500, step=1, description="records/s",
+                                continuous_update=False)
+        self.acks = w.ToggleButtons(options=["0", "1", "all"], value={"-1": "all"}.get(acks, acks),
+                                    description="acks", style={"button_width": "50px"})
+        if self._user_producer is not None:
+            # The acks are the given producer's own: show them, and do not offer to change them.
+            given = getattr(self._user_producer, "config", {}).get("acks")
+            if str(given) in ("-1", "all", "1", "0"):
+                self.acks.value = {"-1": "all"}.get(str(given), str(given))
+            self.acks.disabled = True
+
+        self.run_toggle = w.ToggleButton(value=False, description="run", icon="play",
+                                         layout=w.Layout(width="100px"))
+        self.run_toggle.observe(self._on_run_toggle, "value")
+        self.speed = w.FloatSlider(value=speed, min=0.1, max=20.0, step=0.1, description="speed x",
+                                   continuous_update=False)
+        self.step_button = w.Button(description=f"step {self.tick_ms} ms", layout=w.Layout(width="120px"))
+        self.step_button.on_click(lambda _: self.tick(self.tick_ms))
+
+        self.counters_html = w.HTML()
+        self.partitions_html = w.HTML()
+        self.diagram = w.HTML()
+        self.log = w.Output(layout=w.Layout(height="160px", overflow="auto", border="1px solid #ddd"))
+
+        row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
+        self.widget = w.VBox([
+            self.title,
+            row(*self.broker_buttons.values(), self.power_loss),
+            row(self.isolate_broker, self.isolate_from, self.cut_button, self.heal_button),
+            row(self.produce_toggle, self.rate, self.acks),
+            row(self.run_toggle, self.speed, self.step_button),
+            w.HBox([self.diagram, w.VBox([self.counters_html, self.partitions_html])]),
+            self.log,
+        ])
+
+    def _repr_mimebundle_(self, **kwargs: Any):
+        bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
+        # The widget's own text/plain spells out every child's value (the SVG, the counters):
+        # nbval compares text/plain, so a saved notebook would never match. Ours is short.
+        bundle["text/plain"] = repr(self)
+        return bundle
+
+    # --- actions (buttons call these; so can a notebook) ------------------------------------------------
+
+    def toggle_broker(self, broker_id: int) -> None:
+        """Kill a live broker, restart a dead one."""
+        with self.lock:
+            if self.cluster.alive(broker_id):
+                self.cluster.kill(broker_id, power_loss=self.power_loss.value)
+                self._note(f"you killed broker {broker_id}" + (" (power loss)" if self.power_loss.value else ""))
+            else:
+                self.cluster.restart(broker_id)
+                self._note(f"you restarted broker {broker_id}")
+        self.refresh()
+
+    def isolate(self, broker_id: int, from_: str = "cluster") -> None:
+        """Cut ``broker_id`` off: from the ``"cluster"`` (other brokers and the controller;
+        clients still reach it, so it can go on taking writes as a stale leader),
+        ``"everyone"``, the other ``"brokers"`` only, or the ``"controller"`` only."""
+        with self.lock:
+            c = self.cluster
+            others = [b for b in c.broker_ids if b != broker_id]
+            clients = sorted((n for n in c.world.factories if n != CONTROLLER_ID and n not in c.broker_ids), key=str)
+            side = {"cluster": others + [CONTROLLER_ID], "everyone": others + [CONTROLLER_ID] + clients,
+                    "brokers": others, "controller": [CONTROLLER_ID]}[from_]
+            c.partition([broker_id], side)
+            self._note(f"you cut broker {broker_id} off {_ISOLATE_TEXT[from_]}")
+        self.refresh()
+
+    def heal(self) -> None:
+        """Mend every cut link (and every slowed one)."""
+        with self.lock:
+            self.cluster.heal()
+            self._note("you healed the network")
+        self.refresh()
+
+    # --- the producer ---------------------------------------------------------------------------------
+
+    @property
+    def producer(self) -> Any:
+        if self._user_producer is not None:
+            return self._user_producer
+        acks = self.acks.value
+        if acks not in self._own_producers:
+            # A producer per acks setting: an abandoned one still finishes its in-flight
+            # records (and they are still counted) instead of failing them on a close.
+            from minikafka.clients.producer import KafkaProducer
+
+            config = {"acks": {"all": "all", "1": 1, "0": 0}[acks], **self._producer_config}
+            self._own_producers[acks] = KafkaProducer(bootstrap_servers=self.cluster, **config)
+        return self._own_producers[acks]
+
+    def _send_one(self) -> None:
+        n = self._next_value
+        self._next_value += 1
+        value = f"{n}".encode()
+        self.sent += 1
+        try:
+            future = self.producer.send(self.topic, value=value, key=self._key(n))
+        except Exception as e:  # a send that could not even queue (metadata, buffer full)
+            self._failed(e)
+            return
+        future.add_callback(self._acked, value)
+        future.add_errback(self._failed)
+
+    def _acked(self, value: bytes, metadata: Any) -> None:
+        self.acknowledged += 1
+        self.losses.acknowledged(metadata.topic, metadata.partition, metadata.offset, value)
+
+    def _failed(self, error: BaseException) -> None:
+        self.failed += 1
+        self.errors[type(error).__name__] += 1
+
+    # --- time --------------------------------------------------------------------------------------------
+
+    def tick(self, wall_ms: float | None = None) -> None:
+        """One step: ``wall_ms`` (default ``tick_ms``) x speed of simulated time, with the
+        producer's quota sent along the way, then a redraw."""
+        wall_ms = self.tick_ms if wall_ms is None else wall_ms
+        with self.lock:
+            c = self.cluster
+            sim_ms = max(0, round(wall_ms * self.speed.value))
+            start = c.now
+            if self.produce_toggle.value:
+                self._quota += self.rate.value * sim_ms / 1000
+            n, self._quota = int(self._quota), self._quota - int(self._quota)
+            slices = max(1, min(n, 10))  # spread the records over the step, not all at its start
+            for i in range(slices):
+                for _ in range(n * (i + 1) // slices - n * i // slices):
+                    self._send_one()
+                end = start + sim_ms * (i + 1) // slices
+                # A send that blocked (waiting for metadata) may already have run the world
+                # past this point: time never goes back.
+                if c.now < end:
+                    c.advance(end - c.now)
+            self.ticks += 1
+        self.refresh()
+
+    def refresh(self) -> None:
+        """Look at the cluster (under the lock), then redraw (outside it)."""
+        with self.lock:
+            self._watch()
+            self.losses.update(self.cluster)
+            view = viz.snapshot(self.cluster, self.topic)
+            alive = {b: self.cluster.alive(b) for b in self.cluster.broker_ids}
+            self.counters = self._count(view)
+            self._seq += 1
+            seq = self._seq
+        self._show(seq, view, alive, dict(self.counters))
+
+    def _count(self, view: viz.ClusterView) -> dict[str, Any]:
+        return {
+            "time_ms": view.now_ms,
+            "sent": self.sent,
+            "acknowledged": self.acknowledged,
+            "failed": self.failed,
+            "pending": self.sent - self.acknowledged - self.failed,
+            "lost": self.losses.lost,
+            "under_replicated": view.under_replicated,
+            "offline": view.offline,
+            "isr_sizes": {p.partition: len(p.isr) for p in view.partitions},
+            "leaders": {p.partition: p.leader for p in view.partitions},
+            "elections": len(self.cluster.controller.elections),
+            "errors": dict(sorted(self.errors.items())),
+        }
+
+    def _watch(self) -> None:
+        """Turn what the controller did since the last look into lines of the event log."""
+        ctl = self.cluster.controller
+        live = tuple(ctl.live_brokers)
+        for b in sorted(set(self._live_seen) - set(live)):
+            self._note(f"controller: broker {b} is dead (no heartbeat for broker.session.timeout.ms)")
+        for b in sorted(set(live) - set(self._live_seen)):
+            self._note(f"controller: broker {b} joined")
+        self._live_seen = live
+        # Stamped with the time we noticed (within one tick of it), so the log stays in order.
+        for _, topic, p, old, new, unclean in ctl.elections[self._elections_seen:]:
+            if topic == self.topic:
+                how = "UNCLEAN election" if unclean else "election"
+                new_text = "nobody: partition offline" if new < 0 else f"broker {new}"
+                self._note(f"{how} {topic}-{p}: leader {old} -> {new_text}")
+        self._elections_seen = len(ctl.elections)
+        for s in self.cluster.partitions_of(self.topic):
+            old = self._isr_seen.get(s.partition)
+            if old is not None and sorted(old) != sorted(s.isr):
+                self._note(f"{self.topic}-{s.partition} ISR {_ids(old)} -> {_ids(s.isr)}")
+            self._isr_seen[s.partition] = tuple(s.isr)
+
+    def _note(self, text: str) -> None:
+        self.log.append_stdout(f"t={self.cluster.now / 1000:9.3f}s  {text}\n")
+        if len(self.log.outputs) > _LOG_LINES:
+            self.log.outputs = tuple(self.log.outputs[-_LOG_LINES:])
+
+    def _show(self, seq: int, view: viz.ClusterView, alive: dict[int, bool], counters: dict) -> None:
+        with self._show_lock:
+            if seq <= self._shown_seq:
+                return  # a newer picture is already on screen
+            self._shown_seq = seq
+            dot = viz.draw(view)
+            self.diagram_source = dot.source
+            if dot.source != self._last_dot:
+                self._last_dot = dot.source
+                try:
+                    self.diagram.value = viz.render_svg(dot)
+                except Exception as e:  # no `dot` program: keep the dashboard usable
+                    self.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
+            for b, button in self.broker_buttons.items():
+                button.description = f"kill broker {b}" if alive[b] else f"restart broker {b}"
+                button.button_style = "danger" if alive[b] else "success"
+                button.icon = "skull" if alive[b] else "redo"
+            self.counters_html.value = _counters_html(counters, self.running)
+            self.partitions_html.value = _partitions_html(view)
+
+    # --- the thread ------------------------------------------------------------------------------------
+
+    @property
+    def running(self) -> bool:
+        return self._thread is not None and self._thread.is_alive()
+
+    def start(self) -> None:
+        """Tick every ``tick_ms`` of wall time from a background thread."""
+        if self.running:
+            return
+        self._stop_event = threading.Event()
+        self._thread_error = None
+        self._thread = threading.Thread(target=self._run, args=(self._stop_event,),
+                                        name=f"minikafka-dashboard-{self.topic}", daemon=True)
+        self._thread.start()
+        self._sync_run_toggle(True)
+
+    def stop(self, timeout: float = 5.0) -> None:
+        """Stop the thread and wait for it (the tick under way finishes first)."""
+        self._stop_event.set()
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout)
+        self._sync_run_toggle(False)
+
+    def _run(self, stop: threading.Event) -> None:
+        last = time.monotonic()
+        while not stop.is_set():
+            began = time.monotonic()
+            elapsed_ms = min((began - last) * 1000, _MAX_WALL_MS)
+            last = began
+            try:
+                self.tick(elapsed_ms)
+            except Exception as e:  # show it and stop, rather than fail again five times a second
+                self._thread_error = e
+                with self.lock:
+                    self._note(f"dashboard stopped: {type(e).__name__}: {e}")
+                stop.set()
+                break
+            stop.wait(max(0.0, self.tick_ms / 1000 - (time.monotonic() - began)))
+        self._sync_run_toggle(False)
+
+    def _on_run_toggle(self, change: dict) -> None:
+        if self._syncing:
+            return
+        if change["new"]:
+            self.start()
+        else:
+            self.stop()
+
+    def _sync_run_toggle(self, running: bool) -> None:
+        self._syncing = True
+        try:
+            self.run_toggle.value = running
+            self.run_toggle.description = "pause" if running else "run"
+            self.run_toggle.icon = "pause" if running else "play"
+        finally:
+            self._syncing = False
+
+    def close(self) -> None:
+        """Stop the thread and close every widget."""
+        self.stop()
+        for child in _walk(self.widget):
+            child.close()
+
+    def __repr__(self) -> str:
+        return f"Dashboard(topic={self.topic!r}, running={self.running}, ticks={self.ticks})"
+
+
+def _walk(widget) -> list:
+    out = [widget]
+    for child in getattr(widget, "children", ()):
+        out.extend(_walk(child))
+    return out
+
+
+def _ids(ids) -> str:
+    # Sorted: the controller keeps a new topic's ISR in assignment order, later ones sorted.
+    return "{" + ",".join(map(str, sorted(ids))) + "}"
+
+
+def _counters_html(c: dict, running: bool) -> str:
+    rows = [
+        ("simulated time", f"{c['time_ms'] / 1000:.1f} s" + ("" if running else " (paused)")),
+        ("sent", c["sent"]), ("acknowledged", c["acknowledged"]), ("failed", c["failed"]),
+        ("pending", c["pending"]), ("lost (so far)", c["lost"]),
+        ("under-replicated partitions", c["under_replicated"]), ("offline partitions", c["offline"]),
+        ("elections", c["elections"]),
+    ]
+    rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["errors"].items()]
+    red = {"lost (so far)", "offline partitions", "under-replicated partitions", "failed"}
+    cells = "".join(
+        f"<tr><td>{k}</td><td style='text-align:right;{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>"
+        f"{v}</td></tr>" for k, v in rows)
+    return f"<table style='font-size:90%'>{cells}</table>"
+
+
+def _partitions_html(view: viz.ClusterView) -> str:
+    head = "<tr><th>partition</th><th>leader</th><th>ISR</th><th>replicas</th></tr>"
+    body = "".join(
+        f"<tr><td>{p.partition}</td><td>{'<b style=color:#cb181d>none</b>' if p.leader < 0 else p.leader}</td>"
+        f"<td>{','.join(map(str, sorted(p.isr)))} ({len(p.isr)}/{len(p.replicas)})</td>"
+        f"<td>{','.join(map(str, p.replicas))}</td></tr>" for p in view.partitions)
+    return f"<table style='font-size:90%'>{head}{body}</table>"
