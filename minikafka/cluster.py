@@ -33,6 +33,7 @@ from minikafka.messages import (
     NO_ERROR,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    Disconnected,
     PartitionState,
     TopicConfig,
 )
@@ -46,6 +47,7 @@ class AdminNode(StateMachine):
     def __init__(self, node_id: NodeId) -> None:
         super().__init__(node_id)
         self.responses: dict[int, Any] = {}
+        self.disconnected: list[NodeId] = []
         self._correlation = itertools.count(1)
 
     def request(self, dst: NodeId, make: Callable[[int], Any]) -> int:
@@ -54,6 +56,9 @@ class AdminNode(StateMachine):
         return corr
 
     def on_message(self, src: NodeId, message: Any) -> None:
+        if isinstance(message, Disconnected):
+            self.disconnected.append(message.node)  # the request to a dead broker is lost
+            return
         self.responses[message.correlation_id] = message
 
 

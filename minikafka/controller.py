@@ -122,9 +122,15 @@ class Controller(StateMachine):
     def on_timer(self, key: Hashable) -> None:
         if key == "session-check":
             timeout = self.config["broker.session.timeout.ms"]
-            for broker_id, reg in sorted(self.brokers.items()):
-                if reg.alive and self.now - reg.last_heartbeat_ms > timeout:
-                    self._push(self._broker_failed(broker_id))
+            expired = [b for b, reg in sorted(self.brokers.items())
+                       if reg.alive and self.now - reg.last_heartbeat_ms > timeout]
+            for broker_id in expired:  # all of them first, so none is elected by another's failure
+                self.brokers[broker_id].alive = False
+            changed = []
+            for broker_id in expired:
+                changed += self._broker_failed(broker_id)
+            if expired:
+                self._push(changed)
             self.set_timer("session-check", 500)
 
     def on_message(self, src: NodeId, message: Any) -> None:

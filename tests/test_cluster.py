@@ -1068,3 +1068,27 @@ def test_describe_an_unknown_topic_says_so(make_cluster):
     c.create_topic("t", 1, 1)
     with pytest.raises(IllegalArgumentError, match="no topic 'nope'"):
         c.describe("nope")
+
+
+def test_two_brokers_expiring_together_are_both_dead_before_any_election():
+    cluster = Cluster(brokers=3, seed=7)
+    cluster.create_topic("t", partitions=1, replication_factor=3)
+    leader = cluster.partition_state("t", 0).leader
+    follower = next(r for r in cluster.partition_state("t", 0).replicas if r != leader)
+    cluster.kill(leader)
+    cluster.kill(follower)
+    cluster.advance(12_000)
+    survivor = next(b for b in cluster.broker_ids if b not in (leader, follower))
+    elections = [(old, new) for _, topic, _, old, new, _ in cluster.controller.elections if topic == "t"]
+    assert elections == [(leader, survivor)]  # straight to the live one, no dead leader in between
+    cluster.close()
+
+
+def test_the_admin_client_survives_a_request_to_a_dead_broker():
+    cluster = Cluster(brokers=3, seed=7)
+    cluster.kill(2)
+    admin = cluster.world.nodes[cluster.admin_id]
+    cluster.world.call_node(cluster.admin_id, lambda n: n.request(2, lambda k: MetadataRequest(k)))
+    cluster.advance(100)
+    assert admin.disconnected == [2]
+    cluster.close()
