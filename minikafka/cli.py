@@ -43,8 +43,15 @@ def run_exercises(args) -> int:
     if not solutions.is_dir() and not any(exercises.glob("*.ipynb")):
         print(f"note: {_shown(solutions)} does not exist yet: there is nothing to generate")
         return 0
+    only = {Path(n).name for n in args.notebooks} or None
+    if only:
+        unknown = sorted(n for n in only if not (solutions / n).is_file())
+        if unknown:
+            print(f"error: no such notebook in {_shown(solutions)}: {', '.join(unknown)}", file=sys.stderr)
+            return 2
     try:
-        report = compare(solutions, exercises) if args.check else generate(solutions, exercises)
+        report = (compare(solutions, exercises).only(only) if args.check
+                  else generate(solutions, exercises, only))
     except (MarkerError, FileNotFoundError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
@@ -91,6 +98,9 @@ def build_parser() -> argparse.ArgumentParser:
     ex = commands.add_parser("exercises", help="generate exercises/ from solutions/",
                              description="Regenerate exercises/ from solutions/: solution regions "
                              "become NotImplementedError stubs; outputs and cell ids stay.")
+    ex.add_argument("notebooks", nargs="*", metavar="NOTEBOOK",
+                    help="only these notebooks (file names or paths, e.g. 04-replication-and-isr.ipynb); "
+                    "default: all")
     ex.add_argument("--solutions", type=Path, metavar="DIR",
                     help="solutions folder (default: solutions/ in the project root)")
     ex.add_argument("--exercises", type=Path, metavar="DIR",

@@ -363,3 +363,17 @@ def test_plain_pytest_collects_lectures_and_solutions_but_not_exercises(tmp_path
 
     assert collected() == {"tests/test_plain.py", "notebooks/00-x.ipynb", "solutions/00-x.ipynb"}
     assert collected("-m", "not notebooks") == {"tests/test_plain.py"}
+
+
+def test_regenerating_one_notebook_leaves_the_others_alone(tmp_path):
+    solutions = tmp_path / "solutions"
+    exercises = tmp_path / "exercises"
+    solutions.mkdir()
+    shutil.copy(FIXTURE / "solutions" / "99-sample.ipynb", solutions / "99-sample.ipynb")
+    shutil.copy(FIXTURE / "solutions" / "99-sample.ipynb", solutions / "98-other.ipynb")
+    args = ["exercises", "--solutions", str(solutions), "--exercises", str(exercises)]
+    assert main(args + ["99-sample.ipynb"]) == 0
+    assert sorted(p.name for p in exercises.iterdir()) == ["99-sample.ipynb"]
+    assert main(args + ["--check", "solutions/99-sample.ipynb"]) == 0  # a path works too
+    assert main(args + ["--check"]) == 1  # 98-other is still missing
+    assert main(args + ["nope.ipynb"]) == 2

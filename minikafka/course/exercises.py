@@ -188,6 +188,12 @@ class SyncReport:
     def in_sync(self) -> bool:
         return not (self.differ or self.missing or self.extra)
 
+    def only(self, names: set[str] | None) -> "SyncReport":
+        """The same report restricted to ``names`` (file names); all of it for None."""
+        if names is None:
+            return self
+        return SyncReport(*([n for n in lst if n in names] for lst in (self.differ, self.missing, self.extra)))
+
 
 def compare(solutions_dir: Path, exercises_dir: Path,
             rendered: dict[str, str] | None = None) -> SyncReport:
@@ -204,18 +210,19 @@ def compare(solutions_dir: Path, exercises_dir: Path,
     return report
 
 
-def generate(solutions_dir: Path, exercises_dir: Path) -> SyncReport:
+def generate(solutions_dir: Path, exercises_dir: Path, only: set[str] | None = None) -> SyncReport:
     """Bring exercises_dir in line with solutions_dir; returns what had to change.
 
     Every notebook is rendered before anything is written, so a marker error leaves the folder
     untouched. Stale exercises (no solution any more) are removed: the folder is generated.
     A missing solutions folder is an error, not an empty one: a mistyped path must not empty
-    exercises/.
+    exercises/. ``only`` (file names) limits what is written, so an author regenerating one
+    notebook never touches a colleague's work in progress.
     """
     if not solutions_dir.is_dir():
         raise FileNotFoundError(f"solutions folder {solutions_dir} not found")
     rendered = render(solutions_dir)
-    report = compare(solutions_dir, exercises_dir, rendered)
+    report = compare(solutions_dir, exercises_dir, rendered).only(only)
     if rendered:
         exercises_dir.mkdir(parents=True, exist_ok=True)
     for name in report.differ + report.missing:
