@@ -161,7 +161,17 @@ class Cluster:
         self.world.network.heal()
 
     def slow(self, src: NodeId, dst: NodeId, latency_ms: int) -> None:
+        """Make the link from ``src`` to ``dst`` (one direction) take ``latency_ms``."""
+        if latency_ms < 0:
+            raise IllegalArgumentError(f"latency_ms must be >= 0, not {latency_ms}")
         self.world.network.set_link(self._id(src), self._id(dst), latency_ms=latency_ms)
+
+    def lossy(self, src: NodeId, dst: NodeId, loss: float) -> None:
+        """Make the link from ``src`` to ``dst`` (one direction) drop a fraction ``loss`` of
+        its messages (1.0: all of them, e.g. every answer to one producer)."""
+        if not 0.0 <= loss <= 1.0:
+            raise IllegalArgumentError(f"loss must be between 0 and 1, not {loss}")
+        self.world.network.set_link(self._id(src), self._id(dst), loss=loss)
 
     def _id(self, node: NodeId) -> NodeId:
         return CONTROLLER_ID if node == "controller" else node

@@ -1092,3 +1092,23 @@ def test_the_admin_client_survives_a_request_to_a_dead_broker():
     cluster.advance(100)
     assert admin.disconnected == [2]
     cluster.close()
+
+
+def test_a_lossy_link_drops_what_it_should_and_heal_restores_it():
+    cluster = Cluster(brokers=3, seed=7)
+    cluster.create_topic("t", partitions=1, replication_factor=3)
+    admin = cluster.world.nodes[cluster.admin_id]
+    leader = cluster.partition_state("t", 0).leader
+    cluster.lossy(leader, cluster.admin_id, 1.0)  # the leader's answers to the admin are lost
+    corr = cluster.world.call_node(cluster.admin_id, lambda n: n.request(leader, lambda k: MetadataRequest(k)))
+    cluster.advance(1_000)
+    assert corr not in admin.responses
+    cluster.heal()
+    corr = cluster.world.call_node(cluster.admin_id, lambda n: n.request(leader, lambda k: MetadataRequest(k)))
+    cluster.advance(1_000)
+    assert corr in admin.responses
+    with pytest.raises(IllegalArgumentError, match="loss must be between 0 and 1, not 1.5"):
+        cluster.lossy(1, 2, 1.5)
+    with pytest.raises(IllegalArgumentError, match="latency_ms must be >= 0, not -1"):
+        cluster.slow(1, 2, -1)
+    cluster.close()
