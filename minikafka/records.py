@@ -476,26 +476,53 @@ class RecordBatch:
         base_sequence: int = NO_SEQUENCE,
         is_transactional: bool = False,
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
+        use_record_offsets: bool = False,
+        last_offset_delta: int | None = None,
+        base_timestamp: int | None = None,
+        max_timestamp: int | None = None,
+        timestamp_type: "TimestampType | int" = 0,
     ) -> "RecordBatch":
         """Encode records into one v2 batch.
 
         ``records`` may hold ``Record`` objects, bare values (bytes) or ``(key, value)``
         pairs. Records without a timestamp get ``timestamp`` (default ``NO_TIMESTAMP``).
+
+        For rewriting a stored batch (the log cleaner): ``use_record_offsets`` gives each
+        record the offset delta ``record.offset - base_offset`` instead of its position, so
+        offsets survive records being dropped; ``last_offset_delta`` then keeps the batch's
+        original offset range (default: the last record's delta). ``base_timestamp``,
+        ``max_timestamp`` and ``timestamp_type`` keep the original header's timestamps.
         """
         recs = [_as_record(r, timestamp) for r in records]
         if not recs:
             raise ValueError("a record batch needs at least one record")
         codec = Compression.parse(compression)
         stamps = [NO_TIMESTAMP if r.timestamp is None else r.timestamp for r in recs]
-        base_ts = stamps[0]
+        base_ts = stamps[0] if base_timestamp is None else base_timestamp
+        if use_record_offsets:
+            deltas = []
+            for rec in recs:
+                if rec.offset is None:
+                    raise ValueError("use_record_offsets needs every record to carry its offset")
+                deltas.append(rec.offset - base_offset)
+            if deltas[0] < 0 or any(b <= a for a, b in zip(deltas, deltas[1:])):
+                raise ValueError(f"record offsets must increase from base_offset {base_offset}: {deltas}")
+        else:
+            deltas = list(range(len(recs)))
+        last_delta = deltas[-1] if last_offset_delta is None else last_offset_delta
+        if last_delta < deltas[-1] or last_delta > 2**31 - 1:
+            raise ValueError(f"last_offset_delta {last_delta} is below the last record's delta {deltas[-1]}")
         body = bytearray()
-        for i, (rec, ts) in enumerate(zip(recs, stamps)):
-            _encode_record(body, rec, i, ts - base_ts)
+        for rec, ts, delta in zip(recs, stamps, deltas):
+            _encode_record(body, rec, delta, ts - base_ts)
         payload = compress(codec, bytes(body))
         attributes = int(codec) | (_TRANSACTIONAL_BIT if is_transactional else 0)
+        if timestamp_type == TimestampType.LOG_APPEND_TIME:
+            attributes |= _TIMESTAMP_TYPE_BIT
         header = HEADER.pack(
             base_offset, HEADER_SIZE - LOG_OVERHEAD + len(payload), partition_leader_epoch,
-            MAGIC, 0, attributes, len(recs) - 1, base_ts, max(stamps), producer_id,
+            MAGIC, 0, attributes, last_delta, base_ts,
+            max(stamps) if max_timestamp is None else max_timestamp, producer_id,
             producer_epoch, base_sequence, len(recs),
         )
         buf = bytearray(header) + payload

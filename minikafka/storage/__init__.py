@@ -2,8 +2,10 @@
 
 ``Log`` (Kafka's UnifiedLog) is what the rest of minikafka uses; ``LogSegment``,
 ``OffsetIndex`` and ``TimeIndex`` are its parts, shown one at a time in notebook 01.
+``LogCleaner`` compacts logs whose ``cleanup.policy`` is ``compact``.
 """
 
+from minikafka.storage.cleaner import CleanerStats, LogCleaner
 from minikafka.storage.index import OffsetIndex, TimeIndex
 from minikafka.storage.log import (
     EARLIEST_TIMESTAMP,
@@ -17,10 +19,12 @@ from minikafka.storage.log_manager import LogManager
 from minikafka.storage.segment import LogSegment
 
 __all__ = [
+    "CleanerStats",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
     "Log",
     "LogAppendInfo",
+    "LogCleaner",
     "LogConfig",
     "LogManager",
     "LogSegment",

@@ -56,7 +56,13 @@ from minikafka.records import (
 )
 from minikafka.topic import TopicPartition
 from minikafka.storage.leader_epoch import LeaderEpochFileCache
-from minikafka.storage.segment import LOG_SUFFIX, LogSegment
+from minikafka.storage.segment import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    TIME_INDEX_SUFFIX,
+    LogSegment,
+    filename_prefix,
+)
 
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
 
@@ -67,10 +73,35 @@ EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
 LATEST_TIMESTAMP = -1
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+# The log cleaner (cleaner.py) writes a cleaned segment to ``<base>.log.cleaned``, renames
+# it to ``<base>.log.swap`` (the commit point) and then replaces ``<base>.log`` with it.
+CLEANED_SUFFIX = ".cleaned"
+SWAP_SUFFIX = ".swap"
+CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
+
+
+def complete_swap(dir: Path, base: int) -> None:
+    """Put ``<base>.log.swap`` in place of ``<base>.log`` (the cleaner's last step, also
+    redone by recovery). The old indexes go first: they point into the old file, and
+    a missing index is rebuilt on open, whereas a stale one would mislead reads."""
+    prefix = filename_prefix(base)
+    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
+        (dir / f"{prefix}{suffix}").unlink(missing_ok=True)
+    os.replace(dir / f"{prefix}{LOG_SUFFIX}{SWAP_SUFFIX}", dir / f"{prefix}{LOG_SUFFIX}")
+    fsync_dir(dir)
+
+
+def fsync_dir(dir: Path) -> None:
+    """Make renames and deletions in ``dir`` durable."""
+    fd = os.open(dir, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 @dataclass(frozen=True)
@@ -84,11 +115,26 @@ class LogConfig:
     retention_bytes: int = -1  # -1: no size limit
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1024 * 1024 + 12  # largest batch a producer may append
+    delete_retention_ms: int = DAY_MS  # how long the cleaner keeps a tombstone
+    cleanup_policy: str = "delete"  # "compact": the log cleaner keeps the latest value per key
 
-    _MINIMUM = {"segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "max_message_bytes": 0}
+    _MINIMUM = {
+        "segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "max_message_bytes": 0,
+        "delete_retention_ms": 0,
+    }
 
     def __post_init__(self) -> None:
+        policy = self.cleanup_policy
+        if isinstance(policy, str):  # Kafka accepts a list: "compact, delete" in any order
+            policy = ",".join(sorted(p.strip() for p in policy.split(",")))
+            object.__setattr__(self, "cleanup_policy", policy)
+        if policy not in CLEANUP_POLICIES:
+            raise IllegalArgumentError(
+                f"cleanup.policy must be one of {', '.join(CLEANUP_POLICIES)}, not {self.cleanup_policy!r}"
+            )
         for f in fields(self):
+            if f.name == "cleanup_policy":
+                continue
             value = getattr(self, f.name)
             key = f.name.replace("_", ".")
             if not isinstance(value, int) or isinstance(value, bool):
@@ -133,6 +179,8 @@ class RecoveryReport:
     truncated: list[tuple[int, int, str]] = field(default_factory=list)  # (segment, bytes cut, why)
     segments_deleted: list[int] = field(default_factory=list)
     problems: list[tuple[int, str]] = field(default_factory=list)  # damage below the recovery point
+    swaps_completed: list[int] = field(default_factory=list)  # cleaner swaps a crash interrupted
+    cleaned_discarded: list[int] = field(default_factory=list)  # half-written cleaner output
 
     @property
     def clean(self) -> bool:
@@ -196,6 +244,18 @@ class Log:
         report = RecoveryReport(recovery_point=self.recovery_point)
         for stray in self.dir.glob("*.tmp"):
             stray.unlink()
+        # A cleaner that crashed: a ``.cleaned`` file may be half written (the old segment
+        # is still whole), so it goes; a ``.swap`` file was complete when it got that name,
+        # so the swap is finished.
+        for stray in self.dir.glob(f"*{LOG_SUFFIX}{CLEANED_SUFFIX}"):
+            report.cleaned_discarded.append(int(stray.name.split(".")[0]))
+            stray.unlink()
+            logger.warning("%s: deleted unfinished cleaner output %s", self.name, stray.name)
+        for swap in sorted(self.dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
+            base = int(swap.name.split(".")[0])
+            complete_swap(self.dir, base)
+            report.swaps_completed.append(base)
+            logger.warning("%s: completed the cleaner's interrupted swap of segment %d", self.name, base)
         bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob(f"*{LOG_SUFFIX}") if p.name[:-4].isdigit())
         for suffix in (".index", ".timeindex"):  # an index whose log is gone
             for p in self.dir.glob(f"*{suffix}"):

@@ -1,0 +1,256 @@
+"""Log compaction for ``cleanup.policy=compact`` topics: Kafka's ``LogCleaner``.
+
+Theory of operation
+-------------------
+A compacted topic is a changelog: only the latest value of each key matters (the
+consumer-groups chapter keeps committed offsets in ``__consumer_offsets`` this way). The
+cleaner rewrites old segments so that, for every key, only the record with its highest
+offset remains. One pass (``LogCleaner().clean(log)``) does:
+
+1. *Dirty range.* The log is split at the cleaner checkpoint (``cleaner-offset-checkpoint``
+   in the log's directory, Kafka's file name): below it lies the *clean* part (cleaned
+   before), from it up to the active segment's base offset the *dirty* part (appended since).
+   The active segment is never touched: it is still being written.
+2. *Offset map.* Read the dirty range and note, for each key, its latest offset.
+3. *Rewrite.* Walk every segment before the active one; keep a record unless the map holds
+   a later offset for its key. Records without a key are kept. A tombstone (value None)
+   that is the latest for its key is kept for ``delete.retention.ms`` after its timestamp,
+   so that consumers have time to see the delete, then removed.
+4. *Swap.* A changed segment is written to ``<base>.log.cleaned`` and fsynced, renamed to
+   ``<base>.log.swap`` (the commit point), then its old indexes are deleted and the swap file
+   replaces ``<base>.log``; the segment is reopened and its indexes rebuilt from the new
+   file. A crash leaves either the old segment plus a ``.cleaned`` file (deleted on open) or
+   a ``.swap`` file (the swap is finished on open), never a lost record.
+5. *Checkpoint* the end of the dirty range, so the next pass starts from there.
+
+Offsets never change. A batch whose records all survive keeps its bytes; a batch that
+loses some is re-encoded with the same baseOffset, lastOffsetDelta, producer id/epoch/base
+sequence, partitionLeaderEpoch, codec and timestamps, and each record keeps its offset
+delta. So the log has gaps in its offsets, which reads handle (a segment finds the first
+batch whose last offset is >= the wanted one). A batch with no record left is dropped;
+a segment with no batch left is deleted, except the first one, which stays (empty) so
+the log start offset does not move.
+
+Simplifications (vs Kafka): the offset map is a dict, not a fixed-size hash table; every
+old segment is rewritten alone (Kafka groups small ones); tombstone age is the record's
+timestamp (Kafka uses the segment's modification time); control batches are kept whole
+and there are no aborted transactions to drop. Like the rest of ``storage/``, this module
+is allowed to touch log files; nothing outside ``storage/`` is.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from minikafka.errors import IllegalArgumentError
+from minikafka.records import Record, RecordBatch
+from minikafka.storage.log import (
+    CLEANED_SUFFIX,
+    SWAP_SUFFIX,
+    Log,
+    complete_swap,
+    fsync_dir,
+)
+from minikafka.storage.segment import LogSegment
+
+logger = logging.getLogger("minikafka.storage.cleaner")
+
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+
+
+@dataclass
+class CleanerStats:
+    """What one pass did. Bytes are those of the segments before the active one."""
+
+    first_dirty_offset: int = 0  # where the dirty range started
+    end_offset: int = 0  # where it ended: the new checkpoint
+    keys: int = 0  # distinct keys in the offset map
+    bytes_before: int = 0
+    bytes_after: int = 0
+    records_removed: int = 0  # all removed records, tombstones included
+    tombstones_removed: int = 0
+    batches_removed: int = 0
+    segments_cleaned: int = 0  # segments rewritten (an unchanged segment is left alone)
+    segments_deleted: int = 0  # segments left empty, and so deleted
+
+
+def read_cleaner_checkpoint(log: Log) -> int:
+    return log._read_checkpoint(CLEANER_CHECKPOINT_FILE)
+
+
+class LogCleaner:
+    """Compacts one log per ``clean`` call, synchronously (Kafka runs cleaner threads)."""
+
+    def clean(
+        self,
+        log: Log,
+        *,
+        now_ms: int | None = None,
+        delete_retention_ms: int | None = None,
+    ) -> CleanerStats:
+        """One cleaning pass over ``log`` (see the module docstring). ``now_ms`` defaults
+        to the log's clock, ``delete_retention_ms`` to the log's ``delete.retention.ms``."""
+        if "compact" not in log.config.cleanup_policy.split(","):
+            raise IllegalArgumentError(
+                f"{log.name}: cleanup.policy is {log.config.cleanup_policy!r}; only a "
+                f"log with cleanup.policy=compact can be cleaned"
+            )
+        if delete_retention_ms is None:
+            delete_retention_ms = log.config.delete_retention_ms
+        if isinstance(delete_retention_ms, bool) or not isinstance(delete_retention_ms, int) or delete_retention_ms < 0:
+            raise IllegalArgumentError(f"delete.retention.ms must be an integer >= 0, not {delete_retention_ms!r}")
+        now = log.clock() if now_ms is None else now_ms
+        if isinstance(now, bool) or not isinstance(now, int):
+            raise IllegalArgumentError(f"now_ms must be an integer (milliseconds), not {now!r}")
+
+        end = log.active_segment.base_offset
+        checkpoint = read_cleaner_checkpoint(log)
+        # Retention or truncation may have moved the log under the checkpoint: start over.
+        if checkpoint > end:
+            checkpoint = log.log_start_offset
+        first_dirty = max(checkpoint, log.log_start_offset)
+        old = log.segments[:-1]
+        stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=max(first_dirty, end))
+        stats.bytes_before = stats.bytes_after = sum(s.size for s in old)
+        if first_dirty >= end:
+            return stats  # nothing appended since the last pass: nothing to do
+
+        offset_map = self._build_offset_map(old, first_dirty, end)
+        stats.keys = len(offset_map)
+        for segment in old:
+            self._clean_segment(log, segment, offset_map, now, delete_retention_ms, stats)
+        stats.bytes_after = sum(s.size for s in log.segments[:-1])
+        # Only now: a crash before this point just means the next pass redoes the work.
+        log._write_checkpoint(CLEANER_CHECKPOINT_FILE, end)
+        logger.info(
+            "%s: cleaned [%d, %d): %d -> %d bytes, %d records removed (%d tombstones)",
+            log.name, first_dirty, end, stats.bytes_before, stats.bytes_after,
+            stats.records_removed, stats.tombstones_removed,
+        )
+        return stats
+
+    # --- the offset map ---------------------------------------------------------------------
+
+    @staticmethod
+    def _build_offset_map(segments: list[LogSegment], start: int, end: int) -> dict[bytes, int]:
+        offset_map: dict[bytes, int] = {}
+        for segment in segments:
+            if segment.size == 0 or segment.next_offset <= start:
+                continue
+            for _, batch in segment.iter_batches():
+                if batch.last_offset < start or batch.is_control_batch:
+                    continue
+                for record in batch.records():
+                    # Offsets increase through the log, so the last one seen wins.
+                    if record.key is not None and start <= record.offset < end:
+                        offset_map[record.key] = record.offset
+        return offset_map
+
+    # --- rewriting one segment -------------------------------------------------------------
+
+    def _clean_segment(
+        self,
+        log: Log,
+        segment: LogSegment,
+        offset_map: dict[bytes, int],
+        now: int,
+        delete_retention_ms: int,
+        stats: CleanerStats,
+    ) -> None:
+        pieces: list[bytes] = []
+        changed = False
+        for _, batch in segment.iter_batches():
+            if batch.is_control_batch:  # transaction markers: not keyed data, kept whole
+                pieces.append(bytes(batch))
+                continue
+            records = batch.records()
+            kept: list[Record] = []
+            for record in records:
+                if self._keep(record, batch, segment, offset_map, now, delete_retention_ms):
+                    kept.append(record)
+                else:
+                    stats.records_removed += 1
+                    stats.tombstones_removed += record.value is None
+            if len(kept) == len(records):
+                pieces.append(bytes(batch))  # untouched: keep the producer's bytes as they are
+            elif kept:
+                pieces.append(bytes(self._rebuild(batch, kept)))
+                changed = True
+            else:
+                stats.batches_removed += 1
+                changed = True
+        if not changed:
+            return
+        i = log.segments.index(segment)
+        if not pieces and i > 0:
+            # Nothing left: the segment goes. Its offsets now read as a gap in the previous one.
+            log._delete_segment(segment, "log cleaner: no record left")
+            stats.segments_deleted += 1
+            return
+        self._swap(log, i, b"".join(pieces))
+        stats.segments_cleaned += 1
+
+    @staticmethod
+    def _keep(
+        record: Record,
+        batch: RecordBatch,
+        segment: LogSegment,
+        offset_map: dict[bytes, int],
+        now: int,
+        delete_retention_ms: int,
+    ) -> bool:
+        if record.key is None:
+            return True  # nothing to compact it by
+        latest = offset_map.get(record.key)
+        if latest is not None and latest > record.offset:
+            return False  # a later record for the key supersedes this one
+        if record.value is None:
+            # The latest record is a delete: keep it long enough for consumers to see it.
+            # A record without a timestamp is judged by its batch's, else its segment's.
+            ts = record.timestamp if record.timestamp is not None and record.timestamp >= 0 else -1
+            if ts < 0:
+                ts = batch.max_timestamp if batch.max_timestamp >= 0 else segment.largest_timestamp
+            return now - ts < delete_retention_ms
+        return True
+
+    @staticmethod
+    def _rebuild(batch: RecordBatch, kept: list[Record]) -> RecordBatch:
+        # Same header as the original, fewer records: offsets and producer state intact.
+        return RecordBatch.build(
+            kept,
+            base_offset=batch.base_offset,
+            compression=batch.compression,
+            producer_id=batch.producer_id,
+            producer_epoch=batch.producer_epoch,
+            base_sequence=batch.base_sequence,
+            is_transactional=batch.is_transactional,
+            partition_leader_epoch=batch.partition_leader_epoch,
+            use_record_offsets=True,
+            last_offset_delta=batch.last_offset_delta,
+            base_timestamp=batch.base_timestamp,
+            max_timestamp=batch.max_timestamp,
+            timestamp_type=batch.timestamp_type,
+        )
+
+    @staticmethod
+    def _swap(log: Log, i: int, data: bytes) -> None:
+        old = log.segments[i]
+        log_path: Path = old.log_path
+        cleaned = log_path.with_name(log_path.name + CLEANED_SUFFIX)
+        swap = log_path.with_name(log_path.name + SWAP_SUFFIX)
+        with open(cleaned, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())  # whole and durable before it may become the segment
+        os.replace(cleaned, swap)  # the commit point: from here on recovery finishes the swap
+        fsync_dir(log.dir)
+        old.close()
+        complete_swap(log.dir, old.base_offset)
+        segment = log._new_segment_object(old.base_offset)
+        segment.created_ms = old.created_ms  # the data is as old as it was
+        segment.load()  # indexes are gone with the old file: rebuilt from batch headers
+        segment.flush()
+        log.segments[i] = segment
