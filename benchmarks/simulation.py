@@ -8,7 +8,7 @@ from pathlib import Path
 
 from minikafka import Cluster, KafkaProducer
 
-from benchmarks.common import Section, fig, med, met, runs
+from benchmarks.common import Section, fig, met, runs
 
 CAMPAIGN_TARGET_SCHEDULES = 1000
 CAMPAIGN_TARGET_SECONDS = 300

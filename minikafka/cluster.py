@@ -26,7 +26,7 @@ from typing import Any, Callable, Iterable, Mapping
 from minikafka.broker.broker import Broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.controller import Controller
-from minikafka.errors import BrokerResponseError, IllegalArgumentError, KafkaTimeoutError, for_code
+from minikafka.errors import IllegalArgumentError, KafkaTimeoutError, for_code
 from minikafka.messages import (
     CONTROLLER_ID,
     ERROR_NAMES,

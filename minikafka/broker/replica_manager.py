@@ -126,8 +126,10 @@ class ReplicaManager:
                 return
             changed = p.make_follower(state)
             if was_leader or changed:
-                self._fail_waiting_produces(key)
-                self._answer_fetches_for(key)
+                # No longer the leader: waiting produces fail and parked fetches get the
+                # error now, instead of at their timeouts.
+                self._complete_produces_for(key)
+                self._wake_fetches(key)
             self._stop_fetching(key)
             if state.leader >= 0:
                 # A new leader or epoch: don't wait on a fetch sent before the change (its
@@ -200,9 +202,6 @@ class ReplicaManager:
             if key in delayed.waiting and self._try_complete_produce(delayed):
                 del self.produce_purgatory[ident]
                 self.node.cancel_timer(("produce-timeout", ident))
-
-    def _fail_waiting_produces(self, key: Key) -> None:
-        self._complete_produces_for(key)  # not leader any more: each waiting one fails
 
     def _on_high_watermark_maybe_changed(self, key: Key, changed: bool) -> None:
         if changed:
@@ -300,9 +299,6 @@ class ReplicaManager:
                     del self.fetch_purgatory[ident]
                     self.node.cancel_timer(("fetch-expire", ident))
                     self.node.send(delayed.src, FetchResponse(delayed.request.correlation_id, parts))
-
-    def _answer_fetches_for(self, key: Key) -> None:
-        self._wake_fetches(key)  # a leadership change makes them urgent (errors)
 
     def fetch_expired(self, ident: tuple) -> None:
         delayed = self.fetch_purgatory.pop(ident, None)

@@ -42,7 +42,6 @@ from minikafka.clients.sender import ClusterMetadata, Sender, TransactionManager
 from minikafka.errors import (
     IllegalStateError,
     KafkaConfigurationError,
-    KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     UnsupportedCodecError,
