@@ -6,8 +6,9 @@ import pytest
 
 from minikafka.errors import IllegalArgumentError
 from minikafka.records import Compression, Record, RecordBatch
-from minikafka.storage import CleanerStats, Log, LogCleaner, LogConfig
+from minikafka.storage import CleanerStats, Log, LogCleaner, LogConfig, LogManager
 from minikafka.storage.cleaner import CLEANER_CHECKPOINT_FILE, read_cleaner_checkpoint
+from minikafka.topic import TopicPartition
 
 DAY = 24 * 3600 * 1000
 
@@ -30,6 +31,8 @@ def consume(log, offset=0):
     position, out = offset, []
     while position < log.log_end_offset:
         batches = list(log.read(position, max_bytes=300).batches())
+        if not batches and all(last < position for _, last in batch_spans(log)):
+            break  # a gap up to the log end (truncated into): nothing more, as for a consumer
         assert batches, f"nothing read at {position} (end {log.log_end_offset})"
         for b in batches:
             out += [(r.offset, r.key, r.value) for r in b.records() if r.offset >= position]
@@ -337,3 +340,318 @@ def test_build_with_record_offsets():
         RecordBatch.build(recs, base_offset=100, use_record_offsets=True, last_offset_delta=5)
     with pytest.raises(ValueError):
         RecordBatch.build([Record(b"a", b"1")], use_record_offsets=True)
+
+
+# --- gaps: reads and truncation after compaction ---------------------------------------------
+
+
+def gappy_log(path):
+    """A log that ``segment.bytes`` rolled every three batches, compacted into gaps of every
+    kind. Before cleaning (offsets: keys):
+
+        segment 0:  [0 u0, 1 a] [2 b, 3 c] [4 a, 5 b]
+        segment 6:  [6 c] [7 a, 8 b] [9 c, 10 b]
+        segment 11: [11 a] [12 u1, 13 c] [14 a, 15 b]
+        segment 16: [16 z]   (active)
+
+    After: [0 u0] (its batch still ends at 1) then a gap 1..11 that runs to the end of
+    segment 0 and over segment 6 (left empty, deleted), [12 u1, 13 c] [14 a, 15 b] and the
+    active [16 z]."""
+    log = compact_log(path, **{"segment.bytes": 250})
+    for pairs in [
+        [(b"u0", b"x"), (b"a", b"1")], [(b"b", b"1"), (b"c", b"1")], [(b"a", b"2"), (b"b", b"2")],
+        [(b"c", b"2")], [(b"a", b"3"), (b"b", b"3")], [(b"c", b"3"), (b"b", b"y")],
+        [(b"a", b"4")], [(b"u1", b"4"), (b"c", b"4")], [(b"a", b"5"), (b"b", b"5")],
+        [(b"z", b"z")],
+    ]:
+        put(log, *pairs)
+    assert [s.base_offset for s in log.segments] == [0, 6, 11, 16]  # rolled by segment.bytes
+    stats = LogCleaner().clean(log, now_ms=2_000)
+    assert stats.segments_deleted == 1
+    assert batch_spans(log) == [(0, 1), (12, 13), (14, 15), (16, 16)]
+    assert [s.base_offset for s in log.segments] == [0, 11, 16]
+    assert consume(log) == GAPPY_RECORDS
+    return log
+
+
+GAPPY_RECORDS = [
+    (0, b"u0", b"x"), (12, b"u1", b"4"), (13, b"c", b"4"), (14, b"a", b"5"), (15, b"b", b"5"), (16, b"z", b"z"),
+]
+
+
+def batch_spans(log):
+    return [(b.base_offset, b.last_offset) for s in log.segments for _, b in s.iter_batches()]
+
+
+def expected_read(spans, offset, limit):
+    """The first batch whose last offset is >= ``offset``, if it ends below ``limit``."""
+    first = next((s for s in spans if s[1] >= offset), None)
+    return [first] if first and first[1] < limit else []
+
+
+def test_read_from_a_gap_moves_on_to_the_next_batch_in_a_later_segment(tmp_path):
+    log = gappy_log(tmp_path)
+    spans = batch_spans(log)
+    for reopened in (False, True):
+        for offset in range(log.log_end_offset):
+            for limit in (None, 1, 2, 6, 11, 13, 14, 16):
+                got = log.read(offset, max_bytes=80, max_offset=limit).batches()
+                want = expected_read(spans, offset, log.log_end_offset if limit is None else limit)
+                assert [(b.base_offset, b.last_offset) for b in got] == want, (offset, limit, reopened)
+            assert consume(log, offset) == [r for r in GAPPY_RECORDS if r[0] >= offset]
+        log.close()
+        log = compact_log(tmp_path)
+    log.close()
+
+
+def test_read_that_does_not_fit_is_empty_not_a_later_segment(tmp_path):
+    # Without min_one_message, a first batch over max_bytes is an empty answer (as Kafka):
+    # the read must not skip it and serve a smaller batch from a later segment instead.
+    with gappy_log(tmp_path) as log:
+        size_12 = len(log.read(12, max_bytes=1))
+        assert len(log.read(12, max_bytes=size_12, min_one_message=False)) == size_12
+        for offset in (2, 11, 12):  # in the gap, and on the batch itself
+            assert len(log.read(offset, max_bytes=size_12 - 1, min_one_message=False)) == 0
+        assert log.read(2, max_bytes=size_12 - 1).records()[0].offset == 12  # min_one_message
+
+
+def expected_end_after_truncation(spans, offset):
+    """Where truncate_to(offset) must leave the log end: a batch straddling ``offset`` goes
+    whole (end = its base); in a gap, the end is ``offset`` itself."""
+    first = next((s for s in spans if s[1] >= offset), None)
+    return min(first[0], offset) if first else offset
+
+
+@pytest.mark.parametrize("offset", range(1, 17))
+def test_truncate_to_an_offset_in_a_gap(tmp_path, offset):
+    log = gappy_log(tmp_path)
+    spans = batch_spans(log)
+    end = expected_end_after_truncation(spans, offset)
+    assert log.truncate_to(offset)
+    assert log.log_end_offset == end
+    assert end == offset or offset in (1, 13, 15)  # the straddled batches [0, 1], [12, 13], [14, 15]
+    kept = [r for r in GAPPY_RECORDS if r[0] < end]
+    assert consume(log) == kept
+    assert all(s.base_offset < max(end, 1) for s in log.segments)
+    assert read_cleaner_checkpoint(log) <= end  # what comes next is dirty for the cleaner
+    # The next append takes the end offset, and reads find it from anywhere before it.
+    put(log, (b"n", b"new"))
+    assert consume(log) == kept + [(end, b"n", b"new")]
+    assert consume(log, max(0, end - 3)) == [r for r in kept if r[0] >= end - 3] + [(end, b"n", b"new")]
+    log.close()
+    with compact_log(tmp_path) as log:
+        assert log.last_recovery.clean and log.log_end_offset == end + 1
+        assert consume(log) == kept + [(end, b"n", b"new")]
+
+
+def test_truncate_into_a_gap_then_reopen_before_appending(tmp_path):
+    log = gappy_log(tmp_path)
+    log.truncate_to(5)
+    assert log.log_end_offset == 5 and consume(log) == [(0, b"u0", b"x")]
+    log.close()
+    # As in Kafka, the end in a gap is not persisted: reopened, the log ends after its last
+    # batch, [0, 1]. Just as correct (offsets 2..4 hold nothing); the next append gets 2.
+    with compact_log(tmp_path) as log:
+        assert log.last_recovery.clean
+        assert log.log_end_offset == 2 and log.recovery_point == 2
+        put(log, (b"n", b"new"))
+        assert consume(log) == [(0, b"u0", b"x"), (2, b"n", b"new")]
+
+
+def test_clean_after_truncation_into_cleaned_range_sees_new_records(tmp_path):
+    with gappy_log(tmp_path) as log:
+        assert read_cleaner_checkpoint(log) == 16
+        log.truncate_to(5)
+        assert read_cleaner_checkpoint(log) == 5
+        put(log, (b"u0", b"replaced"))  # 5: supersedes offset 0
+        log.roll()
+        put(log, (b"z", b"z"))
+        stats = LogCleaner().clean(log, now_ms=2_000)
+        assert (stats.first_dirty_offset, stats.end_offset) == (5, 6)
+        assert consume(log) == [(5, b"u0", b"replaced"), (6, b"z", b"z")]
+
+
+def test_truncate_to_an_emptied_first_segment(tmp_path):
+    with compact_log(tmp_path, **{"delete.retention.ms": 10}) as log:
+        put(log, (b"a", None), ts=1_000)  # 0: a tombstone, removed: segment 0 stays, empty
+        log.roll()
+        put(log, (b"b", b"b0"), (b"c", b"c0"))  # 1-2
+        log.roll()
+        put(log, (b"z", b"z"))  # 3
+        LogCleaner().clean(log, now_ms=5_000)
+        assert [(s.base_offset, s.size) for s in log.segments][0] == (0, 0)
+        assert log.truncate_to(1)
+        assert (log.log_end_offset, log.log_start_offset, len(log.segments)) == (1, 0, 1)
+        assert consume(log) == []
+        put(log, (b"n", b"new"))
+        assert consume(log) == [(1, b"n", b"new")]
+
+
+# --- retention of compacted logs --------------------------------------------------------------
+
+
+def old_segments(log, count=3):
+    for i in range(count):
+        put(log, (b"k%d" % i, b"v"), ts=1_000)
+        log.roll()
+    put(log, (b"z", b"z"), ts=1_000)
+
+
+def test_compact_only_log_has_no_time_or_size_retention(tmp_path):
+    config = {"retention.ms": 1, "retention.bytes": 0}
+    with compact_log(tmp_path, **config) as log:
+        old_segments(log)
+        bases = [s.base_offset for s in log.segments]
+        assert log.delete_old_segments(now_ms=10 * DAY) == []
+        assert [s.base_offset for s in log.segments] == bases and log.log_start_offset == 0
+        assert len(consume(log)) == 4
+    with compact_log(tmp_path / "both", **{"cleanup.policy": "compact,delete", **config}) as log:
+        old_segments(log)
+        assert [b for b, _ in log.delete_old_segments(now_ms=10 * DAY)] == [0, 1, 2, 3]
+        assert log.log_start_offset == 4
+
+
+def test_empty_segment_left_by_the_cleaner_does_not_stop_retention(tmp_path):
+    config = {"cleanup.policy": "compact,delete", "delete.retention.ms": 10, "retention.ms": 5_000}
+    with compact_log(tmp_path, **config) as log:
+        put(log, (b"a", None), ts=1_000)  # 0: its tombstone expires: segment 0 is left empty
+        log.roll()
+        put(log, (b"b", b"b0"), ts=3_000)  # 1
+        log.roll()
+        put(log, (b"c", b"c0"), ts=9_000)  # 2: active
+        LogCleaner().clean(log, now_ms=1_100)
+        assert [(s.base_offset, s.size > 0) for s in log.segments] == [(0, False), (1, True), (2, True)]
+        # Segment 1 not expired: the empty segment stays too (the log start does not move).
+        assert log.delete_old_segments(now_ms=3_000 + 5_000) == []
+        assert log.log_start_offset == 0
+        # Segment 1 expired: it goes, and the empty segment before it.
+        deleted = log.delete_old_segments(now_ms=3_000 + 5_001)
+        assert [b for b, _ in deleted] == [0, 1] and "empty" in deleted[0][1]
+        assert log.log_start_offset == 2 and consume(log, 2) == [(2, b"c", b"c0")]
+
+
+# --- min.compaction.lag.ms and the high watermark ---------------------------------------------
+
+
+def aging_log(path, **config):
+    """Key k rewritten in three old segments with records 1, 5 and 9 seconds old."""
+    log = compact_log(path, **config)
+    for i, ts in enumerate((1_000, 5_000, 9_000)):
+        put(log, (b"k", b"v%d" % i), (b"u%d" % i, b"u"), ts=ts)  # 2i, 2i + 1
+        log.roll()
+    put(log, (b"z", b"z"), ts=9_500)  # 6: active
+    return log
+
+
+def test_min_compaction_lag_leaves_recent_segments_dirty(tmp_path):
+    with aging_log(tmp_path, **{"min.compaction.lag.ms": 3_000}) as log:
+        cleaner = LogCleaner()
+        # At 10 s, segment 4 (9 s) is too recent: the dirty range ends at its base, so its
+        # k does not supersede segment 2's yet, and it is not rewritten itself.
+        assert cleaner.dirty_range(log, now_ms=10_000) == (0, 4)
+        stats = cleaner.clean(log, now_ms=10_000)
+        assert (stats.first_dirty_offset, stats.end_offset) == (0, 4)
+        assert [o for o, _, _ in consume(log)] == [1, 2, 3, 4, 5, 6]
+        assert read_cleaner_checkpoint(log) == 4
+        assert cleaner.dirty_range(log, now_ms=10_000) == (4, 4)  # nothing cleanable yet
+        # Old enough later on: the rest of the dirty range is cleaned.
+        stats = cleaner.clean(log, now_ms=12_000)
+        assert (stats.first_dirty_offset, stats.end_offset) == (4, 6)
+        assert [o for o, _, _ in consume(log)] == [1, 3, 4, 5, 6]
+
+
+def test_min_compaction_lag_zero_cleans_up_to_the_active_segment(tmp_path):
+    with aging_log(tmp_path) as log:
+        assert LogConfig().min_compaction_lag_ms == 0 and log.config.min_compaction_lag_ms == 0
+        assert LogCleaner().dirty_range(log, now_ms=0) == (0, 6)  # even records "from the future"
+    with pytest.raises(IllegalArgumentError, match="min.compaction.lag.ms must be >= 0, not -1"):
+        LogConfig.of({"min.compaction.lag.ms": -1})
+
+
+def test_high_watermark_ends_the_dirty_range(tmp_path):
+    with compact_log(tmp_path, **{"delete.retention.ms": 0}) as log:
+        put(log, (b"a", b"a0"), (b"b", b"b0"), (b"a", b"a1"))  # 0-2
+        put(log, (b"b", b"b1"), (b"c", None), (b"a", b"a2"))  # 3-5: not committed yet
+        log.roll()
+        put(log, (b"z", b"z"))  # 6
+        stats = LogCleaner().clean(log, now_ms=2_000, high_watermark=3)
+        assert (stats.first_dirty_offset, stats.end_offset) == (0, 3)
+        # Only a0 goes (superseded by a1, below the HW); b1, a2 and even the expired
+        # tombstone at 4, above it, may still be truncated away: they change nothing yet.
+        assert [o for o, _, _ in consume(log)] == [1, 2, 3, 4, 5, 6]
+        assert read_cleaner_checkpoint(log) == 3
+        stats = LogCleaner().clean(log, now_ms=2_000, high_watermark=6)
+        assert [o for o, _, _ in consume(log)] == [3, 5, 6]
+        with pytest.raises(IllegalArgumentError, match="high_watermark must be an integer"):
+            LogCleaner().clean(log, high_watermark="6")
+
+
+# --- LogManager.clean_logs: the periodic pass ----------------------------------------------------
+
+
+def manager_with_logs(tmp_path):
+    manager = LogManager(tmp_path / "logs", clock=Clock(10_000))
+    for topic, policy in (("offsets", "compact"), ("events", "delete"), ("both", "compact,delete")):
+        log = manager.get_or_create_log(topic, 0, LogConfig.of({"cleanup.policy": policy, "retention.ms": -1}))
+        three_segments(log)
+    return manager
+
+
+def snapshot(manager):
+    return {tp: {p.name: p.stat().st_mtime_ns for p in log.dir.iterdir()} for tp, log in manager}
+
+
+def test_clean_logs_cleans_only_compacted_logs_with_something_dirty(tmp_path):
+    manager = manager_with_logs(tmp_path)
+    events = manager.get_log("events", 0)
+    before = consume(events)
+    events_files = snapshot(manager)[TopicPartition("events", 0)]
+
+    done = manager.clean_logs(2_000)
+    assert sorted(done) == [TopicPartition("both", 0), TopicPartition("offsets", 0)]
+    assert all(s.records_removed == 5 and s.end_offset == 9 for s in done.values())
+    assert consume(events) == before and snapshot(manager)[TopicPartition("events", 0)] == events_files
+    assert not (events.dir / CLEANER_CHECKPOINT_FILE).exists()
+
+    # Nothing rolled since: nothing to do, nothing touched.
+    files = snapshot(manager)
+    assert manager.clean_logs(2_000) == {}
+    assert snapshot(manager) == files
+
+    # One log rolls: it alone is cleaned, from its checkpoint.
+    offsets = manager.get_log("offsets", 0)
+    offsets.roll()
+    put(offsets, (b"a", b"a4"))
+    done = manager.clean_logs()  # the manager's clock
+    assert list(done) == [TopicPartition("offsets", 0)] and done[TopicPartition("offsets", 0)].first_dirty_offset == 9
+    assert (5, b"a", b"a2") not in consume(offsets)
+    manager.close()
+
+
+def test_clean_logs_caps_each_log_at_its_high_watermark(tmp_path):
+    manager = manager_with_logs(tmp_path)
+    done = manager.clean_logs(2_000, high_watermarks={("offsets", 0): 4, TopicPartition("both", 0): 0})
+    assert done[TopicPartition("offsets", 0)].end_offset == 4
+    assert TopicPartition("both", 0) not in done  # nothing below its high watermark is dirty
+    assert read_cleaner_checkpoint(manager.get_log("offsets", 0)) == 4
+    manager.close()
+
+
+def test_clean_logs_goes_on_after_an_error_in_one_log(tmp_path, monkeypatch, caplog):
+    manager = manager_with_logs(tmp_path)
+    real_clean = LogCleaner.clean
+
+    def failing_clean(self, log, **kw):
+        if log.name == "both-0":
+            raise OSError("disk on fire")
+        return real_clean(self, log, **kw)
+
+    monkeypatch.setattr(LogCleaner, "clean", failing_clean)
+    with caplog.at_level("ERROR", logger="minikafka.storage.cleaner"):
+        done = manager.clean_logs(2_000)
+    assert list(done) == [TopicPartition("offsets", 0)]
+    assert "both-0" in caplog.text and "disk on fire" in caplog.text
+    monkeypatch.setattr(LogCleaner, "clean", real_clean)
+    # The failed log is still dirty: the next pass cleans it.
+    assert list(manager.clean_logs(2_000)) == [TopicPartition("both", 0)]
+    manager.close()

@@ -3,6 +3,15 @@
 A topic's config (``min.insync.replicas``, ``retention.ms``, ...) overrides the broker's
 default of the same name, as in Kafka. Unknown keys are refused with the list of known ones,
 so a typo in a notebook fails loudly instead of silently doing nothing.
+
+Values may be given as strings (topic configs travel as strings, as in Kafka's
+CreateTopics): each key is coerced to its type, an integer, a boolean or, for
+``cleanup.policy``, a list of ``delete``/``compact`` kept in canonical form (``"compact,delete"``
+whatever the order given). A value that cannot be coerced, or is below the key's minimum,
+is refused with a message naming the key.
+
+Simplification: where Kafka's broker-level name differs from the topic-level one
+(``log.retention.ms``, ``log.cleanup.policy``), the topic-level name serves for both.
 """
 
 from __future__ import annotations
@@ -37,15 +46,72 @@ DEFAULTS: dict[str, Any] = {
     "retention.bytes": LogConfig().retention_bytes,
     "index.interval.bytes": LogConfig().index_interval_bytes,
     "max.message.bytes": LogConfig().max_message_bytes,
+    "cleanup.policy": LogConfig().cleanup_policy,
+    "delete.retention.ms": LogConfig().delete_retention_ms,
+    "min.compaction.lag.ms": LogConfig().min_compaction_lag_ms,
+    # the log cleaner: one pass over the compacted logs every backoff
+    "log.cleaner.enable": True,
+    "log.cleaner.backoff.ms": 15_000,
+    # __consumer_offsets, the compacted topic that holds committed offsets
+    "offsets.topic.num.partitions": 50,
+    "offsets.topic.replication.factor": 3,
+    "offsets.topic.segment.bytes": 100 * 1024 * 1024,
+    "offsets.retention.minutes": 7 * 24 * 60,
+    "offsets.retention.check.interval.ms": 600_000,
+    "offsets.commit.timeout.ms": 5_000,
+    "offset.metadata.max.bytes": 4_096,
+    # consumer groups
+    "group.initial.rebalance.delay.ms": 3_000,
+    "group.min.session.timeout.ms": 6_000,
+    "group.max.session.timeout.ms": 1_800_000,
+    "group.max.size": 2**31 - 1,
 }
-TOPIC_KEYS = {
-    "min.insync.replicas", "unclean.leader.election.enable", "segment.bytes", "segment.ms",
-    "retention.ms", "retention.bytes", "index.interval.bytes", "max.message.bytes",
+# The log settings a topic may override; BrokerConfig.log_config hands them to LogConfig.
+LOG_KEYS = (
+    "segment.bytes", "segment.ms", "retention.ms", "retention.bytes", "index.interval.bytes",
+    "max.message.bytes", "cleanup.policy", "delete.retention.ms", "min.compaction.lag.ms",
+)
+TOPIC_KEYS = {"min.insync.replicas", "unclean.leader.election.enable", *LOG_KEYS}
+_BOOLS = {"unclean.leader.election.enable", "auto.create.topics.enable", "log.cleaner.enable"}
+_LISTS = {"cleanup.policy"}
+CLEANUP_POLICY_VALUES = ("compact", "delete")
+# Kafka's atLeast(...) validators. The log keys' own limits are LogConfig's, checked when a
+# log is made; the ones here fail earlier, at CreateTopics or when the broker starts.
+_MINIMUM = {
+    "min.insync.replicas": 1,
+    "delete.retention.ms": 0,
+    "min.compaction.lag.ms": 0,
+    "log.cleaner.backoff.ms": 0,
+    "offsets.topic.num.partitions": 1,
+    "offsets.topic.replication.factor": 1,
+    "offsets.topic.segment.bytes": 1,
+    "offsets.retention.minutes": 1,
+    "offsets.retention.check.interval.ms": 1,
+    "offsets.commit.timeout.ms": 1,
+    "group.max.size": 1,
 }
-_BOOLS = {"unclean.leader.election.enable", "auto.create.topics.enable"}
+
+
+def _coerce_policy(key: str, value: Any) -> str:
+    # Kafka's cleanup.policy is a LIST: "compact,delete", "delete, compact" or a list of
+    # names; order, spaces and repeats do not matter, so one canonical string is kept.
+    if isinstance(value, str):
+        names = value.split(",")
+    elif isinstance(value, (list, tuple, set, frozenset)) and all(isinstance(v, str) for v in value):
+        names = list(value)
+    else:
+        names = None
+    chosen = {n.strip() for n in names} if names is not None else set()
+    if not chosen or not chosen <= set(CLEANUP_POLICY_VALUES):
+        raise IllegalArgumentError(
+            f"{key} must be delete, compact or both (\"compact,delete\", in any order), not {value!r}"
+        )
+    return ",".join(sorted(chosen))
 
 
 def _coerce(key: str, value: Any) -> Any:
+    if key in _LISTS:
+        return _coerce_policy(key, value)
     if key in _BOOLS:
         if isinstance(value, str):
             if value.lower() not in ("true", "false"):
@@ -66,8 +132,9 @@ def validate(config: Mapping[str, Any] | None, *, allowed: set[str] | None = Non
         if key not in allowed:
             raise IllegalArgumentError(f"unknown config {key!r}; known: {', '.join(sorted(allowed))}")
         out[key] = _coerce(key, value)
-    if out.get("min.insync.replicas", 1) < 1:
-        raise IllegalArgumentError("min.insync.replicas must be >= 1")
+        low = _MINIMUM.get(key)
+        if low is not None and out[key] < low:
+            raise IllegalArgumentError(f"{key} must be >= {low}, not {out[key]}")
     return out
 
 
@@ -91,5 +158,4 @@ class BrokerConfig:
 
     def log_config(self, topic_configs: Mapping[str, Any]) -> LogConfig:
         c = self.for_topic(topic_configs)
-        return LogConfig.of({k: c[k] for k in ("segment.bytes", "segment.ms", "retention.ms", "retention.bytes",
-                                                "index.interval.bytes", "max.message.bytes")})
+        return LogConfig.of({k: c[k] for k in LOG_KEYS})

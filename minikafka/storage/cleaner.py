@@ -9,11 +9,16 @@ offset remains. One pass (``LogCleaner().clean(log)``) does:
 
 1. *Dirty range.* The log is split at the cleaner checkpoint (``cleaner-offset-checkpoint``
    in the log's directory, Kafka's file name): below it lies the *clean* part (cleaned
-   before), from it up to the active segment's base offset the *dirty* part (appended since).
-   The active segment is never touched: it is still being written.
+   before), from it up to the *first uncleanable offset* the *dirty* part (appended since).
+   As in Kafka, that offset is the smallest of: the active segment's base offset (the
+   active segment is never touched: it is still being written); the base offset of the
+   first dirty segment holding a record younger than ``min.compaction.lag.ms`` (when that
+   is > 0); and the high watermark, when the caller gives it (records above it may still
+   be truncated away, so they must not supersede anything yet).
 2. *Offset map.* Read the dirty range and note, for each key, its latest offset.
-3. *Rewrite.* Walk every segment before the active one; keep a record unless the map holds
-   a later offset for its key. Records without a key are kept. A tombstone (value None)
+3. *Rewrite.* Walk every segment that begins below the end of the dirty range; keep a
+   record unless the map holds a later offset for its key. Records without a key are kept,
+   and so is every record at or past the end of the dirty range. A tombstone (value None)
    that is the latest for its key is kept for ``delete.retention.ms`` after its timestamp,
    so that consumers have time to see the delete, then removed.
 4. *Swap.* A changed segment is written to ``<base>.log.cleaned`` and fsynced, renamed to
@@ -26,16 +31,18 @@ offset remains. One pass (``LogCleaner().clean(log)``) does:
 Offsets never change. A batch whose records all survive keeps its bytes; a batch that
 loses some is re-encoded with the same baseOffset, lastOffsetDelta, producer id/epoch/base
 sequence, partitionLeaderEpoch, codec and timestamps, and each record keeps its offset
-delta. So the log has gaps in its offsets, which reads handle (a segment finds the first
-batch whose last offset is >= the wanted one). A batch with no record left is dropped;
-a segment with no batch left is deleted, except the first one, which stays (empty) so
-the log start offset does not move.
+delta. So the log has gaps in its offsets, which reads and truncation handle (see
+``log.py``: both go to the first batch at or after the wanted offset). A batch with no
+record left is dropped; a segment with no batch left is deleted, except the first one,
+which stays (empty) so the log start offset does not move.
 
 Simplifications (vs Kafka): the offset map is a dict, not a fixed-size hash table; every
 old segment is rewritten alone (Kafka groups small ones); tombstone age is the record's
 timestamp (Kafka uses the segment's modification time); control batches are kept whole
-and there are no aborted transactions to drop. Like the rest of ``storage/``, this module
-is allowed to touch log files; nothing outside ``storage/`` is.
+and there are no aborted transactions to drop. Kafka's cleaner threads wake up every
+``log.cleaner.backoff.ms``; here ``LogManager.clean_logs`` makes one pass over every
+compacted log that has a dirty range, and the broker calls it on a timer. Like the rest of
+``storage/``, this module is allowed to touch log files; nothing outside ``storage/`` is.
 """
 
 from __future__ import annotations
@@ -49,6 +56,7 @@ from minikafka.errors import IllegalArgumentError
 from minikafka.records import Record, RecordBatch
 from minikafka.storage.log import (
     CLEANED_SUFFIX,
+    CLEANER_CHECKPOINT_FILE,
     SWAP_SUFFIX,
     Log,
     complete_swap,
@@ -58,7 +66,7 @@ from minikafka.storage.segment import LogSegment
 
 logger = logging.getLogger("minikafka.storage.cleaner")
 
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
+__all__ = ["CLEANER_CHECKPOINT_FILE", "CleanerStats", "LogCleaner", "is_compacted", "read_cleaner_checkpoint"]
 
 
 @dataclass
@@ -81,8 +89,38 @@ def read_cleaner_checkpoint(log: Log) -> int:
     return log._read_checkpoint(CLEANER_CHECKPOINT_FILE)
 
 
+def is_compacted(log: Log) -> bool:
+    """Whether ``log``'s cleanup.policy includes ``compact`` (``compact`` or ``compact,delete``)."""
+    return "compact" in log.config.cleanup_policy.split(",")
+
+
 class LogCleaner:
     """Compacts one log per ``clean`` call, synchronously (Kafka runs cleaner threads)."""
+
+    def dirty_range(self, log: Log, *, now_ms: int | None = None, high_watermark: int | None = None) -> tuple[int, int]:
+        """(first dirty offset, first uncleanable offset) of ``log``: what ``clean`` would
+        compact now (step 1 of the module docstring); empty when the two are equal. Cheap:
+        one small file read and, with ``min.compaction.lag.ms``, a walk of segment headers
+        already in memory."""
+        now = log.clock() if now_ms is None else now_ms
+        end = log.active_segment.base_offset
+        checkpoint = read_cleaner_checkpoint(log)
+        # Retention or truncation may have moved the log under the checkpoint: start over.
+        if checkpoint > log.log_end_offset:
+            checkpoint = log.log_start_offset
+        first_dirty = max(checkpoint, log.log_start_offset)
+        if high_watermark is not None:
+            end = min(end, high_watermark)
+        lag = log.config.min_compaction_lag_ms
+        if lag > 0:
+            for segment in log.segments[:-1]:
+                if segment.base_offset >= end:
+                    break
+                # Only dirty segments (those reaching past first_dirty) can end the range.
+                if segment.next_offset > first_dirty and segment.size and segment.largest_timestamp > now - lag:
+                    end = min(end, segment.base_offset)
+                    break
+        return first_dirty, max(first_dirty, end)
 
     def clean(
         self,
@@ -90,14 +128,18 @@ class LogCleaner:
         *,
         now_ms: int | None = None,
         delete_retention_ms: int | None = None,
+        high_watermark: int | None = None,
     ) -> CleanerStats:
         """One cleaning pass over ``log`` (see the module docstring). ``now_ms`` defaults
-        to the log's clock, ``delete_retention_ms`` to the log's ``delete.retention.ms``."""
-        if "compact" not in log.config.cleanup_policy.split(","):
+        to the log's clock, ``delete_retention_ms`` to the log's ``delete.retention.ms``;
+        ``high_watermark`` (none by default) is where the dirty range must end at the latest."""
+        if not is_compacted(log):
             raise IllegalArgumentError(
                 f"{log.name}: cleanup.policy is {log.config.cleanup_policy!r}; only a "
                 f"log with cleanup.policy=compact can be cleaned"
             )
+        if high_watermark is not None and (isinstance(high_watermark, bool) or not isinstance(high_watermark, int)):
+            raise IllegalArgumentError(f"high_watermark must be an integer offset, not {high_watermark!r}")
         if delete_retention_ms is None:
             delete_retention_ms = log.config.delete_retention_ms
         if isinstance(delete_retention_ms, bool) or not isinstance(delete_retention_ms, int) or delete_retention_ms < 0:
@@ -106,22 +148,17 @@ class LogCleaner:
         if isinstance(now, bool) or not isinstance(now, int):
             raise IllegalArgumentError(f"now_ms must be an integer (milliseconds), not {now!r}")
 
-        end = log.active_segment.base_offset
-        checkpoint = read_cleaner_checkpoint(log)
-        # Retention or truncation may have moved the log under the checkpoint: start over.
-        if checkpoint > end:
-            checkpoint = log.log_start_offset
-        first_dirty = max(checkpoint, log.log_start_offset)
+        first_dirty, end = self.dirty_range(log, now_ms=now, high_watermark=high_watermark)
         old = log.segments[:-1]
-        stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=max(first_dirty, end))
+        stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=end)
         stats.bytes_before = stats.bytes_after = sum(s.size for s in old)
         if first_dirty >= end:
-            return stats  # nothing appended since the last pass: nothing to do
+            return stats  # nothing cleanable appended since the last pass: nothing to do
 
         offset_map = self._build_offset_map(old, first_dirty, end)
         stats.keys = len(offset_map)
-        for segment in old:
-            self._clean_segment(log, segment, offset_map, now, delete_retention_ms, stats)
+        for segment in [s for s in old if s.base_offset < end]:
+            self._clean_segment(log, segment, offset_map, end, now, delete_retention_ms, stats)
         stats.bytes_after = sum(s.size for s in log.segments[:-1])
         # Only now: a crash before this point just means the next pass redoes the work.
         log._write_checkpoint(CLEANER_CHECKPOINT_FILE, end)
@@ -156,6 +193,7 @@ class LogCleaner:
         log: Log,
         segment: LogSegment,
         offset_map: dict[bytes, int],
+        end: int,
         now: int,
         delete_retention_ms: int,
         stats: CleanerStats,
@@ -169,7 +207,7 @@ class LogCleaner:
             records = batch.records()
             kept: list[Record] = []
             for record in records:
-                if self._keep(record, batch, segment, offset_map, now, delete_retention_ms):
+                if record.offset >= end or self._keep(record, batch, segment, offset_map, now, delete_retention_ms):
                     kept.append(record)
                 else:
                     stats.records_removed += 1

@@ -11,7 +11,9 @@ in place, and writes them to the *active* (last) segment. Bytes are never re-enc
   relative offsets would overflow the 4-byte index field.
 - Retention deletes whole, old segments: those whose newest record is older than
   ``retention.ms``, then the oldest ones while the log is over ``retention.bytes``. The log
-  start offset moves up to the first remaining segment.
+  start offset moves up to the first remaining segment. Only a log whose ``cleanup.policy``
+  includes ``delete`` has retention; a ``compact`` one keeps every segment (the log cleaner,
+  ``cleaner.py``, is what keeps it small).
 - Durability: appends reach the OS, ``flush()`` forces them to disk and moves the
   *recovery point* (the offset below which everything is known to be on disk), which is
   checkpointed in the log's directory.
@@ -21,8 +23,12 @@ in place, and writes them to the *active* (last) segment. Bytes are never re-enc
   reported in ``last_recovery``. Nothing below the recovery point is ever cut.
 
 Invariants: offsets increase strictly through the log; log start <= log end; the active
-segment is the only one written to. This module and ``segment.py``/``index.py`` are the
-only code that touches log files. Time comes from the injected ``clock`` (milliseconds),
+segment is the only one written to. Offsets need not be contiguous: the cleaner removes
+records, so a compacted log has gaps. A read from an offset in a gap starts at the next
+batch (in a later segment if the gap runs to the end of one), and a truncation to an offset
+in a gap cuts at the next batch and puts the log end at that offset, as Kafka does. This
+module, ``cleaner.py`` and ``segment.py``/``index.py`` are the only code that touches log
+files. Time comes from the injected ``clock`` (milliseconds),
 so the simulated world can drive it.
 """
 
@@ -73,6 +79,8 @@ EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
 LATEST_TIMESTAMP = -1
 RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
 LOG_START_FILE = "log-start-offset-checkpoint"
+# Where the cleaner's last pass ended (cleaner.py); truncation pulls it back (see truncate_to).
+CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # The log cleaner (cleaner.py) writes a cleaned segment to ``<base>.log.cleaned``, renames
 # it to ``<base>.log.swap`` (the commit point) and then replaces ``<base>.log`` with it.
 CLEANED_SUFFIX = ".cleaned"
@@ -116,11 +124,12 @@ class LogConfig:
     index_interval_bytes: int = 4096
     max_message_bytes: int = 1024 * 1024 + 12  # largest batch a producer may append
     delete_retention_ms: int = DAY_MS  # how long the cleaner keeps a tombstone
+    min_compaction_lag_ms: int = 0  # records younger than this are not compacted yet
     cleanup_policy: str = "delete"  # "compact": the log cleaner keeps the latest value per key
 
     _MINIMUM = {
         "segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "max_message_bytes": 0,
-        "delete_retention_ms": 0,
+        "delete_retention_ms": 0, "min_compaction_lag_ms": 0,
     }
 
     def __post_init__(self) -> None:
@@ -497,7 +506,12 @@ class Log:
                 found = segment.translate_offset(limit)
                 max_position = found[0] if found else None
             data = segment.read(offset, max_bytes, max_position, min_one_message)
-            if data or max_position is not None:
+            # Empty can mean two things. The segment holds no batch at or after ``offset``
+            # (it lies in a gap the cleaner left at the segment's end): the next segment has
+            # the records that follow, so go on. Or the first batch did not fit (``limit``,
+            # or ``max_bytes`` without ``min_one_message``): then the answer is empty, as
+            # in Kafka; a later segment must not be served past a batch left unread.
+            if data or max_position is not None or segment.translate_offset(offset) is not None:
                 return MemoryRecords(data, where=f"{self.name}/{segment.log_path.name}")
             i += 1
         return MemoryRecords(b"", where=self.name)
@@ -524,7 +538,9 @@ class Log:
     def truncate_to(self, offset: int) -> bool:
         """Cut the log so that its end is ``offset`` (a follower does this after a leader
         change). The cut happens at a batch boundary: a batch that straddles ``offset`` goes
-        whole, so the end may land below ``offset``. Returns whether anything was cut."""
+        whole, so the end may land below ``offset``. If ``offset`` lies in a gap the cleaner
+        left, the cut is at the first batch after it and the end is ``offset`` itself.
+        Returns whether anything was cut."""
         if offset < 0:
             raise IllegalArgumentError(f"cannot truncate to a negative offset ({offset})")
         if offset >= self.log_end_offset:
@@ -538,10 +554,19 @@ class Log:
         while len(self.segments) > 1 and self.active_segment.base_offset >= offset:
             self.segments.pop().delete()
             self._bases.pop()
-        self.active_segment.truncate_to(offset)
+        active = self.active_segment
+        found = active.translate_offset(offset)
+        active.truncate_to(offset)
+        if found is None or found[1] > offset:
+            # ``offset`` is in a gap (compacted away): no batch straddles it, so the end is
+            # exactly ``offset``, as in Kafka, and the next append gets ``offset``. As in
+            # Kafka, that end lives in memory only: reopened before the next append, the log
+            # ends after its last batch again, which is as correct (the gap holds no record).
+            active.next_offset = offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
         self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+        self._truncate_cleaner_checkpoint()
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -551,11 +576,23 @@ class Log:
         self.log_start_offset = self.recovery_point = offset
         self._write_checkpoint(RECOVERY_POINT_FILE, offset)
         self._write_checkpoint(LOG_START_FILE, offset)
+        self._truncate_cleaner_checkpoint()
+
+    def _truncate_cleaner_checkpoint(self) -> None:
+        # As Kafka's maybeTruncateCheckpoint: records appended after a truncation below the
+        # cleaner's checkpoint are new and must be seen as dirty by its next pass.
+        if (self.dir / CLEANER_CHECKPOINT_FILE).exists():
+            checkpoint = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
+            if checkpoint > self.log_end_offset:
+                self._write_checkpoint(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
 
     def delete_old_segments(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> list[tuple[int, str]]:
         """Apply ``retention.ms`` and then ``retention.bytes``; return (base offset, reason)
         for each segment deleted. Only whole segments go, and none at or past the high
-        watermark (default: the log end)."""
+        watermark (default: the log end). A log whose ``cleanup.policy`` lacks ``delete``
+        has no retention: nothing goes."""
+        if "delete" not in self.config.cleanup_policy.split(","):
+            return []  # compact only: old values of a key live until the cleaner supersedes them
         now = self.clock() if now_ms is None else now_ms
         hw = self.log_end_offset if high_watermark is None else high_watermark
         deleted: list[tuple[int, str]] = []
@@ -564,8 +601,18 @@ class Log:
             expired = [s for s in self.segments if s.size and now - s.largest_timestamp > retention_ms]
             if expired and expired[-1] is self.active_segment and self.log_end_offset <= hw:
                 self.roll()  # as Kafka: an expired active segment is rolled so it can go
+            # The cleaner may leave an empty segment first (compact,delete logs). It has no
+            # record to judge it by, and must not stop the walk, or nothing would ever
+            # expire again: it goes with the first expired segment after it, not before,
+            # so that the log start offset only moves when records expire.
+            empty: list[LogSegment] = []
             for segment in list(self.segments[:-1]):
-                if segment.size and now - segment.largest_timestamp > retention_ms and self._next_base(segment) <= hw:
+                if not segment.size:
+                    empty.append(segment)
+                elif now - segment.largest_timestamp > retention_ms and self._next_base(segment) <= hw:
+                    for e in empty:
+                        deleted.append(self._delete_segment(e, "retention.ms: empty, before an expired segment"))
+                    empty.clear()
                     deleted.append(self._delete_segment(segment, f"retention.ms: newest record {now - segment.largest_timestamp} ms old"))
                 else:
                     break

@@ -2,15 +2,25 @@
 
 Each partition lives in ``<log_dir>/<topic>-<partition>/``. Topic names are validated
 before they become directory names, so no name can reach outside ``log_dir``.
+
+``clean_logs`` is the log cleaner's periodic pass (Kafka's ``LogCleaner`` threads, which
+wake every ``log.cleaner.backoff.ms``): every log whose ``cleanup.policy`` includes
+``compact`` and that has a dirty range gets one ``LogCleaner.clean``. A log that fails is
+logged and skipped, so the others are still cleaned (Kafka marks such a partition
+uncleanable and leaves it alone; here it is simply tried again on the next pass).
 """
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
 from minikafka.storage.log import Log, LogConfig, wall_clock_ms
 from minikafka.topic import TopicPartition
+
+logger = logging.getLogger("minikafka.storage.cleaner")
 
 
 class LogManager:
@@ -19,6 +29,7 @@ class LogManager:
         self.clock = clock
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._logs: dict[TopicPartition, Log] = {}
+        self.cleaner = LogCleaner()
 
     def get_or_create_log(
         self, topic: str, partition: int, config: LogConfig | Mapping[str, Any] | None = None
@@ -47,6 +58,34 @@ class LogManager:
 
     def __iter__(self) -> Iterator[tuple[TopicPartition, Log]]:
         return iter(sorted(self._logs.items()))
+
+    def clean_logs(
+        self, now_ms: int | None = None, *, high_watermarks: Mapping[TopicPartition, int] | None = None
+    ) -> dict[TopicPartition, CleanerStats]:
+        """One cleaner pass over every compacted log with something dirty; returns what
+        was done, by partition (a log with nothing to clean is not in it).
+
+        ``now_ms`` defaults to the manager's clock. ``high_watermarks`` (by partition; a
+        ``(topic, partition)`` tuple works too) caps each log's dirty range, as Kafka never
+        cleans past the high watermark; a partition not in it is cleaned up to its active
+        segment. An error in one log is logged and the others are still cleaned.
+        """
+        now = self.clock() if now_ms is None else now_ms
+        done: dict[TopicPartition, CleanerStats] = {}
+        for tp, log in sorted(self._logs.items()):
+            if not is_compacted(log):
+                continue
+            hw = (high_watermarks or {}).get(tp)
+            try:
+                first_dirty, end = self.cleaner.dirty_range(log, now_ms=now, high_watermark=hw)
+                if first_dirty >= end:
+                    continue  # nothing rolled (or old enough) since the last pass
+                done[tp] = self.cleaner.clean(log, now_ms=now, high_watermark=hw)
+            except Exception:
+                # One damaged log must not stop compaction of the others (__consumer_offsets
+                # has 50 partitions); it will be retried on the next pass.
+                logger.exception("%s: the log cleaner failed; skipping it this pass", log.name)
+        return done
 
     def flush_all(self) -> None:
         for log in self._logs.values():
