@@ -189,6 +189,98 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
     message = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
 
 
+# --- consumer groups -------------------------------------------------------------------------------
+
+
+class CommitFailedError(KafkaError):
+    """A synchronous commit failed for good: the group rebalanced and the partitions may
+    now belong to another member (kafka-python's name and meaning)."""
+
+    def __init__(self, *args: object) -> None:
+        super().__init__(*args or (
+            "Commit cannot be completed since the group has already rebalanced and assigned "
+            "the partitions to another member. This means that the time between subsequent "
+            "calls to poll() was longer than the configured max_poll_interval_ms, or the "
+            "group is rebalancing (the member's session timed out).",))
+
+
+class NoOffsetForPartitionError(KafkaError):
+    """No committed offset and ``auto_offset_reset='none'``: the consumer will not guess."""
+
+
+class OffsetMetadataTooLargeError(BrokerResponseError):
+    errno = 12
+    message = "OFFSET_METADATA_TOO_LARGE"
+
+
+class CoordinatorLoadInProgressError(BrokerResponseError):
+    errno = 14
+    message = "COORDINATOR_LOAD_IN_PROGRESS"
+    retriable = True
+
+
+class CoordinatorNotAvailableError(BrokerResponseError):
+    errno = 15
+    message = "COORDINATOR_NOT_AVAILABLE"
+    retriable = True
+
+
+class NotCoordinatorError(BrokerResponseError):
+    errno = 16
+    message = "NOT_COORDINATOR"
+    retriable = True
+
+
+class IllegalGenerationError(BrokerResponseError):
+    errno = 22
+    message = "ILLEGAL_GENERATION"
+
+
+class InconsistentGroupProtocolError(BrokerResponseError):
+    errno = 23
+    message = "INCONSISTENT_GROUP_PROTOCOL"
+
+
+class InvalidGroupIdError(BrokerResponseError):
+    errno = 24
+    message = "INVALID_GROUP_ID"
+
+
+class UnknownMemberIdError(BrokerResponseError):
+    errno = 25
+    message = "UNKNOWN_MEMBER_ID"
+
+
+class InvalidSessionTimeoutError(BrokerResponseError):
+    errno = 26
+    message = "INVALID_SESSION_TIMEOUT"
+
+
+class RebalanceInProgressError(BrokerResponseError):
+    errno = 27
+    message = "REBALANCE_IN_PROGRESS"
+
+
+class NonEmptyGroupError(BrokerResponseError):
+    errno = 68
+    message = "NON_EMPTY_GROUP"
+
+
+class GroupIdNotFoundError(BrokerResponseError):
+    errno = 69
+    message = "GROUP_ID_NOT_FOUND"
+
+
+class MemberIdRequiredError(BrokerResponseError):
+    errno = 79
+    message = "MEMBER_ID_REQUIRED"
+
+
+class GroupMaxSizeReachedError(BrokerResponseError):
+    errno = 81
+    message = "GROUP_MAX_SIZE_REACHED"
+
+
 def _by_errno() -> dict[int, type[BrokerResponseError]]:
     table: dict[int, type[BrokerResponseError]] = {}
     pending = list(BrokerResponseError.__subclasses__())

@@ -260,6 +260,201 @@ class AllocateProducerIdsResponse:
     count: int = 0
 
 
+# --- consumer groups (the group coordinator's APIs) -----------------------------------------------------
+# Membership and assignment travel as opaque bytes (the consumer protocol's Subscription and
+# Assignment, see ``minikafka.assignors``): the coordinator never reads them, as in Kafka.
+
+
+@dataclass(frozen=True)
+class FindCoordinatorRequest:
+    correlation_id: int
+    key: str  # the group id
+    key_type: int = 0  # 0: group (1 would be a transactional id)
+
+
+@dataclass(frozen=True)
+class FindCoordinatorResponse:
+    correlation_id: int
+    error: int
+    node_id: int = -1
+    error_message: str | None = None
+
+
+@dataclass(frozen=True)
+class JoinGroupRequest:
+    correlation_id: int
+    group_id: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int  # the consumer's max.poll.interval.ms
+    member_id: str  # "" on the first join
+    protocol_type: str  # "consumer"
+    protocols: tuple[tuple[str, bytes], ...]  # (assignor name, subscription), in preference order
+    client_id: str = ""
+    # JoinGroup v4+: a new member is first given an id (MEMBER_ID_REQUIRED) and joins with it
+    require_known_member_id: bool = True
+
+
+@dataclass(frozen=True)
+class JoinGroupResponse:
+    correlation_id: int
+    error: int
+    generation_id: int = -1
+    protocol_name: str | None = None
+    leader: str = ""
+    member_id: str = ""
+    members: tuple[tuple[str, bytes], ...] = ()  # only the leader gets them: (member id, subscription)
+
+
+@dataclass(frozen=True)
+class SyncGroupRequest:
+    correlation_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    assignments: tuple[tuple[str, bytes], ...] = ()  # only from the leader: (member id, assignment)
+
+
+@dataclass(frozen=True)
+class SyncGroupResponse:
+    correlation_id: int
+    error: int
+    assignment: bytes = b""
+
+
+@dataclass(frozen=True)
+class HeartbeatRequest:
+    correlation_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+
+
+@dataclass(frozen=True)
+class HeartbeatResponse:
+    correlation_id: int
+    error: int
+
+
+@dataclass(frozen=True)
+class LeaveGroupRequest:
+    correlation_id: int
+    group_id: str
+    member_id: str
+
+
+@dataclass(frozen=True)
+class LeaveGroupResponse:
+    correlation_id: int
+    error: int
+
+
+@dataclass(frozen=True)
+class OffsetCommitPartition:
+    topic: str
+    partition: int
+    offset: int
+    leader_epoch: int = -1
+    metadata: str | None = ""
+
+
+@dataclass(frozen=True)
+class OffsetCommitRequest:
+    """A member's commit (its generation and id), or a *simple* commit (generation -1, member
+    "") from a client outside any group, or an admin tool; only accepted while the group has no
+    members."""
+
+    correlation_id: int
+    group_id: str
+    generation_id: int
+    member_id: str
+    offsets: tuple[OffsetCommitPartition, ...]
+
+
+@dataclass(frozen=True)
+class OffsetCommitResponse:
+    correlation_id: int
+    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, error)
+
+
+@dataclass(frozen=True)
+class OffsetFetchRequest:
+    correlation_id: int
+    group_id: str
+    partitions: tuple[tuple[str, int], ...] | None = None  # None: every partition with an offset
+
+
+@dataclass(frozen=True)
+class OffsetFetchPartition:
+    topic: str
+    partition: int
+    offset: int  # -1: nothing committed
+    leader_epoch: int = -1
+    metadata: str | None = ""
+    error: int = 0
+
+
+@dataclass(frozen=True)
+class OffsetFetchResponse:
+    correlation_id: int
+    error: int
+    partitions: tuple[OffsetFetchPartition, ...] = ()
+
+
+@dataclass(frozen=True)
+class ListGroupsRequest:
+    correlation_id: int
+
+
+@dataclass(frozen=True)
+class ListGroupsResponse:
+    correlation_id: int
+    error: int
+    groups: tuple[tuple[str, str, str], ...] = ()  # (group id, protocol type, state)
+
+
+@dataclass(frozen=True)
+class DescribedMember:
+    member_id: str
+    client_id: str
+    client_host: str
+    metadata: bytes  # the subscription the member joined with
+    assignment: bytes
+
+
+@dataclass(frozen=True)
+class DescribedGroup:
+    error: int
+    group_id: str
+    state: str = "Dead"  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    protocol_type: str = ""
+    protocol: str = ""
+    members: tuple[DescribedMember, ...] = ()
+
+
+@dataclass(frozen=True)
+class DescribeGroupsRequest:
+    correlation_id: int
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DescribeGroupsResponse:
+    correlation_id: int
+    groups: tuple[DescribedGroup, ...]
+
+
+@dataclass(frozen=True)
+class DeleteGroupsRequest:
+    correlation_id: int
+    groups: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DeleteGroupsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int], ...]  # (group id, error)
+
+
 @dataclass(frozen=True)
 class Disconnected:
     """From the runtime, not a node: the connection to ``node`` was refused or closed (a
@@ -294,6 +489,20 @@ UNKNOWN_PRODUCER_ID = 59
 BROKER_NOT_AVAILABLE = 8
 STALE_BROKER_EPOCH = 77
 INVALID_UPDATE_VERSION = 96
+OFFSET_METADATA_TOO_LARGE = 12
+COORDINATOR_LOAD_IN_PROGRESS = 14
+COORDINATOR_NOT_AVAILABLE = 15
+NOT_COORDINATOR = 16
+ILLEGAL_GENERATION = 22
+INCONSISTENT_GROUP_PROTOCOL = 23
+INVALID_GROUP_ID = 24
+UNKNOWN_MEMBER_ID = 25
+INVALID_SESSION_TIMEOUT = 26
+REBALANCE_IN_PROGRESS = 27
+GROUP_ID_NOT_FOUND = 69
+NON_EMPTY_GROUP = 68
+MEMBER_ID_REQUIRED = 79
+GROUP_MAX_SIZE_REACHED = 81
 
 ERROR_NAMES = {
     value: name for name, value in dict(globals()).items() if name.isupper() and isinstance(value, int)

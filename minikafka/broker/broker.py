@@ -11,7 +11,11 @@ or follower of each replica it hosts. From then on it serves:
   InitProducerId (ids from blocks the controller allocates), CreateTopics (forwarded to
   the controller, as KRaft brokers do);
 - other brokers: Fetch from followers;
-- the controller: UpdateMetadata and AlterPartition answers.
+- the controller: UpdateMetadata and AlterPartition answers;
+- consumer groups: FindCoordinator (any broker answers: the leader of the group's
+  partition of ``__consumer_offsets``, which it asks the controller to create on first use),
+  and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
+  OffsetFetch, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``).
 
 It never reads a clock (``self.now`` is the input's time) and touches disk only through
 the storage layer.
@@ -23,9 +27,11 @@ from pathlib import Path
 from typing import Any, Hashable
 
 from minikafka.broker.config import BrokerConfig
+from minikafka.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.messages import (
     CONTROLLER_ID,
+    COORDINATOR_NOT_AVAILABLE,
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
     NOT_LEADER_OR_FOLLOWER,
@@ -37,7 +43,18 @@ from minikafka.messages import (
     BrokerHeartbeatResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteGroupsRequest,
+    DescribeGroupsRequest,
     FetchRequest,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    HeartbeatRequest,
+    JoinGroupRequest,
+    LeaveGroupRequest,
+    ListGroupsRequest,
+    OffsetCommitRequest,
+    OffsetFetchRequest,
+    SyncGroupRequest,
     FetchResponse,
     InitProducerIdRequest,
     InitProducerIdResponse,
@@ -54,6 +71,7 @@ from minikafka.messages import (
 )
 from minikafka.node import NodeId, StateMachine
 from minikafka.storage import LogManager
+from minikafka.topic import TopicPartition
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
@@ -71,6 +89,8 @@ class Broker(StateMachine):
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
+        self.group_coordinator: GroupCoordinator | None = None
+        self._creating_offsets_topic = False
         self._correlation = 0
         self._forwarded: dict[int, tuple[NodeId, int]] = {}  # our corr -> (client, its corr)
         self._producer_ids: list[int] = []  # first id, count of the block we hand out
@@ -86,7 +106,11 @@ class Broker(StateMachine):
     def on_start(self) -> None:
         self.log_manager = LogManager(self.log_dir, clock=lambda: self.now)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
+        self.group_coordinator = GroupCoordinator(self)
         self._heartbeat()
+        self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
+        if self.config["log.cleaner.enable"]:
+            self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
         self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
         self.set_timer("flush", self.config["log.flush.interval.ms"])
 
@@ -117,8 +141,25 @@ class Broker(StateMachine):
             rm.replica_fetch_timed_out(key[1])
         elif key[0] == "replica-fetch-backoff":
             rm.fetch_backoff_over(key[1])
+        elif key == "log-cleaner":
+            # Kafka's cleaner threads, as a timer: compact what has rolled, never past the
+            # high watermark (a record above it may still be truncated away).
+            hws = {TopicPartition(*k): p.high_watermark for k, p in rm.partitions.items()}
+            self.log_manager.clean_logs(self.now, high_watermarks=hws)
+            self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
+        elif key == "offsets-expire":
+            self.group_coordinator.expire_offsets()
+            self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
+        if self.config["log.cleaner.enable"]:
+            self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
         elif key[0] == "alter-timeout":
             rm.alter_timed_out(key[1])
+        elif key[0] == "group-join":
+            self.group_coordinator.join_timer(key[1])
+        elif key[0] == "group-session":
+            self.group_coordinator.session_expired(key[1], key[2])
+        elif key[0] == "group-pending":
+            self.group_coordinator.pending_expired(key[1], key[2])
 
     # --- dispatch --------------------------------------------------------------------------------------
 
@@ -154,6 +195,7 @@ class Broker(StateMachine):
             if self.broker_id in state.replicas:
                 configs = dict(self.topics[state.topic].configs) if state.topic in self.topics else {}
                 self.replica_manager.apply_partition_state(state, configs)
+        self.group_coordinator.on_metadata_changed()
 
     def _metadata(self, src: NodeId, request: MetadataRequest) -> None:
         names = sorted(self.topics) if request.topics is None else list(request.topics)
@@ -217,12 +259,58 @@ class Broker(StateMachine):
         self.send(CONTROLLER_ID, CreateTopicsRequest(corr, request.topics))
 
     def _create_topics_response(self, src: NodeId, response: CreateTopicsResponse) -> None:
+        if any(name == OFFSETS_TOPIC for name, _, _ in response.results):
+            self._creating_offsets_topic = False  # made, or made by another broker: ask again if need be
         client = self._forwarded.pop(response.correlation_id, None)
         if client is not None:
             self.send(client[0], CreateTopicsResponse(client[1], response.results))
 
     def _heartbeat_response(self, src: NodeId, response: BrokerHeartbeatResponse) -> None:
         pass
+
+    # --- consumer groups ---------------------------------------------------------------------------------
+
+    def _find_coordinator(self, src: NodeId, request: FindCoordinatorRequest) -> None:
+        def reply(error: int, node: int = -1, message: str | None = None) -> None:
+            self.send(src, FindCoordinatorResponse(request.correlation_id, error, node, message))
+
+        if request.key_type != 0:
+            return reply(COORDINATOR_NOT_AVAILABLE, message="only group coordinators (key_type 0) exist here")
+        if OFFSETS_TOPIC not in self.topics:
+            self._create_offsets_topic()
+            return reply(COORDINATOR_NOT_AVAILABLE, message=f"{OFFSETS_TOPIC} is being created")
+        p = self.group_coordinator.partition_for(request.key)
+        state = self.partition_states.get((OFFSETS_TOPIC, p))
+        if state is None or state.leader < 0:
+            return reply(COORDINATOR_NOT_AVAILABLE, message=f"{OFFSETS_TOPIC}-{p} has no leader")
+        reply(NO_ERROR, state.leader)
+
+    def _create_offsets_topic(self) -> None:
+        """Kafka creates ``__consumer_offsets`` when the first group needs it. Its replication
+        factor is ``offsets.topic.replication.factor``, capped here at the live brokers so
+        that a one-broker course cluster works (Kafka would refuse until enough brokers are up)."""
+        if self._creating_offsets_topic:
+            return
+        self._creating_offsets_topic = True
+        c = self.config
+        rf = max(1, min(c["offsets.topic.replication.factor"], len(self.live_brokers)))
+        topic = TopicConfig(OFFSETS_TOPIC, c["offsets.topic.num.partitions"], rf, (
+            ("cleanup.policy", "compact"), ("segment.bytes", str(c["offsets.topic.segment.bytes"]))))
+        self.send(CONTROLLER_ID, CreateTopicsRequest(self._next_correlation(), (topic,)))
+
+    def _group_request(self, src: NodeId, request: Any) -> None:
+        handler = {
+            JoinGroupRequest: GroupCoordinator.join_group,
+            SyncGroupRequest: GroupCoordinator.sync_group,
+            HeartbeatRequest: GroupCoordinator.heartbeat,
+            LeaveGroupRequest: GroupCoordinator.leave_group,
+            OffsetCommitRequest: GroupCoordinator.commit_offsets,
+            OffsetFetchRequest: GroupCoordinator.fetch_offsets,
+            ListGroupsRequest: GroupCoordinator.list_groups,
+            DescribeGroupsRequest: GroupCoordinator.describe_groups,
+            DeleteGroupsRequest: GroupCoordinator.delete_groups,
+        }[type(request)]
+        handler(self.group_coordinator, src, request)
 
     _HANDLERS = {
         ProduceRequest: _produce,
@@ -237,6 +325,16 @@ class Broker(StateMachine):
         UpdateMetadata: _update_metadata,
         AlterPartitionResponse: _alter_partition_response,
         BrokerHeartbeatResponse: _heartbeat_response,
+        FindCoordinatorRequest: _find_coordinator,
+        JoinGroupRequest: _group_request,
+        SyncGroupRequest: _group_request,
+        HeartbeatRequest: _group_request,
+        LeaveGroupRequest: _group_request,
+        OffsetCommitRequest: _group_request,
+        OffsetFetchRequest: _group_request,
+        ListGroupsRequest: _group_request,
+        DescribeGroupsRequest: _group_request,
+        DeleteGroupsRequest: _group_request,
     }
 
     def close(self, *, lose_unflushed: bool = False) -> None:

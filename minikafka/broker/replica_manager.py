@@ -24,6 +24,7 @@ This class does no I/O of its own: it sends and sets timers through its broker n
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.partition import Partition
@@ -57,9 +58,10 @@ Key = tuple[str, int]
 @dataclass
 class DelayedProduce:
     src: object
-    request: ProduceRequest
+    request: ProduceRequest | None
     results: dict[Key, ProducePartitionResponse]
     waiting: dict[Key, int]  # partition -> offset the HW must reach
+    callback: Callable[[int], None] | None = None  # an internal append (the group coordinator's)
 
 
 @dataclass
@@ -185,8 +187,34 @@ class ReplicaManager:
                     delayed.results[key] = ProducePartitionResponse(*key, error)
         if delayed.waiting:
             return False
-        self.node.send(delayed.src, ProduceResponse(delayed.request.correlation_id, tuple(delayed.results.values())))
+        if delayed.callback is not None:
+            (result,) = delayed.results.values()
+            delayed.callback(result.error)
+        else:
+            self.node.send(delayed.src, ProduceResponse(delayed.request.correlation_id, tuple(delayed.results.values())))
         return True
+
+    def append_internal(self, topic: str, partition: int, records: bytes, timeout_ms: int,
+                        callback: Callable[[int], None]) -> None:
+        """Append to a partition this broker leads, acks=all, and call ``callback(error)``
+        once every in-sync replica has it (or it failed): how the group coordinator writes
+        to ``__consumer_offsets`` (Kafka's ``appendRecords`` with an internal origin)."""
+        key = (topic, partition)
+        p = self.partitions.get(key)
+        if p is None or not p.is_leader:
+            callback(NOT_LEADER_OR_FOLLOWER)
+            return
+        error, base, last, _ = p.append_as_leader(records, -1)
+        if error != NO_ERROR:
+            callback(error)
+            return
+        self._wake_fetches(key)
+        delayed = DelayedProduce(None, None, {key: ProducePartitionResponse(*key, NO_ERROR, base)},
+                                 {key: last + 1}, callback)
+        if not self._try_complete_produce(delayed):
+            ident = ("internal", self._next_correlation())
+            self.produce_purgatory[ident] = delayed
+            self.node.set_timer(("produce-timeout", ident), timeout_ms)
 
     def produce_timed_out(self, ident: tuple) -> None:
         delayed = self.produce_purgatory.pop(ident, None)

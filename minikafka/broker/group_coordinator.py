@@ -1,0 +1,757 @@
+"""Consumer groups on the broker side: Kafka's ``GroupCoordinator`` (the classic protocol).
+
+Theory of operation
+-------------------
+Every group has one coordinator: the broker that leads partition
+``abs(java_hash(group_id)) % offsets.topic.num.partitions`` of ``__consumer_offsets``. That
+broker keeps the group's members and committed offsets in memory and writes every change
+that must survive to that partition (``group_metadata``), so when it dies the partition's
+next leader replays the partition and carries on with the same groups.
+
+A group moves through Kafka's states:
+
+    Empty --join--> PreparingRebalance --all joined--> CompletingRebalance --leader's sync--> Stable
+      ^                  ^    |                                 |                          |
+      |                  |    +--no member left-----------------+--------------------------+
+      +------------------+-- a member joins, leaves, or misses its session timeout ---------+
+
+- *Join phase.* A rebalance waits until every known member has sent JoinGroup again, or
+  until the rebalance timeout (the largest ``max.poll.interval.ms`` among the members)
+  passes; members that did not rejoin by then are removed (a consumer stuck between two
+  ``poll()`` calls loses its partitions this way). Completing early with whoever is there
+  would make the members rebalance forever. A brand-new group first waits
+  ``group.initial.rebalance.delay.ms`` so that consumers starting together join one
+  generation. Completion bumps the *generation*, picks the assignor every member supports,
+  and answers every member; only the leader gets the members' subscriptions.
+- *Sync phase.* The leader computes the assignment on the client side (``minikafka.assignors``)
+  and sends it in SyncGroup; the coordinator writes the group's metadata, then hands each
+  member its part.
+- *Liveness.* Each member must heartbeat within ``session.timeout.ms``; one that does not is
+  removed and the group rebalances. A heartbeat during a rebalance is answered
+  REBALANCE_IN_PROGRESS: that is how the others learn they must rejoin.
+- *Offsets.* OffsetCommit from a member of the current generation (or a *simple* commit, with
+  no generation, while the group has no members: what an admin tool's reset does) is written
+  to ``__consumer_offsets`` with acks=all and acknowledged only once replicated; OffsetFetch
+  answers from memory. Offsets of a group that stayed empty for ``offsets.retention.minutes``
+  are deleted with tombstones.
+
+Invariants: a generation's members are exactly those that joined it; a commit from an old
+generation or an unknown member is refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), so a
+consumer that lost its partitions cannot overwrite the new owner's offsets; nothing is
+acknowledged before ``__consumer_offsets`` has it on every in-sync replica.
+
+Never: read a clock (``broker.now``) or do I/O except through the replica manager. Member
+ids are deterministic for a seed (no ``uuid4``).
+
+Simplifications (vs Kafka): static membership (``group.instance.id``), the incremental
+cooperative protocol and KIP-848's new protocol are left out; loading a partition is
+synchronous, so COORDINATOR_LOAD_IN_PROGRESS is never answered.
+"""
+
+from __future__ import annotations
+
+import random
+import uuid
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from minikafka.broker.group_metadata import (
+    GroupKey,
+    GroupValue,
+    MemberValue,
+    OffsetKey,
+    OffsetValue,
+    decode_key,
+)
+from minikafka.messages import (
+    COORDINATOR_NOT_AVAILABLE,
+    GROUP_ID_NOT_FOUND,
+    GROUP_MAX_SIZE_REACHED,
+    ILLEGAL_GENERATION,
+    INCONSISTENT_GROUP_PROTOCOL,
+    INVALID_GROUP_ID,
+    INVALID_SESSION_TIMEOUT,
+    MEMBER_ID_REQUIRED,
+    MESSAGE_TOO_LARGE,
+    NO_ERROR,
+    NON_EMPTY_GROUP,
+    NOT_COORDINATOR,
+    NOT_ENOUGH_REPLICAS,
+    NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+    NOT_LEADER_OR_FOLLOWER,
+    OFFSET_METADATA_TOO_LARGE,
+    REBALANCE_IN_PROGRESS,
+    REQUEST_TIMED_OUT,
+    UNKNOWN_MEMBER_ID,
+    UNKNOWN_TOPIC_OR_PARTITION,
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribedGroup,
+    DescribedMember,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchPartition,
+    OffsetFetchRequest,
+    OffsetFetchResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
+from minikafka.records import MemoryRecords, Record, RecordBatch
+
+if TYPE_CHECKING:
+    from minikafka.broker.broker import Broker
+
+OFFSETS_TOPIC = "__consumer_offsets"
+INVALID_COMMIT_OFFSET_SIZE = 28
+UNKNOWN_SERVER_ERROR = -1
+
+EMPTY = "Empty"
+PREPARING_REBALANCE = "PreparingRebalance"
+COMPLETING_REBALANCE = "CompletingRebalance"
+STABLE = "Stable"
+DEAD = "Dead"
+
+
+def java_string_hash(s: str) -> int:
+    """Java's ``String.hashCode``: how Kafka maps a group id to a partition."""
+    h = 0
+    data = s.encode("utf-16-be")
+    for i in range(0, len(data), 2):
+        h = (31 * h + ((data[i] << 8) | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """``abs(groupId.hashCode) % offsets.topic.num.partitions`` (Kafka's ``Utils.abs`` maps
+    Integer.MIN_VALUE to 0)."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+@dataclass
+class Member:
+    member_id: str
+    client_id: str
+    client_host: str
+    session_timeout_ms: int
+    rebalance_timeout_ms: int
+    protocol_type: str
+    protocols: tuple[tuple[str, bytes], ...]
+    assignment: bytes = b""
+    awaiting_join: tuple[Any, int] | None = None  # (client node, correlation id)
+    awaiting_sync: tuple[Any, int] | None = None
+
+    def metadata(self, protocol: str | None) -> bytes:
+        return next((m for name, m in self.protocols if name == protocol), b"")
+
+
+@dataclass
+class Group:
+    group_id: str
+    partition: int  # of __consumer_offsets
+    state: str = EMPTY
+    generation: int = 0
+    protocol_type: str | None = None
+    protocol: str | None = None
+    leader: str | None = None
+    members: dict[str, Member] = field(default_factory=dict)
+    pending_members: set[str] = field(default_factory=set)  # given an id, not joined yet
+    offsets: dict[tuple[str, int], OffsetValue] = field(default_factory=dict)
+    state_timestamp: int = -1
+    initial_delay: bool = False  # the first join phase of a new group: wait for others
+    delay_deadline: int = 0  # ... but not past the rebalance timeout
+    new_member_added: bool = False
+
+    def transition(self, state: str, now: int) -> None:
+        self.state = state
+        self.state_timestamp = now
+
+    def all_joined(self) -> bool:
+        return not self.pending_members and all(m.awaiting_join for m in self.members.values())
+
+    def candidate_protocols(self) -> list[str]:
+        if not self.members:
+            return []
+        sets = [set(name for name, _ in m.protocols) for m in self.members.values()]
+        common = set.intersection(*sets)
+        first = next(iter(self.members.values()))
+        return [name for name, _ in first.protocols if name in common]
+
+    def select_protocol(self) -> str | None:
+        """Every member votes for the first of its protocols that all members support."""
+        candidates = self.candidate_protocols()
+        if not candidates:
+            return None
+        votes: dict[str, int] = {c: 0 for c in candidates}
+        for m in self.members.values():
+            vote = next(name for name, _ in m.protocols if name in votes)
+            votes[vote] += 1
+        return max(candidates, key=lambda c: (votes[c], -candidates.index(c)))
+
+    def supports(self, protocol_type: str, protocols: tuple[tuple[str, bytes], ...]) -> bool:
+        if not self.members:
+            return bool(protocol_type) and bool(protocols)
+        names = {name for name, _ in protocols}
+        return protocol_type == self.protocol_type and bool(names & set(self.candidate_protocols()))
+
+
+class GroupCoordinator:
+    def __init__(self, broker: "Broker") -> None:
+        self.broker = broker
+        self.config = broker.config
+        self.groups: dict[str, Group] = {}
+        self.owned: dict[int, int] = {}  # partition of __consumer_offsets -> leader epoch loaded at
+        self._member_counter = 0
+        self._creating_topic = False
+
+    # --- helpers -----------------------------------------------------------------------------------
+
+    @property
+    def now(self) -> int:
+        return self.broker.now
+
+    def num_partitions(self) -> int:
+        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        return topic.num_partitions if topic else self.config["offsets.topic.num.partitions"]
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions())
+
+    def owns(self, group_id: str) -> bool:
+        return self.partition_for(group_id) in self.owned
+
+    def _new_member_id(self, client_id: str, group_id: str) -> str:
+        # Kafka: clientId + "-" + UUID; a seeded UUID keeps runs reproducible.
+        self._member_counter += 1
+        rng = random.Random(f"{self.broker.broker_id}/{self.broker.incarnation}/{group_id}/{self._member_counter}")
+        return f"{client_id or 'consumer'}-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
+
+    def _send(self, dst: Any, message: Any) -> None:
+        self.broker.send(dst, message)
+
+    # --- ownership: follow the leadership of __consumer_offsets ----------------------------------
+
+    def on_metadata_changed(self) -> None:
+        """After each metadata update: load the partitions we now lead, drop the others."""
+        me = self.broker.broker_id
+        for (topic, p), state in self.broker.partition_states.items():
+            if topic != OFFSETS_TOPIC:
+                continue
+            if state.leader == me and self.owned.get(p) != state.leader_epoch:
+                self._load(p, state.leader_epoch)
+            elif state.leader != me and p in self.owned:
+                self._unload(p)
+
+    def _load(self, p: int, epoch: int) -> None:
+        """Replay partition ``p`` of ``__consumer_offsets``: the groups it holds come back."""
+        self._unload(p)
+        replica = self.broker.replica_manager.partitions.get((OFFSETS_TOPIC, p))
+        if replica is None:
+            return
+        log = replica.log
+        offset, end = log.log_start_offset, log.log_end_offset
+        loaded: dict[str, Group] = {}
+        while offset < end:
+            data = log.read(offset, 1024 * 1024)
+            batches = list(MemoryRecords(bytes(data)).batches())
+            if not batches:
+                break
+            for batch in batches:
+                for record in batch.records():
+                    if record.offset < offset or record.key is None:
+                        continue
+                    self._replay(loaded, p, record)
+                offset = max(offset, batch.last_offset + 1)
+        for group in loaded.values():
+            if group.members or group.offsets or group.state != DEAD:
+                self.groups[group.group_id] = group
+            for member in group.members.values():
+                self._schedule_heartbeat(group, member)
+        self.owned[p] = epoch
+
+    def _replay(self, loaded: dict[str, Group], p: int, record: Record) -> None:
+        key = decode_key(record.key)
+        group = loaded.get(key.group)
+        if group is None:
+            group = loaded[key.group] = Group(key.group, p)
+        if isinstance(key, OffsetKey):
+            if record.value is None:
+                group.offsets.pop((key.topic, key.partition), None)
+            else:
+                group.offsets[(key.topic, key.partition)] = OffsetValue.decode(record.value)
+            return
+        if record.value is None:  # the group was deleted
+            loaded[key.group] = Group(key.group, p)
+            return
+        value = GroupValue.decode(record.value)
+        group.generation = value.generation
+        group.protocol_type = value.protocol_type or None
+        group.protocol = value.protocol
+        group.leader = value.leader
+        group.members = {
+            m.member_id: Member(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
+                                m.rebalance_timeout_ms, value.protocol_type,
+                                ((value.protocol or "", m.subscription),), m.assignment)
+            for m in value.members
+        }
+        group.transition(STABLE if group.members else EMPTY, value.current_state_timestamp)
+
+    def _unload(self, p: int) -> None:
+        if p not in self.owned:
+            return
+        del self.owned[p]
+        for gid in [g for g, group in self.groups.items() if group.partition == p]:
+            group = self.groups.pop(gid)
+            for member in group.members.values():  # they will find the new coordinator
+                self._answer_join(member, JoinGroupResponse(0, NOT_COORDINATOR))
+                self._answer_sync(member, SyncGroupResponse(0, NOT_COORDINATOR))
+
+    # --- writing to __consumer_offsets --------------------------------------------------------------
+
+    def _append(self, group: Group, records: list[tuple[bytes, bytes | None]], callback: Callable[[int], None]) -> None:
+        batch = RecordBatch.build([Record(k, v, timestamp=self.now) for k, v in records])
+        self.broker.replica_manager.append_internal(
+            OFFSETS_TOPIC, group.partition, bytes(batch), self.config["offsets.commit.timeout.ms"], callback)
+
+    @staticmethod
+    def _commit_error(error: int) -> int:
+        """Kafka's mapping of a failed append to what a committing client is told."""
+        if error in (UNKNOWN_TOPIC_OR_PARTITION, NOT_ENOUGH_REPLICAS, NOT_ENOUGH_REPLICAS_AFTER_APPEND,
+                     REQUEST_TIMED_OUT):
+            return COORDINATOR_NOT_AVAILABLE
+        if error == NOT_LEADER_OR_FOLLOWER:
+            return NOT_COORDINATOR
+        if error == MESSAGE_TOO_LARGE:
+            return INVALID_COMMIT_OFFSET_SIZE
+        return error if error == NO_ERROR else UNKNOWN_SERVER_ERROR
+
+    def _group_value(self, group: Group) -> GroupValue:
+        return GroupValue(
+            group.protocol_type or "", group.generation, group.protocol, group.leader, self.now,
+            tuple(MemberValue(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
+                              m.session_timeout_ms, m.metadata(group.protocol), m.assignment)
+                  for m in group.members.values()))
+
+    def _store_group(self, group: Group, callback: Callable[[int], None]) -> None:
+        self._append(group, [(GroupKey(group.group_id).encode(), self._group_value(group).encode())], callback)
+
+    # --- JoinGroup ----------------------------------------------------------------------------------------
+
+    def join_group(self, src: Any, req: JoinGroupRequest) -> None:
+        def fail(error: int, member_id: str = "") -> None:
+            self._send(src, JoinGroupResponse(req.correlation_id, error, member_id=member_id))
+
+        if not req.group_id:
+            return fail(INVALID_GROUP_ID)
+        if not self.owns(req.group_id):
+            return fail(NOT_COORDINATOR)
+        if not (self.config["group.min.session.timeout.ms"] <= req.session_timeout_ms
+                <= self.config["group.max.session.timeout.ms"]):
+            return fail(INVALID_SESSION_TIMEOUT)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            if req.member_id:
+                return fail(UNKNOWN_MEMBER_ID)
+            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
+            group.transition(EMPTY, self.now)
+        if group.state == DEAD:
+            return fail(COORDINATOR_NOT_AVAILABLE)
+        if not group.supports(req.protocol_type, req.protocols):
+            return fail(INCONSISTENT_GROUP_PROTOCOL)
+        if not req.member_id:
+            if len(group.members) + len(group.pending_members) >= self.config["group.max.size"]:
+                return fail(GROUP_MAX_SIZE_REACHED)
+            member_id = self._new_member_id(req.client_id, req.group_id)
+            if req.require_known_member_id:
+                # JoinGroup v4+: hand out the id first, so a client that times out and
+                # retries is not counted twice; it must join again with it.
+                group.pending_members.add(member_id)
+                self.broker.set_timer(("group-pending", req.group_id, member_id), req.session_timeout_ms)
+                return fail(MEMBER_ID_REQUIRED, member_id)
+            return self._add_member(src, req, group, member_id)
+        if req.member_id in group.pending_members:
+            group.pending_members.discard(req.member_id)
+            self.broker.cancel_timer(("group-pending", req.group_id, req.member_id))
+            return self._add_member(src, req, group, req.member_id)
+        member = group.members.get(req.member_id)
+        if member is None:
+            return fail(UNKNOWN_MEMBER_ID, req.member_id)
+        self._update_member(src, req, group, member)
+
+    def _add_member(self, src: Any, req: JoinGroupRequest, group: Group, member_id: str) -> None:
+        member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
+                        req.protocol_type, req.protocols, awaiting_join=(src, req.correlation_id))
+        if not group.members:
+            group.protocol_type = req.protocol_type
+        group.members[member_id] = member
+        group.new_member_added = True
+        self._schedule_heartbeat(group, member)
+        if group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"new member {member_id} joined")
+
+    def _update_member(self, src: Any, req: JoinGroupRequest, group: Group, member: Member) -> None:
+        same = member.protocols == req.protocols
+        member.session_timeout_ms = req.session_timeout_ms
+        member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        if group.state == PREPARING_REBALANCE:
+            member.protocols = req.protocols
+            member.awaiting_join = (src, req.correlation_id)
+            self._try_complete_join(group)
+        elif group.state == COMPLETING_REBALANCE and same:
+            # It lost our answer: send it again.
+            self._send(src, self._join_response(group, member, req.correlation_id))
+        elif group.state == STABLE and same and member.member_id != group.leader:
+            self._send(src, self._join_response(group, member, req.correlation_id))
+        else:
+            member.protocols = req.protocols
+            member.awaiting_join = (src, req.correlation_id)
+            self._prepare_rebalance(group, f"member {member.member_id} rejoined")
+
+    def _join_response(self, group: Group, member: Member, correlation_id: int) -> JoinGroupResponse:
+        members = ()
+        if member.member_id == group.leader:
+            members = tuple((m.member_id, m.metadata(group.protocol)) for m in group.members.values())
+        return JoinGroupResponse(correlation_id, NO_ERROR, group.generation, group.protocol,
+                                 group.leader or "", member.member_id, members)
+
+    def _prepare_rebalance(self, group: Group, reason: str) -> None:
+        if group.state == COMPLETING_REBALANCE:
+            for member in group.members.values():  # the assignment being made is void
+                self._answer_sync(member, SyncGroupResponse(0, REBALANCE_IN_PROGRESS))
+        was_empty = group.state == EMPTY
+        group.transition(PREPARING_REBALANCE, self.now)
+        timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
+        if was_empty:
+            group.initial_delay = True
+            group.new_member_added = False
+            group.delay_deadline = self.now + timeout
+            delay = min(self.config["group.initial.rebalance.delay.ms"], timeout)
+            self.broker.set_timer(("group-join", group.group_id), delay)
+        else:
+            group.initial_delay = False
+            self.broker.set_timer(("group-join", group.group_id), timeout)
+            self._try_complete_join(group)
+
+    def _try_complete_join(self, group: Group) -> None:
+        if group.state == PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
+            self.broker.cancel_timer(("group-join", group.group_id))
+            self._complete_join(group)
+
+    def join_timer(self, group_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is None or group.state != PREPARING_REBALANCE:
+            return
+        if group.initial_delay:
+            remaining = group.delay_deadline - self.now
+            if group.new_member_added and remaining > 0:
+                # Someone joined during the delay: wait once more, within the rebalance timeout.
+                group.new_member_added = False
+                self.broker.set_timer(("group-join", group_id),
+                                      min(self.config["group.initial.rebalance.delay.ms"], remaining))
+                return
+            group.initial_delay = False
+            if not group.all_joined():
+                self.broker.set_timer(("group-join", group_id),
+                                      max((m.rebalance_timeout_ms for m in group.members.values()), default=0))
+                return
+        self._complete_join(group)
+
+    def _complete_join(self, group: Group) -> None:
+        # Whoever did not rejoin within the rebalance timeout is out (max.poll.interval.ms).
+        for member in [m for m in group.members.values() if m.awaiting_join is None]:
+            self._remove_member(group, member, rebalance=False)
+        group.pending_members.clear()
+        group.generation += 1
+        if not group.members:
+            group.protocol = group.leader = None
+            group.transition(EMPTY, self.now)
+            self._store_group(group, lambda error: None)
+            return
+        group.protocol = group.select_protocol()
+        if group.leader not in group.members:
+            group.leader = next(iter(group.members))
+        group.transition(COMPLETING_REBALANCE, self.now)
+        for member in group.members.values():
+            member.assignment = b""
+            self._answer_join(member, self._join_response(group, member, 0))
+            self._schedule_heartbeat(group, member)
+
+    def _answer_join(self, member: Member, response: JoinGroupResponse) -> None:
+        if member.awaiting_join is not None:
+            dst, corr = member.awaiting_join
+            member.awaiting_join = None
+            self._send(dst, JoinGroupResponse(corr, *_fields(response)[1:]))
+
+    def _answer_sync(self, member: Member, response: SyncGroupResponse) -> None:
+        if member.awaiting_sync is not None:
+            dst, corr = member.awaiting_sync
+            member.awaiting_sync = None
+            self._send(dst, SyncGroupResponse(corr, response.error, response.assignment))
+
+    # --- SyncGroup ----------------------------------------------------------------------------------------
+
+    def sync_group(self, src: Any, req: SyncGroupRequest) -> None:
+        def reply(error: int, assignment: bytes = b"") -> None:
+            self._send(src, SyncGroupResponse(req.correlation_id, error, assignment))
+
+        if not self.owns(req.group_id):
+            return reply(NOT_COORDINATOR)
+        group = self.groups.get(req.group_id)
+        member = group.members.get(req.member_id) if group else None
+        if member is None:
+            return reply(UNKNOWN_MEMBER_ID)
+        if req.generation_id != group.generation:
+            return reply(ILLEGAL_GENERATION)
+        if group.state == PREPARING_REBALANCE:
+            return reply(REBALANCE_IN_PROGRESS)
+        self._schedule_heartbeat(group, member)
+        if group.state == STABLE:
+            return reply(NO_ERROR, member.assignment)
+        member.awaiting_sync = (src, req.correlation_id)
+        if req.member_id != group.leader:
+            return
+        assignments = dict(req.assignments)
+        generation = group.generation
+
+        def stored(error: int) -> None:
+            if self.groups.get(group.group_id) is not group or group.generation != generation \
+                    or group.state != COMPLETING_REBALANCE:
+                return  # the group moved on while we were writing
+            if error != NO_ERROR:
+                for m in group.members.values():
+                    m.assignment = b""
+                    self._answer_sync(m, SyncGroupResponse(0, self._commit_error(error)))
+                self._prepare_rebalance(group, "could not store the group's assignment")
+                return
+            for m in group.members.values():
+                self._answer_sync(m, SyncGroupResponse(0, NO_ERROR, m.assignment))
+            group.transition(STABLE, self.now)
+
+        for m in group.members.values():
+            m.assignment = assignments.get(m.member_id, b"")
+        self._store_group(group, stored)
+
+    # --- Heartbeat, LeaveGroup, session expiry --------------------------------------------------------------
+
+    def heartbeat(self, src: Any, req: HeartbeatRequest) -> None:
+        def reply(error: int) -> None:
+            self._send(src, HeartbeatResponse(req.correlation_id, error))
+
+        if not self.owns(req.group_id):
+            return reply(NOT_COORDINATOR)
+        group = self.groups.get(req.group_id)
+        member = group.members.get(req.member_id) if group else None
+        if member is None:
+            return reply(UNKNOWN_MEMBER_ID)
+        if req.generation_id != group.generation:
+            return reply(ILLEGAL_GENERATION)
+        self._schedule_heartbeat(group, member)
+        reply(REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else NO_ERROR)
+
+    def _schedule_heartbeat(self, group: Group, member: Member) -> None:
+        self.broker.set_timer(("group-session", group.group_id, member.member_id), member.session_timeout_ms)
+
+    def session_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        member = group.members.get(member_id) if group else None
+        if member is None:
+            return
+        if member.awaiting_join is not None or member.awaiting_sync is not None:
+            self._schedule_heartbeat(group, member)  # waiting on us is being alive
+            return
+        self._remove_member(group, member)
+
+    def pending_expired(self, group_id: str, member_id: str) -> None:
+        group = self.groups.get(group_id)
+        if group is not None and member_id in group.pending_members:
+            group.pending_members.discard(member_id)
+            self._try_complete_join(group)
+
+    def leave_group(self, src: Any, req: LeaveGroupRequest) -> None:
+        def reply(error: int) -> None:
+            self._send(src, LeaveGroupResponse(req.correlation_id, error))
+
+        if not self.owns(req.group_id):
+            return reply(NOT_COORDINATOR)
+        group = self.groups.get(req.group_id)
+        if group is not None and req.member_id in group.pending_members:
+            group.pending_members.discard(req.member_id)
+            self._try_complete_join(group)
+            return reply(NO_ERROR)
+        member = group.members.get(req.member_id) if group else None
+        if member is None:
+            return reply(UNKNOWN_MEMBER_ID)
+        self._remove_member(group, member)
+        reply(NO_ERROR)
+
+    def _remove_member(self, group: Group, member: Member, *, rebalance: bool = True) -> None:
+        self._answer_join(member, JoinGroupResponse(0, UNKNOWN_MEMBER_ID))
+        self._answer_sync(member, SyncGroupResponse(0, UNKNOWN_MEMBER_ID))
+        del group.members[member.member_id]
+        self.broker.cancel_timer(("group-session", group.group_id, member.member_id))
+        if group.leader == member.member_id:
+            group.leader = next(iter(group.members), None)
+        if not rebalance:
+            return
+        if group.state in (STABLE, COMPLETING_REBALANCE):
+            self._prepare_rebalance(group, f"member {member.member_id} left")
+        elif group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+
+    # --- offsets --------------------------------------------------------------------------------------------------
+
+    def commit_offsets(self, src: Any, req: OffsetCommitRequest) -> None:
+        def reply_all(error: int) -> None:
+            self._send(src, OffsetCommitResponse(req.correlation_id, tuple(
+                (o.topic, o.partition, error) for o in req.offsets)))
+
+        if not req.group_id:
+            return reply_all(INVALID_GROUP_ID)
+        if not self.owns(req.group_id):
+            return reply_all(NOT_COORDINATOR)
+        group = self.groups.get(req.group_id)
+        simple = req.generation_id < 0 and not req.member_id
+        if group is None:
+            if not simple:
+                return reply_all(ILLEGAL_GENERATION)
+            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
+            group.transition(EMPTY, self.now)
+        elif group.state == DEAD:
+            return reply_all(COORDINATOR_NOT_AVAILABLE)
+        elif simple:
+            if group.state != EMPTY:
+                return reply_all(UNKNOWN_MEMBER_ID)  # a group with members owns its offsets
+        elif req.member_id not in group.members:
+            return reply_all(UNKNOWN_MEMBER_ID)
+        elif req.generation_id != group.generation:
+            return reply_all(ILLEGAL_GENERATION)
+        elif group.state == COMPLETING_REBALANCE:
+            return reply_all(REBALANCE_IN_PROGRESS)
+        else:
+            self._schedule_heartbeat(group, group.members[req.member_id])
+        # (PreparingRebalance is fine: a consumer commits in on_partitions_revoked then.)
+        results: dict[tuple[str, int], int] = {}
+        to_write: list[tuple[tuple[str, int], OffsetValue]] = []
+        limit = self.config["offset.metadata.max.bytes"]
+        for o in req.offsets:
+            key = (o.topic, o.partition)
+            if o.metadata is not None and len(o.metadata.encode()) > limit:
+                results[key] = OFFSET_METADATA_TOO_LARGE
+            else:
+                results[key] = NO_ERROR
+                to_write.append((key, OffsetValue(o.offset, o.leader_epoch, o.metadata or "", self.now)))
+
+        def respond() -> None:
+            self._send(src, OffsetCommitResponse(req.correlation_id, tuple(
+                (t, p, error) for (t, p), error in results.items())))
+
+        if not to_write:
+            return respond()
+
+        def written(error: int) -> None:
+            error = self._commit_error(error)
+            for key, value in to_write:
+                results[key] = error
+                if error == NO_ERROR and self.groups.get(group.group_id) is group:
+                    group.offsets[key] = value
+            respond()
+
+        self._append(group, [(OffsetKey(group.group_id, t, p).encode(), v.encode()) for (t, p), v in to_write],
+                     written)
+
+    def fetch_offsets(self, src: Any, req: OffsetFetchRequest) -> None:
+        if not self.owns(req.group_id):
+            self._send(src, OffsetFetchResponse(req.correlation_id, NOT_COORDINATOR))
+            return
+        group = self.groups.get(req.group_id)
+        offsets = group.offsets if group else {}
+        keys = sorted(offsets) if req.partitions is None else list(req.partitions)
+        parts = []
+        for t, p in keys:
+            v = offsets.get((t, p))
+            parts.append(OffsetFetchPartition(t, p, -1, -1, "") if v is None
+                         else OffsetFetchPartition(t, p, v.offset, v.leader_epoch, v.metadata))
+        self._send(src, OffsetFetchResponse(req.correlation_id, NO_ERROR, tuple(parts)))
+
+    def expire_offsets(self) -> None:
+        """Kafka's offset expiry: a group that has had no member for ``offsets.retention.minutes``
+        loses its committed offsets (and, left with nothing, the group itself)."""
+        retention = self.config["offsets.retention.minutes"] * 60_000
+        for group in list(self.groups.values()):
+            if group.state != EMPTY or group.partition not in self.owned:
+                continue
+            expired = [key for key, v in group.offsets.items()
+                       if max(group.state_timestamp, v.commit_timestamp) + retention <= self.now]
+            if not expired:
+                continue
+            records: list[tuple[bytes, bytes | None]] = [(OffsetKey(group.group_id, t, p).encode(), None)
+                                                         for t, p in expired]
+            for key in expired:
+                del group.offsets[key]
+            if not group.offsets:
+                records.append((GroupKey(group.group_id).encode(), None))
+                group.transition(DEAD, self.now)
+                del self.groups[group.group_id]
+            self._append(group, records, lambda error: None)
+
+    # --- admin: ListGroups, DescribeGroups, DeleteGroups ---------------------------------------------------
+
+    def list_groups(self, src: Any, req: ListGroupsRequest) -> None:
+        groups = tuple(sorted((g.group_id, g.protocol_type or "", g.state) for g in self.groups.values()
+                              if g.partition in self.owned))
+        self._send(src, ListGroupsResponse(req.correlation_id, NO_ERROR, groups))
+
+    def describe_groups(self, src: Any, req: DescribeGroupsRequest) -> None:
+        out = []
+        for gid in req.groups:
+            if not self.owns(gid):
+                out.append(DescribedGroup(NOT_COORDINATOR, gid))
+                continue
+            g = self.groups.get(gid)
+            if g is None:
+                out.append(DescribedGroup(NO_ERROR, gid, DEAD))
+                continue
+            stable = g.state == STABLE
+            members = tuple(
+                DescribedMember(m.member_id, m.client_id, m.client_host,
+                                m.metadata(g.protocol) if stable else b"", m.assignment if stable else b"")
+                for m in g.members.values())
+            out.append(DescribedGroup(NO_ERROR, gid, g.state, g.protocol_type or "",
+                                      (g.protocol or "") if stable else "", members))
+        self._send(src, DescribeGroupsResponse(req.correlation_id, tuple(out)))
+
+    def delete_groups(self, src: Any, req: DeleteGroupsRequest) -> None:
+        results = []
+        for gid in req.groups:
+            if not self.owns(gid):
+                results.append((gid, NOT_COORDINATOR))
+                continue
+            g = self.groups.get(gid)
+            if g is None:
+                results.append((gid, GROUP_ID_NOT_FOUND))
+            elif g.state != EMPTY:
+                results.append((gid, NON_EMPTY_GROUP))
+            else:
+                records = [(OffsetKey(gid, t, p).encode(), None) for t, p in sorted(g.offsets)]
+                records.append((GroupKey(gid).encode(), None))
+                del self.groups[gid]
+                self._append(g, records, lambda error: None)
+                results.append((gid, NO_ERROR))
+        self._send(src, DeleteGroupsResponse(req.correlation_id, tuple(results)))
+
+
+def _fields(response: JoinGroupResponse) -> tuple:
+    return (response.correlation_id, response.error, response.generation_id, response.protocol_name,
+            response.leader, response.member_id, response.members)
