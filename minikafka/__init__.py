@@ -5,17 +5,20 @@ batches), ``storage`` (segments, indexes, the log), ``partitioner``; then the br
 clients and runtimes the later chapters add.
 """
 
-from minikafka.clients import KafkaProducer, RecordMetadata
+from minikafka.clients import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, RecordMetadata
 from minikafka.cluster import Cluster
 from minikafka.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
 from minikafka.records import MemoryRecords, Record, RecordBatch
 from minikafka.storage import Log, LogConfig, LogManager
-from minikafka.topic import TopicPartition
+from minikafka.topic import OffsetAndMetadata, TopicPartition
 
 __version__ = "0.1.0"
 
 __all__ = [
     "Cluster",
+    "ConsumerRebalanceListener",
+    "KafkaConsumer",
+    "OffsetAndMetadata",
     "CorruptRecordError",
     "KafkaProducer",
     "RecordMetadata",

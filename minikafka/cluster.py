@@ -85,6 +85,7 @@ class Cluster:
         self.broker_ids = list(range(1, brokers + 1))
         self._incarnations = {b: 0 for b in self.broker_ids}
         self._client_counter = itertools.count(1)
+        self._consumers: list = []  # every KafkaConsumer made on this cluster, for widgets and kill_consumer
         self.world.add(CONTROLLER_ID, lambda: Controller(self.config, seed=seed))
         for b in self.broker_ids:
             self.world.add(b, self._broker_factory(b))
@@ -135,6 +136,30 @@ class Cluster:
 
     def run_until(self, done: Callable[[], bool], timeout_ms: int) -> bool:
         return self.world.run_until(done, timeout_ms)
+
+    # --- consumers -----------------------------------------------------------------------------------------
+
+    @property
+    def consumers(self) -> list:
+        """The ``KafkaConsumer`` objects created on this cluster (closed ones excluded)."""
+        return [c for c in self._consumers if not c._closed]
+
+    def kill_consumer(self, consumer) -> None:
+        """Crash a consumer's process: its positions and everything not committed are gone; the
+        group notices when ``session_timeout_ms`` passes without a heartbeat."""
+        if not self.world.alive(consumer.node_id):
+            raise IllegalArgumentError(f"consumer {consumer.node_id} is already dead")
+        self.world.crash(consumer.node_id)
+
+    def restart_consumer(self, consumer) -> None:
+        """Start a crashed consumer's process again with the same configuration and
+        subscription: it joins as a new member and resumes from the committed offsets."""
+        if self.world.alive(consumer.node_id):
+            raise IllegalArgumentError(f"consumer {consumer.node_id} is running; kill it first")
+        if consumer._closed:
+            raise IllegalArgumentError(f"consumer {consumer.node_id} was closed; create a new one")
+        self.world.restart(consumer.node_id)
+        consumer._iterator = None
 
     # --- faults ------------------------------------------------------------------------------------------
 

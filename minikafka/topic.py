@@ -61,3 +61,18 @@ class TopicPartition(NamedTuple):
 
     def __str__(self) -> str:
         return f"{self.topic}-{self.partition}"
+
+
+class OffsetAndMetadata(NamedTuple):
+    """A committed offset: the *next* offset to read, plus free-form metadata (kafka-python's
+    ``kafka.OffsetAndMetadata``)."""
+
+    offset: int
+    metadata: str = ""
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    offset: int
+    timestamp: int
+    leader_epoch: int = -1
