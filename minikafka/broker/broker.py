@@ -150,8 +150,6 @@ class Broker(StateMachine):
         elif key == "offsets-expire":
             self.group_coordinator.expire_offsets()
             self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
-        if self.config["log.cleaner.enable"]:
-            self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
         elif key[0] == "alter-timeout":
             rm.alter_timed_out(key[1])
         elif key[0] == "group-join":
