@@ -430,3 +430,18 @@ def test_same_seed_same_group_history(tmp_path):
             drain(group, rounds=30)
             return [(c.node_id, c._node.coordinator.events) for c in group if c.alive]
     assert run(tmp_path / "a") == run(tmp_path / "b")
+
+
+def test_consumer_follows_a_new_leader_and_backs_off_from_the_dead_one(cluster):
+    produce(cluster, 20)
+    c = consumer(cluster, "t", group_id="g")
+    first = drain([c], rounds=5)[c.node_id]
+    assert len(first) == 20
+    leader = cluster.partition_state("t", 0).leader
+    cluster.kill(leader)
+    produce(cluster, 20, start=20)
+    fetches_before = c._node.fetcher.fetch_requests
+    got = drain([c], rounds=100)[c.node_id]
+    assert sorted(v for _, _, v in got) == sorted(f"v{i}".encode() for i in range(20, 40))
+    # ~20 simulated seconds went by; without a back-off a dead leader is asked every 2 ms.
+    assert c._node.fetcher.fetch_requests - fetches_before < 1_000

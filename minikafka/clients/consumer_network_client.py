@@ -152,6 +152,7 @@ class ConsumerNetworkClient(StateMachine):
         self._init_positions()
         self.fetcher.reset_offsets_if_needed()
         self.fetcher.send_fetches()
+        wake.append(self.fetcher.next_retry())
         times = [w for w in wake if w is not None]
         if times:
             at = max(min(times), self.now + 1)

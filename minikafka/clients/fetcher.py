@@ -83,6 +83,9 @@ class Fetcher:
         self.completed: dict[TopicPartition, CompletedFetch] = {}
         self._fetching: set[Any] = set()  # leaders with a fetch in flight
         self._listing: set[TopicPartition] = set()  # partitions with a ListOffsets in flight
+        # A broker that just failed us (not the leader, gone): not asked again before this
+        # time, or a stale leader would be asked in a tight loop until metadata catches up.
+        self.backoff_until: dict[Any, int] = {}
         self.errors: list[Exception] = []  # raised by the next poll()
         self.records_fetched = 0
         self.fetch_requests = 0
@@ -105,6 +108,8 @@ class Fetcher:
             if leader is None:
                 self.client.metadata.request_update()
                 continue
+            if self.backoff_until.get(leader, 0) > self.client.now:
+                continue
             ts = EARLIEST_TIMESTAMP if state.reset_strategy == EARLIEST else LATEST_TIMESTAMP
             by_leader.setdefault(leader, []).append((tp, ts))
         for leader, parts in sorted(by_leader.items(), key=lambda kv: str(kv[0])):
@@ -112,10 +117,25 @@ class Fetcher:
             self.client.send_request(
                 leader, lambda corr, parts=parts: ListOffsetsRequest(corr, tuple((tp.topic, tp.partition, ts)
                                                                                for tp, ts in parts)),
-                lambda response, parts=parts: self._on_list_offsets(parts, response),
-                lambda error, parts=parts: self._listing.difference_update(tp for tp, _ in parts))
+                lambda response, leader=leader, parts=parts: self._on_list_offsets(leader, parts, response),
+                lambda error, leader=leader, parts=parts: self._failed(leader, {tp for tp, _ in parts}))
 
-    def _on_list_offsets(self, parts: list[tuple[TopicPartition, int]], response: ListOffsetsResponse) -> None:
+    def _failed(self, leader: Any, listing: set[TopicPartition] = frozenset()) -> None:
+        self._fetching.discard(leader)
+        self._listing.difference_update(listing)
+        self._back_off(leader)
+
+    def _back_off(self, leader: Any) -> None:
+        self.backoff_until[leader] = self.client.now + self.config["retry_backoff_ms"]
+        self.client.metadata.request_update()
+
+    def next_retry(self) -> int | None:
+        """When a broker we backed off from may be asked again (for the node's wake-up)."""
+        pending = [t for t in self.backoff_until.values() if t > self.client.now]
+        return min(pending) if pending else None
+
+    def _on_list_offsets(self, leader: Any, parts: list[tuple[TopicPartition, int]],
+                         response: ListOffsetsResponse) -> None:
         self._listing.difference_update(tp for tp, _ in parts)
         for topic, partition, error, _ts, offset in response.partitions:
             tp = TopicPartition(topic, partition)
@@ -126,7 +146,7 @@ class Fetcher:
                 state.position = offset
                 state.reset_strategy = None
             else:
-                self.client.metadata.request_update()
+                self._back_off(leader)
 
     def offsets_for(self, partitions: list[TopicPartition], timestamp: int, callback) -> None:
         """ListOffsets for ``partitions`` (earliest/latest/a time), for ``beginning_offsets``,
@@ -172,7 +192,7 @@ class Fetcher:
             if leader is None:
                 self.client.metadata.request_update()
                 continue
-            if leader in self._fetching:
+            if leader in self._fetching or self.backoff_until.get(leader, 0) > self.client.now:
                 continue
             state = self.subscriptions.assignment[tp]
             by_leader.setdefault(leader, []).append(FetchPartition(
@@ -188,7 +208,7 @@ class Fetcher:
                     corr, CONSUMER_REPLICA_ID, c["fetch_max_wait_ms"], c["fetch_min_bytes"], parts,
                     c["fetch_max_bytes"]),
                 lambda response, leader=leader, offsets=offsets: self._on_fetch(leader, offsets, response),
-                lambda error, leader=leader: self._fetching.discard(leader),
+                lambda error, leader=leader: self._failed(leader),
                 timeout_ms=c["request_timeout_ms"] + c["fetch_max_wait_ms"])
 
     def _on_fetch(self, leader: Any, offsets: dict[TopicPartition, int], response: FetchResponse) -> None:
@@ -215,8 +235,8 @@ class Fetcher:
                 else:
                     state.position = None
                     state.reset_strategy = strategy
-            else:
-                self.client.metadata.request_update()
+            else:  # not the leader (any more), unknown partition, fenced epoch: stale metadata
+                self._back_off(leader)
 
     def _parse(self, tp: TopicPartition, position: int, raw: bytes) -> list[ConsumerRecord]:
         out = []
