@@ -441,7 +441,9 @@ def test_consumer_follows_a_new_leader_and_backs_off_from_the_dead_one(cluster):
     cluster.kill(leader)
     produce(cluster, 20, start=20)
     fetches_before = c._node.fetcher.fetch_requests
-    got = drain([c], rounds=100)[c.node_id]
+    # The long poll parked on the dead broker is only given up after request_timeout_ms +
+    # fetch_max_wait_ms (30.5 s), as when a machine dies without closing its connections.
+    got = drain([c], rounds=200)[c.node_id]
     assert sorted(v for _, _, v in got) == sorted(f"v{i}".encode() for i in range(20, 40))
-    # ~20 simulated seconds went by; without a back-off a dead leader is asked every 2 ms.
+    # ~40 simulated seconds went by; without a back-off a dead leader is asked every 2 ms.
     assert c._node.fetcher.fetch_requests - fetches_before < 1_000

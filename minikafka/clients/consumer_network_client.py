@@ -58,6 +58,10 @@ class ConsumerNetworkClient(StateMachine):
         self._metadata_in_flight = False
         self._wake_at: int | None = None
         self._rotation = 0
+        # Brokers that refused or timed out: skipped for an exponential back-off
+        # (reconnect_backoff_ms doubling up to reconnect_backoff_max_ms), as Kafka's client does.
+        self._node_failures: dict[NodeId, int] = {}
+        self._node_backoff_until: dict[NodeId, int] = {}
         self.in_step = False
 
     # --- requests ----------------------------------------------------------------------------------
@@ -71,7 +75,8 @@ class ConsumerNetworkClient(StateMachine):
         return corr
 
     def least_loaded_node(self) -> NodeId | None:
-        candidates = list(self.metadata.brokers or self.metadata.bootstrap_nodes)
+        candidates = [n for n in (self.metadata.brokers or self.metadata.bootstrap_nodes)
+                      if self._node_backoff_until.get(n, 0) <= self.now]
         if not candidates:
             return None
         k = self._rotation % len(candidates)
@@ -101,6 +106,7 @@ class ConsumerNetworkClient(StateMachine):
             else:
                 entry = self._in_flight.get(getattr(message, "correlation_id", None))
                 if entry is not None and entry[0] == src:
+                    self._node_failures.pop(src, None)
                     del self._in_flight[message.correlation_id]
                     self.cancel_timer(("timeout", message.correlation_id))
                     entry[1](message)
@@ -118,11 +124,19 @@ class ConsumerNetworkClient(StateMachine):
         elif isinstance(key, tuple) and key[0] == "timeout":
             entry = self._in_flight.pop(key[1], None)
             if entry is not None:
+                self._node_failed(entry[0])
                 self.metadata.request_update()
                 entry[2](RequestTimedOutError(f"request to broker {entry[0]} timed out"))
         self._run_once()
 
+    def _node_failed(self, node: NodeId) -> None:
+        n = self._node_failures[node] = self._node_failures.get(node, 0) + 1
+        c = self.config
+        self._node_backoff_until[node] = self.now + min(c["reconnect_backoff_ms"] * 2 ** (n - 1),
+                                                        c["reconnect_backoff_max_ms"])
+
     def _fail_node(self, node: NodeId, error: KafkaError) -> None:
+        self._node_failed(node)
         failed = [corr for corr, (n, _, _) in self._in_flight.items() if n == node]
         for corr in failed:
             _, _, on_error = self._in_flight.pop(corr)
