@@ -33,12 +33,44 @@ What the picture says
 - The caption gives the simulated time and the counts a Kafka operator watches:
   under-replicated partitions (ISR smaller than the replica set) and offline partitions
   (no leader).
+
+Consumer groups (``cluster_diagram(cluster, topic, group="g")``, ``group_diagram``)
+---------------------------------------------------------------------------------------
+A consumer group is drawn as one more box, below the brokers, with a node per consumer of
+the group: every ``KafkaConsumer`` in ``cluster.consumers`` (closed ones are gone) whose
+``group_id`` is the group, in the order they were made. Where each consumer stands comes
+from the consumer's own process, as in Kafka, where only a member knows its position: the
+state of its coordinator (``STABLE``, or ``PREPARING``/``JOINING``/``SYNCING`` while a
+rebalance runs), its generation, and its assignment (``subscriptions.assignment``) with
+the position in each partition. An assignment that has arrived but that ``poll()`` has not
+taken yet is drawn dashed: the consumer owns those partitions but reads nothing until the
+application polls.
+
+- An arrow goes from each consumer to the leader replica of each partition it owns (the
+  broker it fetches from), labelled ``pos 7  lag 3``: the next offset it will read and how
+  far that is below the leader's high watermark (HW - position: what the consumer has yet
+  to read). Each consumer has a colour, its arrows too.
+- A live consumer that owns nothing after a rebalance is *idle* (greyed out): a group has
+  no use for more consumers than partitions.
+- A crashed consumer (``cluster.kill_consumer``) is grey with a red dashed border and says
+  "dead": its memory, so its positions, are gone. The coordinator still counts it as a
+  member until ``session_timeout_ms`` passes without a heartbeat; until then the
+  partitions the coordinator gave it are drawn with red dashed arrows, "held": nobody reads
+  them. That cross-check is the only thing taken from the coordinator's side, along with
+  the box's title: which broker coordinates the group (the leader of its
+  ``__consumer_offsets`` partition), the group's state and generation there, the lag
+  measured from the *committed* offsets (what ``kafka-consumer-groups --describe`` shows)
+  and the partitions no live consumer owns.
+
+``group_diagram(cluster, group)`` draws the group alone (``draw_group(group_snapshot(...))``,
+the same two steps): its consumers on top, arrows down to one node per partition with its
+leader and HW.
 """
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
 from minikafka.messages import CONTROLLER_ID
@@ -106,6 +138,7 @@ class ClusterView:
     broker_cuts: tuple[tuple[int, int], ...]  # broker pairs that cannot talk
     controller_cuts: tuple[int, ...]  # brokers cut off from the controller
     other_faults: tuple[str, ...]  # faults involving clients, slow or lossy links
+    group: "GroupView | None" = None  # a consumer group to draw with the brokers
 
     @property
     def under_replicated(self) -> int:
@@ -116,8 +149,75 @@ class ClusterView:
         return sum(p.offline for p in self.partitions)
 
 
-def snapshot(cluster: "Cluster", topic: str | None = None) -> ClusterView:
-    """Read the cluster's state for ``topic`` (every topic when None) into a ``ClusterView``."""
+# Consumer states, as the consumer's own coordinator names them, and ours for a crashed one.
+STABLE, DEAD = "STABLE", "DEAD"
+
+
+@dataclass(frozen=True)
+class OwnedPartition:
+    topic: str
+    partition: int
+    position: int | None  # the next offset the consumer reads; None: not known yet
+    high_watermark: int | None  # the leader's HW now (the consumer's last fetch's if offline)
+
+    @property
+    def lag(self) -> int | None:
+        if self.position is None or self.high_watermark is None:
+            return None
+        return max(0, self.high_watermark - self.position)
+
+
+@dataclass(frozen=True)
+class ConsumerView:
+    node_id: str  # the consumer's process in the world (unique)
+    client_id: str  # what it calls itself (several consumers may share one)
+    alive: bool
+    state: str  # the consumer's coordinator state (STABLE, JOINING, ...), DEAD when crashed
+    generation: int  # -1: none (not joined, or dead)
+    leader: bool  # it computed the group's assignment in its generation
+    owned: tuple[OwnedPartition, ...]  # by its own account, drawn topics only, sorted
+    pending: bool  # ``owned`` arrived in SyncGroup, but poll() has not taken it yet
+    other_owned: int  # partitions it owns of topics not drawn
+    held: tuple[tuple[str, int], ...]  # dead, still a member: the coordinator's assignment of it
+
+    @property
+    def lag(self) -> int | None:
+        """Total lag of its partitions whose position is known (None: none is)."""
+        lags = [p.lag for p in self.owned if p.lag is not None]
+        return sum(lags) if lags else None
+
+    @property
+    def idle(self) -> bool:
+        return self.alive and self.state == STABLE and not self.owned and not self.other_owned
+
+
+@dataclass(frozen=True)
+class GroupPartition:
+    topic: str
+    partition: int
+    leader: int  # -1: offline
+    high_watermark: int | None  # the leader's; None: offline, or it has not opened it yet
+
+
+@dataclass(frozen=True)
+class GroupView:
+    group_id: str
+    coordinator: int | None  # the broker coordinating it; None: no live leader for it
+    state: str | None  # the group's state on the coordinator; None: it does not know the group
+    generation: int | None
+    consumers: tuple[ConsumerView, ...]
+    unowned: tuple[tuple[str, int], ...]  # partitions of the drawn topics no live consumer owns
+    committed_lag: int | None  # sum over drawn partitions of HW - committed offset
+    partitions: tuple[GroupPartition, ...] = ()  # the drawn partitions
+
+    def assignment(self) -> dict[str, list[int]]:
+        """``{consumer node id: [partitions]}`` of the live consumers (one drawn topic)."""
+        return {c.node_id: [p.partition for p in c.owned] for c in self.consumers if c.alive}
+
+
+def snapshot(cluster: "Cluster", topic: str | None = None, *, group: str | None = None) -> ClusterView:
+    """Read the cluster's state for ``topic`` (every topic when None), and that of consumer
+    group ``group`` if given, into a ``ClusterView``."""
     topics = tuple(cluster.topics()) if topic is None else (topic,)
     states = [s for t in topics for s in cluster.partitions_of(t)]  # raises on an unknown topic
     brokers = []
@@ -151,6 +251,7 @@ def snapshot(cluster: "Cluster", topic: str | None = None) -> ClusterView:
         broker_cuts=tuple(sorted(broker_cuts)),
         controller_cuts=tuple(sorted(controller_cuts)),
         other_faults=tuple(sorted(other)),
+        group=None if group is None else group_snapshot(cluster, group, topics, states),
     )
 
 
@@ -172,6 +273,91 @@ def _replica_view(cluster: "Cluster", b: int, s, alive: bool) -> ReplicaView:
     else:
         role = OUT_OF_ISR
     return ReplicaView(s.topic, s.partition, role, leo, hw, epoch)
+
+
+def group_snapshot(cluster: "Cluster", group: str, topics: tuple[str, ...], states=None) -> GroupView:
+    """Consumer group ``group`` as its consumers see themselves, for partitions of ``topics``;
+    ``states``: the controller's ``PartitionState`` of those partitions, if already read."""
+    from minikafka.assignors import Assignment
+
+    if states is None:
+        states = [s for t in topics for s in cluster.partitions_of(t)]
+    drawn = {(s.topic, s.partition) for s in states}
+    hws: dict[tuple[str, int], int] = {}
+    for s in states:
+        rep = cluster.replica(s.leader, s.topic, s.partition) if s.leader >= 0 else None
+        if rep is not None:
+            hws[(s.topic, s.partition)] = rep.high_watermark
+    coordinator, on_broker = _group_coordinator(cluster, group)
+
+    consumers = []
+    live_members: set[str] = set()
+    members = [c for c in cluster.consumers if c.config.get("group_id") == group]
+    for consumer in members:
+        node = cluster.world.nodes.get(consumer.node_id)
+        node_id, client_id = str(consumer.node_id), str(consumer.config.get("client_id"))
+        if node is None:  # crashed: its memory is gone; the coordinator may still count it
+            consumers.append(ConsumerView(node_id, client_id, False, DEAD, -1, False, (), False, 0, ()))
+            continue
+        co = node.coordinator
+        pending = co.pending_assignment is not None
+        if pending:  # arrived in SyncGroup; poll() has not taken it yet
+            tps = {tp: node.subscriptions.assignment.get(tp) for tp in co.pending_assignment}
+        else:
+            tps = dict(node.subscriptions.assignment)
+        owned = []
+        for tp in sorted(tps):
+            if (tp.topic, tp.partition) not in drawn:
+                continue
+            ps = tps[tp]
+            hw = hws.get((tp.topic, tp.partition), None if ps is None else ps.highwater)
+            owned.append(OwnedPartition(tp.topic, tp.partition, None if ps is None else ps.position, hw))
+        if co.member_id:
+            live_members.add(co.member_id)
+        consumers.append(ConsumerView(
+            node_id, client_id, True, co.state, co.generation,
+            bool(co.member_id) and co.member_id == co.leader_id, tuple(owned), pending,
+            len(tps) - len(owned), ()))
+
+    state = generation = None
+    committed_lag = None
+    if on_broker is not None:
+        state, generation = on_broker.state, on_broker.generation
+        # A dead consumer still listed (no session timeout yet) holds what it was given.
+        held_by_host: dict[str, list[tuple[str, int]]] = {}
+        for member_id, m in on_broker.members.items():
+            if member_id in live_members or not m.assignment:
+                continue
+            tps = [(tp.topic, tp.partition) for tp in Assignment.decode(m.assignment).partitions]
+            held_by_host.setdefault(m.client_host, []).extend(tp for tp in tps if tp in drawn)
+        consumers = [c if c.alive or c.node_id not in held_by_host
+                     else replace(c, held=tuple(sorted(held_by_host.pop(c.node_id))))
+                     for c in consumers]
+        lags = [hws[tp] - on_broker.offsets[tp].offset for tp in sorted(drawn)
+                if tp in hws and tp in on_broker.offsets and on_broker.offsets[tp].offset >= 0]
+        committed_lag = sum(max(0, lag) for lag in lags) if lags else None
+    owned_live = {(p.topic, p.partition) for c in consumers if c.alive for p in c.owned}
+    partitions = tuple(GroupPartition(s.topic, s.partition, s.leader, hws.get((s.topic, s.partition)))
+                       for s in states)
+    return GroupView(group, coordinator, state, generation, tuple(consumers),
+                     tuple(sorted(drawn - owned_live)), committed_lag, partitions)
+
+
+def _group_coordinator(cluster: "Cluster", group: str):
+    """(the broker coordinating ``group``, its ``Group`` object): the leader of the group's
+    ``__consumer_offsets`` partition, by the controller; (None, None) if there is none, and
+    a None group if that broker does not know the group (yet)."""
+    from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
+
+    topic = cluster.controller.topics.get(OFFSETS_TOPIC)
+    if topic is None:
+        return None, None  # no consumer group has asked for a coordinator yet
+    p = partition_for(group, topic.num_partitions)
+    state = cluster.controller.partitions.get((OFFSETS_TOPIC, p))
+    if state is None or state.leader < 0 or not cluster.alive(state.leader):
+        return None, None
+    gc = cluster.world.nodes[state.leader].group_coordinator
+    return state.leader, (gc.groups.get(group) if p in gc.owned else None)
 
 
 def _node_name(node) -> str:
@@ -274,10 +460,124 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
                 else:
                     dot.edge(src, dst, color=_ORANGE, style="dashed", constraint="false", arrowsize="0.6")
 
+    if view.group is not None:
+        # A consumer's arrow ends at the replica it fetches from: the partition's leader (or,
+        # offline, its first replica, so the arrow still says who owns it).
+        targets = {(p.topic, p.partition): _rid(p.leader if p.leader >= 0 else p.replicas[0], p.topic, p.partition)
+                   for p in view.partitions}
+        _draw_group(dot, view.group, targets, with_topic, below=[_last_replica(b) for b in view.brokers])
+
     if view.other_faults:
         dot.node("faults", "network faults\n" + "\n".join(view.other_faults), shape="note",
                  color=_RED, fontcolor=_RED)
     return dot
+
+
+def _last_replica(broker: BrokerView) -> str:
+    if not broker.replicas:
+        return f"b{broker.broker_id}/empty"
+    r = broker.replicas[-1]
+    return _rid(broker.broker_id, r.topic, r.partition)
+
+
+# Colour-blind-safe (ColorBrewer Dark2), one per consumer in the order they were made.
+CONSUMER_COLOURS = ("#1b9e77", "#d95f02", "#7570b3", "#e7298a", "#66a61e", "#e6ab02", "#a6761d", "#1f78b4")
+_REBALANCING = {"UNJOINED": "not joined", "PREPARING": "rebalancing", "JOINING": "rebalancing: JoinGroup",
+                "SYNCING": "rebalancing: SyncGroup"}
+
+
+def _gid(group: str) -> str:
+    # A group id may hold anything, ':' too, which graphviz reads in an edge as "node:port".
+    return group.replace("%", "%25").replace(":", "%3A")
+
+
+def _cid(group: str, node_id: str) -> str:
+    return f"group/{_gid(group)}/{node_id}"
+
+
+def _consumer_label(c: ConsumerView) -> str:
+    name = c.client_id if c.client_id == c.node_id else f"{c.client_id}\n({c.node_id})"
+    if not c.alive:
+        return f"{name}\ndead" + ("\nstill a member: no session timeout yet" if c.held else "")
+    if c.state != STABLE:
+        return f"{name}\n{_REBALANCING.get(c.state, c.state)}"
+    head = f"{name}\ngen {c.generation}" + ("  leader" if c.leader else "")
+    if c.idle:
+        return f"{head}\nidle: no partition"
+    if c.pending:
+        return f"{head}\nassigned, poll() not called yet"
+    lag = c.lag
+    tail = f"\n+{c.other_owned} of other topics" if c.other_owned else ""
+    return f"{head}\nlag {'?' if lag is None else lag}{tail}"
+
+
+def _group_label(g: GroupView, with_topic: bool) -> str:
+    coordinator = "none" if g.coordinator is None else f"broker {g.coordinator}"
+    where = "" if g.state is None else f"   {g.state}, generation {g.generation}"
+    lines = [f"group {g.group_id}   coordinator: {coordinator}{where}"]
+    alive = sum(c.alive for c in g.consumers)
+    counts = [f"{alive} consumer{'s' if alive != 1 else ''}"]
+    if any(c.idle for c in g.consumers):
+        counts.append(f"{sum(c.idle for c in g.consumers)} idle")
+    if alive < len(g.consumers):
+        counts.append(f"{len(g.consumers) - alive} dead")
+    counts.append(f"committed lag {'?' if g.committed_lag is None else g.committed_lag}")
+    lines.append("   ".join(counts))
+    if g.unowned:
+        names = [f"{t} p{p}" if with_topic else f"p{p}" for t, p in g.unowned]
+        lines.append("not read by anyone: " + ", ".join(names))
+    return "\n".join(lines)
+
+
+def _draw_group(dot, g: GroupView, targets: dict[tuple[str, int], str], with_topic: bool,
+                below: list[str] = (), constraint: bool = False) -> None:
+    """The group's box, a node per consumer and an arrow per owned partition, into ``dot``.
+    ``below``: nodes the consumers go under; ``constraint``: let the arrows rank the
+    consumers above the partitions (else they leave the layout alone)."""
+    box_name = f"cluster_group_{_gid(g.group_id)}"
+    names = []
+    with dot.subgraph(name=box_name) as box:
+        # The title on the side the arrows do not leave from.
+        box.attr(label=_group_label(g, with_topic), style="rounded", color="#636363", fontcolor="black",
+                 bgcolor="#fcfbfd", labelloc="t" if constraint else "b")
+        # One row of consumers (newrank lets rank=same work inside a cluster).
+        box.attr(rank="same")
+        for i, c in enumerate(g.consumers):
+            colour = CONSUMER_COLOURS[i % len(CONSUMER_COLOURS)]
+            if not c.alive:
+                style = dict(style="filled,dashed", fillcolor="#d9d9d9", color=_RED, fontcolor=_GREY, penwidth="2")
+            elif c.idle:
+                style = dict(style="filled", fillcolor="#f0f0f0", color=_GREY, fontcolor=_GREY)
+            elif c.state != STABLE:
+                style = dict(style="filled,dashed", fillcolor="white", color="#636363", fontcolor="#636363")
+            else:
+                style = dict(style="filled,bold", fillcolor="white", color=colour, penwidth="2")
+            name = _cid(g.group_id, c.node_id)
+            box.node(name, _consumer_label(c), shape="box", **style)
+            names.append(name)
+        if not names:
+            name = f"group/{_gid(g.group_id)}/none"
+            box.node(name, "no consumers", shape="plaintext", fontcolor=_GREY)
+            names.append(name)
+    # Below the brokers: graphviz ranks an edge's head under its tail.
+    for anchor in below:
+        dot.edge(anchor, names[0], style="invis")
+    for i, c in enumerate(g.consumers):
+        colour = CONSUMER_COLOURS[i % len(CONSUMER_COLOURS)]
+        src = _cid(g.group_id, c.node_id)
+        for p in c.owned:
+            target = targets.get((p.topic, p.partition))
+            if target is None:
+                continue
+            label = "not polled yet" if p.position is None and c.pending else (
+                f"pos {'?' if p.position is None else p.position}  lag {'?' if p.lag is None else p.lag}")
+            dot.edge(src, target, label=label, color=colour, fontcolor=colour, constraint=str(constraint).lower(),
+                     **({"style": "dashed"} if c.pending else {}))
+        for t, p in c.held:
+            target = targets.get((t, p))
+            if target is not None:
+                dot.edge(src, target, label="held", color=_RED, fontcolor=_RED, style="dashed",
+                         constraint=str(constraint).lower())
 
 
 def _alive(view: ClusterView, b: int) -> bool:
@@ -291,9 +591,54 @@ def _caption(view: ClusterView) -> str:
             "L leader   F follower (in ISR)   dashed orange: out of ISR   grey: dead broker")
 
 
-def cluster_diagram(cluster: "Cluster", topic: str | None = None, *, replication: bool = True) -> "graphviz.Digraph":
-    """``draw(snapshot(cluster, topic))``: what ``Cluster.diagram`` returns."""
-    return draw(snapshot(cluster, topic), replication=replication)
+def cluster_diagram(cluster: "Cluster", topic: str | None = None, *, replication: bool = True,
+                    group: str | None = None) -> "graphviz.Digraph":
+    """``draw(snapshot(cluster, topic, group=group))``: what ``Cluster.diagram`` returns."""
+    return draw(snapshot(cluster, topic, group=group), replication=replication)
+
+
+def group_diagram(cluster: "Cluster", group: str, topic: str | None = None) -> "graphviz.Digraph":
+    """Just the group: a node per consumer, above a node per partition (its leader and HW),
+    an arrow from each consumer to what it owns. ``topic`` None: the topics the group's live
+    consumers subscribe to (every topic if none does). Deterministic DOT source."""
+    if topic is not None:
+        topics: tuple[str, ...] = (topic,)
+    else:
+        subscribed = set()
+        for c in cluster.consumers:
+            node = cluster.world.nodes.get(c.node_id)
+            if c.config.get("group_id") == group and node is not None:
+                subscribed |= set(node.subscriptions.subscription) | {tp.topic for tp in node.subscriptions.assignment}
+        topics = tuple(sorted(subscribed & set(cluster.topics()))) or tuple(cluster.topics())
+    return draw_group(group_snapshot(cluster, group, topics))
+
+
+def draw_group(g: GroupView) -> "graphviz.Digraph":
+    """The ``graphviz.Digraph`` of a ``GroupView`` alone (deterministic DOT source)."""
+    import graphviz
+
+    topics = sorted({s.topic for s in g.partitions})
+    with_topic = len(topics) != 1
+    dot = graphviz.Digraph("minikafka_group")
+    dot.attr(newrank="true", rankdir="TB", nodesep="0.3", ranksep="0.8", fontname=_FONT, fontsize="11", labelloc="b",
+             label=f"topic{'s' if with_topic else ''} {', '.join(topics)}")
+    dot.attr("node", shape="box", style="rounded", fontname=_FONT, fontsize="10")
+    dot.attr("edge", fontname=_FONT, fontsize="9")
+    targets = {}
+    with dot.subgraph(name="cluster_partitions") as box:
+        box.attr(label="partitions", style="rounded", color="black", bgcolor="#f7f7f7", rank="same")
+        for s in g.partitions:
+            name = f"{s.topic}/{s.partition}"
+            head = f"{s.topic} p{s.partition}" if with_topic else f"p{s.partition}"
+            if s.leader < 0:
+                box.node(name, f"{head}\nno leader", style="filled,dashed", fillcolor="white", color=_RED,
+                         fontcolor=_RED)
+            else:
+                hw = "" if s.high_watermark is None else f"  HW {s.high_watermark}"
+                box.node(name, f"{head}\nleader {s.leader}{hw}", **_REPLICA_STYLE[LEADER])
+            targets[(s.topic, s.partition)] = name
+    _draw_group(dot, g, targets, with_topic, constraint=True)  # consumers on top
+    return dot
 
 
 _PROLOG = re.compile(r"\A.*?(?=<svg)", re.S)

@@ -4,6 +4,10 @@
     dash = Dashboard(cluster, "trucks_gps", rate_per_s=20, acks=1)
     dash              # shows it; press "run" (or call dash.start())
 
+    # with a consumer group: two consumers to start with, more with "add consumer"
+    dash = Dashboard(cluster, "trucks_gps", group="dispatch", consumers=2,
+                     consumer_config={"auto_offset_reset": "earliest"})
+
 Theory of operation
 -------------------
 The simulation has no clock of its own: it only moves when someone calls
@@ -16,6 +20,28 @@ The simulation has no clock of its own: it only moves when someone calls
    the event log, and count acknowledged, failed and lost records;
 3. redraw: the diagram (``minikafka.viz``, as inline SVG in an HTML widget), the counters
    and the partition table.
+
+With a consumer ``group``, the group's consumers are the lecture's *applications*, and
+the dashboard is their main loop: in each slice of step 1, before the time passes, every
+live consumer of the group (``cluster.consumers`` with that ``group_id``: the ones the
+dashboard made and any the notebook made) calls ``poll(timeout_ms=poll_timeout_ms)``
+(never past the slice's end), which is also what lets it join the group and take a new
+assignment. Slices are then about 100 simulated ms long (ten at most per step), as in a
+real poll loop. What each consumer got is counted (``consumed``, by consumer node id). A
+poll blocks only when the consumer commits before a rebalance (auto commit): that can run
+the world past the slice, as a blocked send can; time never goes back.
+
+The consumers section has a row per consumer with a kill/restart button
+(``cluster.kill_consumer``/``restart_consumer``: a killed consumer keeps its partitions
+until ``session_timeout_ms`` passes), an "add consumer" button (``add_consumer()``: a new
+``KafkaConsumer`` on the topic with ``consumer_config``), the group on the diagram
+(``minikafka.viz``), and a lag chart. Each step records ``{"time_ms", "lag": {consumer:
+HW - position summed over its partitions, None if dead or between assignments},
+"committed_lag": HW - committed offset, summed}`` in ``lag_samples`` (a plain list);
+matplotlib draws each consumer's line, at most twice a second (a chart takes 50-100 ms).
+Consumers poll up to ``max_poll_records`` (500) records every ~100 ms, far more than the
+producer sends: give them a small ``max_poll_records`` in ``consumer_config`` to watch lag
+build up.
 
 ``start()`` runs ``tick`` from a background thread every ``tick_ms`` of wall time,
 passing the wall time that really elapsed, so the simulation keeps pace with the clock
@@ -55,10 +81,15 @@ from typing import Any, Callable
 import ipywidgets as w
 
 from minikafka import viz
+from minikafka.errors import IllegalArgumentError, KafkaError
 from minikafka.messages import CONTROLLER_ID
 
 _LOG_LINES = 200  # the event log keeps this many lines; a class does not scroll further back
 _MAX_WALL_MS = 1000  # a stalled thread catches up by at most this much, never in one leap
+_POLL_EVERY_MS = 100  # with consumers, a step's slices are about this long (the poll loop), ten at most
+_MAX_SAMPLES = 5000  # lag samples kept (a class of an hour at 5 ticks/s keeps the last ~17 min)
+_CHART_SAMPLES = 300  # the lag chart shows the last this many
+_CHART_EVERY_S = 0.5  # the lag chart is redrawn at most this often (wall time)
 _ISOLATE_TEXT = {
     "cluster": "from the rest of the cluster", "everyone": "from everyone, clients too",
     "brokers": "from the other brokers only", "controller": "from the controller only",
@@ -169,6 +200,11 @@ class Dashboard:
     future with ``add_callback``/``add_errback`` (a ``KafkaProducer`` on this cluster, say).
     Left None, the dashboard makes a ``KafkaProducer(bootstrap_servers=cluster, acks=...)``
     (with ``producer_config`` on top) and the acks buttons switch between such producers.
+
+    ``group``: a consumer group to show and drive (or ``consumer_config["group_id"]``);
+    ``consumers`` consumers are made at once, more with ``add_consumer()``, each a
+    ``KafkaConsumer(topic, bootstrap_servers=cluster, group_id=group, **consumer_config)``.
+    ``poll_timeout_ms``: how long each consumer's ``poll()`` may wait for records.
     """
 
     def __init__(
@@ -184,8 +220,25 @@ class Dashboard:
         producing: bool = True,
         producer_config: dict | None = None,
         key: Callable[[int], bytes | None] | None = None,
+        group: str | None = None,
+        consumer_config: dict | None = None,
+        consumers: int = 0,
+        poll_timeout_ms: int = 10,
+        consuming: bool = True,
     ) -> None:
         cluster.partitions_of(topic)  # fails now, clearly, on an unknown topic
+        consumer_config = dict(consumer_config or {})
+        given = consumer_config.pop("group_id", None)
+        if group is not None and given is not None and given != group:
+            raise IllegalArgumentError(f"group={group!r} but consumer_config has group_id={given!r}")
+        self.group: str | None = group if group is not None else given
+        if self.group is None and consumers:
+            raise IllegalArgumentError("consumers need a group: Dashboard(..., group='name')")
+        if "bootstrap_servers" in consumer_config:
+            raise IllegalArgumentError("consumer_config must not set bootstrap_servers: "
+                                       "the dashboard's cluster is used")
+        self.consumer_config = consumer_config  # the template of add_consumer(), group_id aside
+        self.poll_timeout_ms = poll_timeout_ms
         self.cluster = cluster
         self.topic = topic
         self.tick_ms = tick_ms
@@ -215,12 +268,29 @@ class Dashboard:
         self._syncing = False  # guards widget observers while code sets their values
         self.counters: dict[str, Any] = {}
         self.diagram_source = ""
-        self._build(rate_per_s, str(acks), speed, producing)
+        # Consumers, by node id (unique; client ids need not be): records each one's polls
+        # returned, and its errors.
+        self.consumed: Counter[str] = Counter()
+        self.consumer_errors: Counter[str] = Counter()
+        self.lag_samples: list[dict[str, Any]] = []
+        self.lag_chart_png = b""
+        self._events_seen: dict[str, tuple[Any, int]] = {}  # node id -> (its coordinator, events read)
+        self._assignment_seen: tuple | None = None  # (live assignment, held by dead consumers)
+        self._chart_drawn: dict | None = None  # the last sample the lag chart shows
+        self._chart_error: BaseException | None = None
+        self._chart_wall = 0.0  # time.monotonic() of the last chart drawn
+        self._chart_pending: tuple | None = None  # (group view, samples) of the last refresh
+        self._chart_timer: threading.Timer | None = None
+        self._closed = False
+        self._build(rate_per_s, str(acks), speed, producing, consuming)
+        with self.lock:
+            for _ in range(consumers):
+                self._new_consumer()
         self.refresh()
 
     # --- widgets -------------------------------------------------------------------------------------
 
-    def _build(self, rate_per_s: int, acks: str, speed: float, producing: bool) -> None:
+    def _build(self, rate_per_s: int, acks: str, speed: float, producing: bool, consuming: bool) -> None:
         c = self.cluster
         self.title = w.HTML(f"<b>minikafka</b> &nbsp; topic <code>{html.escape(self.topic)}</code>")
         self.broker_buttons: dict[int, w.Button] = {}
@@ -266,16 +336,34 @@ class Dashboard:
         self.diagram = w.HTML()
         self.log = w.Output(layout=w.Layout(height="160px", overflow="auto", border="1px solid #ddd"))
 
+        # The consumers section (only with a group): a row per consumer, rebuilt when the
+        # group's consumers change (see _show_consumers).
+        self.consume_toggle = w.ToggleButton(value=consuming, description="consuming", icon="inbox",
+                                             layout=w.Layout(width="120px"))
+        self.add_consumer_button = w.Button(description="add consumer", icon="plus", button_style="info",
+                                            layout=w.Layout(width="140px"))
+        self.add_consumer_button.on_click(lambda _: self.add_consumer())
+        self.consumer_buttons: dict[str, w.Button] = {}
+        self.consumer_labels: dict[str, w.HTML] = {}
+        self.consumer_rows = w.VBox()
+        self.lag_chart = w.Image(format="png", layout=w.Layout(width="520px"))
+
         row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
-        self.widget = w.VBox([
+        children = [
             self.title,
             row(*self.broker_buttons.values(), self.power_loss),
             row(self.isolate_broker, self.isolate_from, self.cut_button, self.heal_button),
             row(self.produce_toggle, self.rate, self.acks),
             row(self.run_toggle, self.speed, self.step_button),
             w.HBox([self.diagram, w.VBox([self.counters_html, self.partitions_html])]),
-            self.log,
-        ])
+        ]
+        if self.group is not None:
+            children += [
+                w.HTML(f"<b>consumer group</b> <code>{html.escape(self.group)}</code>"),
+                row(self.consume_toggle, self.add_consumer_button),
+                w.HBox([self.consumer_rows, self.lag_chart]),
+            ]
+        self.widget = w.VBox(children + [self.log])
 
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
@@ -317,6 +405,75 @@ class Dashboard:
             self.cluster.heal()
             self._note("you healed the network")
         self.refresh()
+
+    # --- consumers (with a group) ----------------------------------------------------------------------
+
+    @property
+    def consumers(self) -> list:
+        """The group's consumers, live or crashed (closed ones are gone), oldest first."""
+        if self.group is None:
+            return []
+        return [c for c in self.cluster.consumers if c.config.get("group_id") == self.group]
+
+    def consumer(self, name: str):
+        """The group's consumer with node id (or else client id) ``name``."""
+        for c in self.consumers:
+            if str(c.node_id) == name:
+                return c
+        for c in self.consumers:
+            if str(c.config.get("client_id")) == name:
+                return c
+        raise IllegalArgumentError(f"no consumer {name!r} in group {self.group!r}")
+
+    def add_consumer(self, **overrides: Any):
+        """A new ``KafkaConsumer`` in the group, subscribed to the topic, with
+        ``consumer_config`` (and ``overrides`` on top); it joins at the next step's poll."""
+        if self.group is None:
+            raise IllegalArgumentError("this dashboard has no consumer group: Dashboard(..., group='name')")
+        with self.lock:
+            consumer = self._new_consumer(**overrides)
+            self._note(f"you added {consumer.config['client_id']} to group {self.group}: it joins at its first poll")
+        self.refresh()
+        return consumer
+
+    def _new_consumer(self, **overrides: Any):
+        from minikafka.clients.consumer import KafkaConsumer
+
+        config = {**self.consumer_config, **overrides, "group_id": self.group}
+        return KafkaConsumer(self.topic, bootstrap_servers=self.cluster, **config)
+
+    def toggle_consumer(self, consumer) -> None:
+        """Kill a live consumer (a crash: no LeaveGroup), restart a dead one. ``consumer``:
+        the ``KafkaConsumer`` or its node id."""
+        if isinstance(consumer, str):
+            consumer = self.consumer(consumer)
+        name = consumer.config["client_id"]
+        with self.lock:
+            if consumer.alive:
+                self.cluster.kill_consumer(consumer)
+                self._note(f"you killed {name}: the group notices after session_timeout_ms="
+                           f"{consumer.config['session_timeout_ms']} without a heartbeat")
+            else:
+                self.cluster.restart_consumer(consumer)
+                self._note(f"you restarted {name}: it joins as a new member, from the committed offsets")
+        self.refresh()
+
+    def _poll_consumers(self, until: int) -> None:
+        """Each live consumer of the group polls once (the applications' loop), waiting at
+        most ``poll_timeout_ms`` and never past ``until``."""
+        if self.group is None or not self.consume_toggle.value:
+            return
+        for consumer in self.consumers:
+            if not consumer.alive:
+                continue
+            timeout = max(0, min(self.poll_timeout_ms, until - self.cluster.now))
+            try:
+                records = consumer.poll(timeout_ms=timeout)
+            except KafkaError as e:  # the application would log it and poll again
+                self.consumer_errors[f"{consumer.node_id}: {type(e).__name__}"] += 1
+                self._note(f"{consumer.config['client_id']}: poll() raised {type(e).__name__}: {e}")
+                continue
+            self.consumed[str(consumer.node_id)] += sum(len(rs) for rs in records.values())
 
     # --- the producer ---------------------------------------------------------------------------------
 
@@ -369,28 +526,39 @@ class Dashboard:
                 self._quota += self.rate.value * sim_ms / 1000
             n, self._quota = int(self._quota), self._quota - int(self._quota)
             slices = max(1, min(n, 10))  # spread the records over the step, not all at its start
+            if self.group is not None:  # consumers poll every _POLL_EVERY_MS or so
+                slices = max(slices, min(10, -(-sim_ms // _POLL_EVERY_MS)))
             for i in range(slices):
                 for _ in range(n * (i + 1) // slices - n * i // slices):
                     self._send_one()
                 end = start + sim_ms * (i + 1) // slices
+                self._poll_consumers(end)
                 # A send that blocked (waiting for metadata) may already have run the world
                 # past this point: time never goes back.
                 if c.now < end:
                     c.advance(end - c.now)
             self.ticks += 1
-        self.refresh()
+        self._refresh(sample=True)
 
     def refresh(self) -> None:
         """Look at the cluster (under the lock), then redraw (outside it)."""
+        self._refresh(sample=False)
+
+    def _refresh(self, sample: bool) -> None:
         with self.lock:
             self._watch()
             self.losses.update(self.cluster)
-            view = viz.snapshot(self.cluster, self.topic)
+            view = viz.snapshot(self.cluster, self.topic, group=self.group)
             alive = {b: self.cluster.alive(b) for b in self.cluster.broker_ids}
+            if view.group is not None:
+                self._watch_group(view.group)
+                if sample:
+                    self._sample(view)
             self.counters = self._count(view)
+            samples = self.lag_samples[-_CHART_SAMPLES:]
             self._seq += 1
             seq = self._seq
-        self._show(seq, view, alive, dict(self.counters))
+        self._show(seq, view, alive, dict(self.counters), samples)
 
     def _count(self, view: viz.ClusterView) -> dict[str, Any]:
         return {
@@ -406,7 +574,29 @@ class Dashboard:
             "leaders": {p.partition: p.leader for p in view.partitions},
             "elections": len(self.cluster.controller.elections),
             "errors": dict(sorted(self.errors.items())),
+            **(self._count_group(view.group) if view.group is not None else {}),
         }
+
+    def _count_group(self, g: viz.GroupView) -> dict[str, Any]:
+        return {
+            "group": {"state": g.state, "generation": g.generation, "coordinator": g.coordinator,
+                      "committed_lag": g.committed_lag},
+            "assignment": g.assignment(),
+            "consumers": {
+                c.node_id: {"client_id": c.client_id, "alive": c.alive, "state": c.state,
+                            "generation": c.generation, "partitions": [p.partition for p in c.owned],
+                            "idle": c.idle, "lag": c.lag, "consumed": self.consumed[c.node_id]}
+                for c in g.consumers},
+            "consumed": sum(self.consumed.values()),
+            "consumer_errors": dict(sorted(self.consumer_errors.items())),
+        }
+
+    def _sample(self, view: viz.ClusterView) -> None:
+        g = view.group
+        lags = {c.node_id: (None if not c.alive else 0 if c.idle else c.lag) for c in g.consumers}
+        self.lag_samples.append({"time_ms": view.now_ms, "lag": lags, "committed_lag": g.committed_lag})
+        if len(self.lag_samples) > _MAX_SAMPLES:
+            del self.lag_samples[:len(self.lag_samples) - _MAX_SAMPLES]
 
     def _watch(self) -> None:
         """Turn what the controller did since the last look into lines of the event log."""
@@ -429,13 +619,42 @@ class Dashboard:
             if old is not None and sorted(old) != sorted(s.isr):
                 self._note(f"{self.topic}-{s.partition} ISR {_ids(old)} -> {_ids(s.isr)}")
             self._isr_seen[s.partition] = tuple(s.isr)
+        for consumer in self.consumers:
+            node = self.cluster.world.nodes.get(consumer.node_id)
+            if node is None or node.coordinator is None:
+                continue
+            co = node.coordinator
+            seen_co, seen = self._events_seen.get(str(consumer.node_id), (None, 0))
+            if seen_co is not co:  # a restarted process: a new story
+                seen = 0
+            for _, text in co.events[seen:]:
+                if not text.startswith("assigned: "):  # the leader's plan, by member id: the next line says it
+                    self._note(f"{consumer.config['client_id']}: {text}")
+            self._events_seen[str(consumer.node_id)] = (co, len(co.events))
+
+    def _watch_group(self, g: viz.GroupView) -> None:
+        """A line for each new settled assignment of the group."""
+        live = [c for c in g.consumers if c.alive]
+        if any(c.state != viz.STABLE or c.pending for c in live):
+            return  # mid-rebalance: wait until everyone has its part
+        held = {c.node_id: [p for _, p in c.held] for c in g.consumers if c.held}
+        seen = (g.assignment(), held)
+        if seen == self._assignment_seen:
+            return
+        self._assignment_seen = seen
+        parts = [f"{c.client_id} " + (",".join(f"p{p.partition}" for p in c.owned) or "idle") for c in live]
+        parts += [f"{c.client_id} (dead) still holds " + ",".join(f"p{p}" for _, p in c.held)
+                  for c in g.consumers if c.held]
+        generation = max((c.generation for c in live), default=-1)
+        self._note(f"group {g.group_id} generation {generation}: " + ("; ".join(parts) or "no consumers"))
 
     def _note(self, text: str) -> None:
         self.log.append_stdout(f"t={self.cluster.now / 1000:9.3f}s  {text}\n")
         if len(self.log.outputs) > _LOG_LINES:
             self.log.outputs = tuple(self.log.outputs[-_LOG_LINES:])
 
-    def _show(self, seq: int, view: viz.ClusterView, alive: dict[int, bool], counters: dict) -> None:
+    def _show(self, seq: int, view: viz.ClusterView, alive: dict[int, bool], counters: dict,
+              samples: list[dict] = ()) -> None:
         with self._show_lock:
             if seq <= self._shown_seq:
                 return  # a newer picture is already on screen
@@ -454,6 +673,80 @@ class Dashboard:
                 button.icon = "skull" if alive[b] else "redo"
             self.counters_html.value = _counters_html(counters, self.running)
             self.partitions_html.value = _partitions_html(view)
+            if view.group is not None:
+                self._show_consumers(view.group, counters)
+                self._show_chart(view.group, samples)
+
+    def _show_consumers(self, g: viz.GroupView, counters: dict) -> None:
+        names = [c.node_id for c in g.consumers]
+        if names != list(self.consumer_buttons):
+            # The group's consumers changed (added, closed): new rows, old buttons closed.
+            for name in set(self.consumer_buttons) - set(names):
+                self.consumer_buttons.pop(name).close()
+                self.consumer_labels.pop(name).close()
+            rows = []
+            for name in names:
+                if name not in self.consumer_buttons:
+                    button = w.Button(layout=w.Layout(width="190px"))
+                    button.on_click(lambda _, name=name: self.toggle_consumer(name))
+                    self.consumer_buttons[name] = button
+                    self.consumer_labels[name] = w.HTML()
+                rows.append(w.HBox([self.consumer_buttons[name], self.consumer_labels[name]]))
+            self.consumer_buttons = {name: self.consumer_buttons[name] for name in names}
+            old, self.consumer_rows.children = self.consumer_rows.children, rows
+            for box in old:  # the rows' boxes only: their button and label may live on
+                box.close()
+        for i, c in enumerate(g.consumers):
+            button = self.consumer_buttons[c.node_id]
+            button.description = f"kill {c.client_id}" if c.alive else f"restart {c.client_id}"
+            button.button_style = "danger" if c.alive else "success"
+            button.icon = "skull" if c.alive else "redo"
+            self.consumer_labels[c.node_id].value = _consumer_html(c, counters["consumers"][c.node_id]["consumed"], i)
+
+    def _show_chart(self, g: viz.GroupView, samples: list[dict]) -> None:
+        """Redraw the lag chart (under ``_show_lock``), at most every ``_CHART_EVERY_S``:
+        matplotlib takes ~50-100 ms, five ticks a second would spend half their time on it.
+        A chart skipped for that is drawn a moment later by a one-shot timer."""
+        self._chart_pending = (g, samples)
+        if not samples or samples[-1] is self._chart_drawn:
+            return
+        wait = self._chart_wall + _CHART_EVERY_S - time.monotonic()
+        if wait <= 0:
+            self._draw_chart(g, samples)
+        elif self._chart_timer is None and not self._closed:
+            self._chart_timer = threading.Timer(wait, self._chart_catch_up)
+            self._chart_timer.daemon = True
+            self._chart_timer.start()
+
+    def _chart_catch_up(self) -> None:
+        with self._show_lock:
+            self._chart_timer = None
+            g, samples = self._chart_pending
+            if not self._closed and samples and samples[-1] is not self._chart_drawn:
+                self._draw_chart(g, samples)
+
+    def draw_lag_chart(self) -> bytes:
+        """Draw the lag chart now, from every sample so far; returns the PNG (also in
+        ``lag_chart_png``). Steps draw it by themselves, at most twice a second."""
+        with self.lock:
+            samples = self.lag_samples[-_CHART_SAMPLES:]
+        with self._show_lock:
+            if self._chart_pending is not None and samples:
+                self._draw_chart(self._chart_pending[0], samples)
+        return self.lag_chart_png
+
+    def _draw_chart(self, g: viz.GroupView, samples: list[dict]) -> None:
+        self._chart_wall = time.monotonic()
+        self._chart_drawn = samples[-1]  # this exact sample is drawn
+        names = {c.node_id: (c.client_id, i) for i, c in enumerate(g.consumers)}
+        try:
+            self.lag_chart_png = _lag_chart(samples, names)
+        except Exception as e:  # no matplotlib: keep the dashboard usable
+            self.lag_chart_png = b""
+            self.lag_chart.layout.display = "none"
+            self._chart_error = e
+            return
+        self.lag_chart.value = self.lag_chart_png
 
     # --- the thread ------------------------------------------------------------------------------------
 
@@ -515,8 +808,14 @@ class Dashboard:
             self._syncing = False
 
     def close(self) -> None:
-        """Stop the thread and close every widget."""
+        """Stop the thread and close every widget (the consumers go on: they are the
+        cluster's, in ``cluster.consumers``; close them for good with ``consumer.close()``)."""
         self.stop()
+        with self._show_lock:
+            self._closed = True
+            if self._chart_timer is not None:
+                self._chart_timer.cancel()
+                self._chart_timer = None
         for child in _walk(self.widget):
             child.close()
 
@@ -545,11 +844,59 @@ def _counters_html(c: dict, running: bool) -> str:
         ("elections", c["elections"]),
     ]
     rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["errors"].items()]
+    if "consumed" in c:
+        rows.append(("consumed", c["consumed"]))
+        rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["consumer_errors"].items()]
     red = {"lost (so far)", "offline partitions", "under-replicated partitions", "failed"}
     cells = "".join(
         f"<tr><td>{k}</td><td style='text-align:right;{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>"
         f"{v}</td></tr>" for k, v in rows)
     return f"<table style='font-size:90%'>{cells}</table>"
+
+
+def _consumer_html(c: viz.ConsumerView, consumed: int, index: int) -> str:
+    colour = viz.CONSUMER_COLOURS[index % len(viz.CONSUMER_COLOURS)]
+    if not c.alive:
+        state = "<b style='color:#cb181d'>dead</b>"
+    elif c.idle:
+        state = "<span style='color:#969696'>idle</span>"
+    elif c.state != viz.STABLE or c.pending:
+        state = "<span style='color:#636363'>rebalancing</span>"
+    else:
+        state = f"gen {c.generation}"
+    partitions = ",".join(f"p{p.partition}" for p in c.owned) or "-"
+    lag = "-" if c.lag is None else c.lag
+    return (f"<span style='color:{colour};font-weight:bold'>&#9632;</span> {html.escape(c.client_id)} &nbsp; "
+            f"{state} &nbsp; partitions {partitions} &nbsp; consumed {consumed} &nbsp; lag {lag}")
+
+
+def _lag_chart(samples: list[dict], names: dict[str, tuple[str, int]]) -> bytes:
+    """Each consumer's lag over simulated time, as PNG bytes (matplotlib, no pyplot: no
+    global figure state, safe from the dashboard's thread)."""
+    import io
+
+    from matplotlib.figure import Figure
+
+    fig = Figure(figsize=(5.2, 2.6), dpi=80)
+    ax = fig.subplots()
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.95, bottom=0.18)  # tight_layout: 4x slower
+    times = [s["time_ms"] / 1000 for s in samples]
+    for node_id, (client_id, i) in names.items():
+        lags = [s["lag"].get(node_id) for s in samples]
+        if all(v is None for v in lags):
+            continue
+        # None (dead, or between two assignments) leaves a gap in the line.
+        ax.plot(times, [float("nan") if v is None else v for v in lags], label=client_id,
+                color=viz.CONSUMER_COLOURS[i % len(viz.CONSUMER_COLOURS)], linewidth=1.5)
+    ax.set_xlabel("simulated time (s)", fontsize=8)
+    ax.set_ylabel("lag (records)", fontsize=8)
+    ax.tick_params(labelsize=7)
+    ax.set_ylim(bottom=0)
+    if ax.lines:
+        ax.legend(fontsize=7, loc="upper left")
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png")
+    return buf.getvalue()
 
 
 def _partitions_html(view: viz.ClusterView) -> str:

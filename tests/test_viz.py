@@ -6,6 +6,7 @@ import shutil
 import pytest
 
 from minikafka import viz
+from minikafka.clients.consumer import KafkaConsumer
 from minikafka.clients.producer import KafkaProducer
 from minikafka.cluster import Cluster
 from minikafka.errors import IllegalArgumentError
@@ -156,3 +157,173 @@ def test_render_svg_is_inline_html(make_cluster):
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert "<!--" not in svg and "<?xml" not in svg
     assert "broker 1" in svg
+
+
+# --- consumer groups on the diagram -----------------------------------------------------------------------
+
+# Small and quick: three __consumer_offsets partitions, no initial rebalance delay.
+GROUP_CONFIG = {**CONFIG, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0}
+FAST = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 2_000, "auto_offset_reset": "earliest"}
+
+
+@pytest.fixture
+def make_group(tmp_path):
+    """A cluster with topic t (``partitions``, RF 2), ``i + 1`` records in partition i, and
+    ``consumers`` consumers of group g that have read them all and committed."""
+    made = []
+
+    def make(consumers, partitions, seed=7):
+        c = Cluster(3, seed=seed, config=GROUP_CONFIG, dir=tmp_path / f"cluster-{len(made)}")
+        made.append(c)
+        c.create_topic("t", partitions=partitions, replication_factor=2)
+        group = [KafkaConsumer("t", bootstrap_servers=c, group_id="g", **FAST) for _ in range(consumers)]
+        producer = KafkaProducer(bootstrap_servers=c, acks="all")
+        for p in range(partitions):
+            for i in range(p + 1):
+                producer.send("t", value=f"v{i}".encode(), partition=p).get(timeout=10)
+        settle(c, group, records=partitions * (partitions + 1) // 2)
+        for consumer in group:
+            consumer.commit()
+        return c, group
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def settle(c, group, records=None, rounds=60):
+    """Poll every live consumer until the group is stable on its coordinator, each live
+    consumer has taken its part of that generation and (if given) ``records`` have been
+    read in all."""
+    read = 0
+    for _ in range(rounds):
+        for consumer in group:
+            if consumer.alive:
+                read += sum(len(rs) for rs in consumer.poll(timeout_ms=100).values())
+        on_broker = viz.snapshot(c, "t", group="g").group
+        nodes = [consumer._node.coordinator for consumer in group if consumer.alive]
+        if on_broker.state == "Stable" and (records is None or read >= records) and all(
+                co.state == "STABLE" and co.pending_assignment is None and co.generation == on_broker.generation
+                for co in nodes):
+            return
+    raise AssertionError("the group did not settle")
+
+
+def group_node_line(source, name):
+    return node_line(source, f"group/g/{name}")
+
+
+def leader(c, p):
+    return c.partition_state("t", p).leader
+
+
+def test_two_consumers_on_four_partitions(make_group):
+    c, (a, b) = make_group(2, 4)
+    assert (a.node_id, b.node_id) == ("consumer-2", "consumer-3")
+    gen = a._node.coordinator.generation
+    lead = "consumer-2" if a._node.coordinator.member_id == a._node.coordinator.leader_id else "consumer-3"
+    coordinator = c.world.nodes[a.node_id].coordinator.coordinator
+    src = c.diagram("t", group="g").source
+    assert src == viz.cluster_diagram(c, "t", group="g").source
+
+    # The range assignor: members sorted by id, consumer-2 first.
+    for name, colour in (("consumer-2", "#1b9e77"), ("consumer-3", "#d95f02")):
+        role = "  leader" if name == lead else ""
+        assert group_node_line(src, name) == (
+            f'"group/g/{name}" [label="{name}\ngen {gen}{role}\nlag 0" color="{colour}" fillcolor=white '
+            'penwidth=2 shape=box style="filled,bold"]')
+    for name, colour, parts in (("consumer-2", "#1b9e77", (0, 1)), ("consumer-3", "#d95f02", (2, 3))):
+        for p in parts:  # p + 1 records in partition p, all read
+            assert (f'"group/g/{name}" -> "b{leader(c, p)}/t/{p}" [label="pos {p + 1}  lag 0" color="{colour}" '
+                    f'constraint=false fontcolor="{colour}"]') in src
+    assert src.count('"group/g/') == 2 + 4 + 3  # two nodes, four arrows, under three brokers
+    assert (f'label="group g   coordinator: broker {coordinator}   Stable, generation {gen}\n'
+            '2 consumers   committed lag 0" labelloc=b style=rounded') in src
+    assert "not read by anyone" not in src
+    # Under the brokers: an invisible edge from each broker's lowest replica.
+    assert src.count('-> "group/g/consumer-2" [style=invis]') == 3
+
+    # Five more records in p0, not polled yet: consumer-2 lags by five.
+    producer = KafkaProducer(bootstrap_servers=c, acks="all")
+    for i in range(5):
+        producer.send("t", value=b"late", partition=0).get(timeout=10)
+    src = c.diagram("t", group="g").source
+    assert f'"group/g/consumer-2" -> "b{leader(c, 0)}/t/0" [label="pos 1  lag 5"' in src
+    assert "\nlag 5" in group_node_line(src, "consumer-2")
+    assert "2 consumers   committed lag 5" in src
+    view = viz.snapshot(c, "t", group="g").group
+    assert view.assignment() == {"consumer-2": [0, 1], "consumer-3": [2, 3]}
+    assert [cv.lag for cv in view.consumers] == [5, 0]
+
+
+def test_eight_consumers_on_six_partitions_two_idle(make_group):
+    c, group = make_group(8, 6)
+    names = [consumer.node_id for consumer in group]
+    assert names == [f"consumer-{i}" for i in range(2, 10)]
+    gen = group[0]._node.coordinator.generation
+    src = c.diagram("t", group="g").source
+    for i, name in enumerate(names[:6]):  # one partition each, in member id order
+        assert src.count(f'"group/g/{name}" -> ') == 1
+        assert f'"group/g/{name}" -> "b{leader(c, i)}/t/{i}" [label="pos {i + 1}  lag 0"' in src
+    for name in names[6:]:  # greyed out, no arrows
+        assert group_node_line(src, name) == (
+            f'"group/g/{name}" [label="{name}\ngen {gen}\nidle: no partition" color="#969696" '
+            'fillcolor="#f0f0f0" fontcolor="#969696" shape=box style=filled]')
+        assert f'"group/g/{name}" -> ' not in src
+    assert "8 consumers   2 idle   committed lag 0" in src
+    assert [cv.idle for cv in viz.snapshot(c, "t", group="g").group.consumers] == [False] * 6 + [True] * 2
+
+    # The group alone: consumers above the partitions, arrows that rank them.
+    g = viz.group_diagram(c, "g").source
+    assert g == viz.group_diagram(c, "g", "t").source
+    for i in range(6):
+        assert f'"t/{i}" [label="p{i}\nleader {leader(c, i)}  HW {i + 1}"' in g
+        assert (f'"group/g/{names[i]}" -> "t/{i}" [label="pos {i + 1}  lag 0" color=') in g
+    assert "constraint=false" not in g
+    assert 'idle: no partition" color="#969696"' in g and "labelloc=t" in g
+
+
+def test_a_killed_consumer_is_dead_and_holds_its_partitions_until_the_session_timeout(make_group):
+    c, (a, b) = make_group(2, 4)
+    c.kill_consumer(a)
+    src = c.diagram("t", group="g").source
+    assert group_node_line(src, "consumer-2") == (
+        '"group/g/consumer-2" [label="consumer-2\ndead\nstill a member: no session timeout yet" '
+        'color="#cb181d" fillcolor="#d9d9d9" fontcolor="#969696" penwidth=2 shape=box style="filled,dashed"]')
+    for p in (0, 1):  # the coordinator still counts it: nobody reads p0, p1
+        assert (f'"group/g/consumer-2" -> "b{leader(c, p)}/t/{p}" [label=held color="#cb181d" constraint=false '
+                'fontcolor="#cb181d" style=dashed]') in src
+    assert "1 consumer   1 dead   committed lag 0\nnot read by anyone: p0, p1" in src
+
+    t0 = c.now
+    while c.now - t0 < 6_000 + 2_000:  # the survivor heartbeats on; the dead one's session expires
+        b.poll(timeout_ms=500)
+    settle(c, [a, b])
+    src = c.diagram("t", group="g").source
+    assert group_node_line(src, "consumer-2").startswith('"group/g/consumer-2" [label="consumer-2\ndead" ')
+    assert "label=held" not in src and "not read by anyone" not in src
+    for p in range(4):
+        assert f'"group/g/consumer-3" -> "b{leader(c, p)}/t/{p}" [label="pos {p + 1}  lag 0"' in src
+    assert viz.snapshot(c, "t", group="g").group.assignment() == {"consumer-3": [0, 1, 2, 3]}
+
+
+def test_same_group_state_same_source(make_group):
+    sources = []
+    for _ in range(2):
+        c, group = make_group(3, 4, seed=5)
+        c.kill_consumer(group[1])
+        c.advance(1_000)
+        sources.append(c.diagram("t", group="g").source + viz.group_diagram(c, "g").source)
+    assert sources[0] == sources[1]
+    assert "0x" not in sources[0] and "consumer-3-" not in sources[0]  # no member ids (uuids)
+
+
+def test_a_group_without_consumers(make_cluster):
+    c = make_cluster()
+    src = c.diagram("t", group="nobody").source
+    assert '"group/nobody/none" [label="no consumers"' in src
+    assert ('label="group nobody   coordinator: none\n0 consumers   committed lag ?\n'
+            'not read by anyone: p0, p1, p2"') in src
+    # graphviz would read "a:b" in an edge as node a, port b
+    src = c.diagram("t", group="app:v2").source
+    assert '"group/app%3Av2/none" [label="no consumers"' in src and 'label="group app:v2 ' in src

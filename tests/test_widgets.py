@@ -7,6 +7,7 @@ import pytest
 
 from minikafka.clients.future import Future
 from minikafka.cluster import Cluster
+from minikafka.errors import IllegalArgumentError
 from minikafka.widgets import Dashboard
 
 CONFIG = {"replica.lag.time.max.ms": 2_000}
@@ -174,3 +175,172 @@ def test_dashboards_on_one_cluster_share_its_lock(make_dashboard):
         assert other.lock is d.lock
     finally:
         other.close()
+
+
+# --- consumers --------------------------------------------------------------------------------------------
+
+# Small and quick: three __consumer_offsets partitions, no initial rebalance delay.
+GROUP_CONFIG = {**CONFIG, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0}
+FAST = {"session_timeout_ms": 6_000, "heartbeat_interval_ms": 2_000, "auto_offset_reset": "earliest"}
+
+
+@pytest.fixture
+def make_group_dashboard(tmp_path):
+    made = []
+
+    def make(partitions=4, **kwargs):
+        c = Cluster(3, seed=7, config=GROUP_CONFIG, dir=tmp_path / f"cluster-{len(made)}")
+        c.create_topic("t", partitions=partitions, replication_factor=2)
+        d = Dashboard(c, "t", group="g", consumer_config=dict(FAST), **kwargs)
+        made.append((c, d))
+        return c, d
+
+    yield make
+    for c, d in made:
+        d.close()
+        c.close()
+
+
+def tick_until(d, done, limit=40, wall_ms=500):
+    for _ in range(limit):
+        if done():
+            return
+        d.tick(wall_ms)
+    assert done(), d.counters.get("assignment")
+
+
+def settled(d, expected):
+    """The group is stable with ``expected`` as its assignment (every consumer took its part)."""
+    g = d.counters["group"]
+    return g["state"] == "Stable" and d.counters["assignment"] == expected and all(
+        c["state"] == "STABLE" and c["generation"] == g["generation"]
+        for c in d.counters["consumers"].values() if c["alive"])
+
+
+def test_kill_a_consumer_its_partitions_move_restart_it_it_rejoins(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=2, rate_per_s=40)
+    assert [k.node_id for k in d.consumers] == ["consumer-2", "consumer-3"]
+    both = {"consumer-2": [0, 1], "consumer-3": [2, 3]}
+    tick_until(d, lambda: settled(d, both))
+    ticks(d, 2)
+    consumed = dict(d.consumed)
+    assert consumed["consumer-2"] > 0 and consumed["consumer-3"] > 0  # the dashboard polls them
+    assert d.counters["consumed"] == sum(consumed.values())
+    assert '"group/g/consumer-2" -> "b' in d.diagram_source and "<svg" in d.diagram.value
+
+    button = d.consumer_buttons["consumer-2"]
+    assert button.description == "kill consumer-2"
+    button.click()
+    killed_at = c.now
+    assert not d.consumer("consumer-2").alive and button.description == "restart consumer-2"
+    assert '"group/g/consumer-2" [label="consumer-2\ndead\nstill a member' in d.diagram_source
+    assert "you killed consumer-2" in log_text(d)
+
+    ticks(d, 4)  # 2 s: the coordinator waits for the session timeout; nobody reads p0, p1
+    assert d.counters["assignment"] == {"consumer-3": [2, 3]}
+    assert "not read by anyone: p0, p1" in d.diagram_source
+    assert d.consumed["consumer-2"] == consumed["consumer-2"]  # a dead consumer is not polled
+    tick_until(d, lambda: settled(d, {"consumer-3": [0, 1, 2, 3]}))
+    # session_timeout_ms after its last heartbeat, which was at most heartbeat_interval_ms before
+    assert c.now - killed_at >= 6_000 - 2_000
+    for p in range(4):
+        leader = c.partition_state("t", p).leader
+        assert f'"group/g/consumer-3" -> "b{leader}/t/{p}" [label="pos ' in d.diagram_source
+    assert "label=held" not in d.diagram_source
+    assert "group g generation" in log_text(d) and "consumer-3 p0,p1,p2,p3" in log_text(d)
+
+    button.click()  # restart: a new member, from the committed offsets
+    assert d.consumer("consumer-2").alive and button.description == "kill consumer-2"
+    tick_until(d, lambda: settled(d, both))
+    ticks(d, 2)
+    assert d.consumed["consumer-2"] > consumed["consumer-2"]
+    assert "you restarted consumer-2" in log_text(d)
+    assert d.counters["consumers"]["consumer-2"]["lag"] is not None
+
+
+def test_add_consumer_joins_and_gets_partitions(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=1, rate_per_s=20)
+    tick_until(d, lambda: settled(d, {"consumer-2": [0, 1, 2, 3]}))
+    assert list(d.consumer_buttons) == ["consumer-2"]
+
+    d.add_consumer_button.click()
+    new = d.consumers[-1]
+    assert len(d.consumers) == 2 and new.config["session_timeout_ms"] == 6_000  # the template
+    assert new.config["group_id"] == "g" and new.subscription() == {"t"}
+    assert list(d.consumer_buttons) == ["consumer-2", new.node_id]
+    assert len(d.consumer_rows.children) == 2
+    assert d.consumer_buttons[new.node_id].description == f"kill {new.node_id}"
+    tick_until(d, lambda: settled(d, {"consumer-2": [0, 1], new.node_id: [2, 3]}))
+
+    third = d.add_consumer(client_id="late")  # overrides on top of the template
+    assert third.config["client_id"] == "late" and d.consumer("late") is third
+    tick_until(d, lambda: settled(d, {"consumer-2": [0, 1], new.node_id: [2], third.node_id: [3]}))
+    assert d.consumer_buttons[third.node_id].description == "kill late"
+    assert 'label="late\n(' in d.diagram_source  # client id, then node id
+
+
+def test_lag_samples(make_group_dashboard):
+    # One record per poll, ten polls per simulated second: a producer of 100 records/s
+    # outruns the single consumer.
+    c, d = make_group_dashboard(consumers=0, rate_per_s=100)
+    consumer = d.add_consumer(max_poll_records=1)
+    n = len(d.lag_samples)
+    ticks(d, 10)
+    assert len(d.lag_samples) == n + 10  # one sample per step, none for a click or a refresh
+    d.refresh()
+    assert len(d.lag_samples) == n + 10
+    samples = d.lag_samples[-10:]
+    assert [s["time_ms"] for s in samples] == sorted(s["time_ms"] for s in samples)
+    assert all(set(s["lag"]) == {consumer.node_id} for s in samples)
+    lags = [s["lag"][consumer.node_id] for s in samples]
+    assert all(later > earlier for earlier, later in zip(lags, lags[1:]))  # it falls behind
+    assert lags[-1] == d.counters["consumers"][consumer.node_id]["lag"]
+    # lag = HW - position, summed; it started from the beginning, so position = records read
+    hws = sum(c.replica(s.leader, "t", s.partition).high_watermark for s in c.partitions_of("t"))
+    assert lags[-1] == hws - d.consumed[consumer.node_id]
+
+    d.consume_toggle.value = False  # the application stops polling: lag only grows
+    before = d.consumed[consumer.node_id]
+    ticks(d, 2)
+    assert d.consumed[consumer.node_id] == before
+    assert d.lag_samples[-1]["lag"][consumer.node_id] > d.lag_samples[-3]["lag"][consumer.node_id]
+
+    c.kill_consumer(consumer)
+    ticks(d, 1)
+    assert d.lag_samples[-1]["lag"] == {consumer.node_id: None}  # dead: a gap in the chart
+    assert d.draw_lag_chart().startswith(b"\x89PNG") and d.lag_chart.value == d.lag_chart_png
+
+
+def test_the_thread_drives_the_consumers(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=2, rate_per_s=50, tick_ms=20, speed=20.0)
+    d.start()
+    try:
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline and not settled(d, {"consumer-2": [0, 1], "consumer-3": [2, 3]}):
+            time.sleep(0.05)
+        d.consumer_buttons["consumer-3"].click()  # a click while the thread runs
+    finally:
+        d.close()
+    assert not d.running and d._thread_error is None
+    assert sum(d.consumed.values()) > 0 and len(d.lag_samples) == d.ticks
+    assert not d.consumer("consumer-3").alive and d._chart_timer is None
+
+
+def test_without_a_group_there_is_no_consumer_section(make_dashboard):
+    c, d = make_dashboard()
+    ticks(d, 1)
+    assert d.group is None and d.consumers == [] and d.lag_samples == []
+    assert "assignment" not in d.counters and "group/" not in d.diagram_source
+    assert d.add_consumer_button not in _walk_widgets(d.widget)
+    with pytest.raises(IllegalArgumentError):
+        d.add_consumer()
+    with pytest.raises(IllegalArgumentError):
+        Dashboard(c, "t", consumers=1)
+    with pytest.raises(IllegalArgumentError):
+        Dashboard(c, "t", group="g", consumer_config={"group_id": "other"})
+
+
+def _walk_widgets(widget):
+    from minikafka.widgets import _walk
+
+    return _walk(widget)
