@@ -447,3 +447,38 @@ def test_consumer_follows_a_new_leader_and_backs_off_from_the_dead_one(cluster):
     assert sorted(v for _, _, v in got) == sorted(f"v{i}".encode() for i in range(20, 40))
     # ~40 simulated seconds went by; without a back-off a dead leader is asked every 2 ms.
     assert c._node.fetcher.fetch_requests - fetches_before < 1_000
+
+
+def test_coordinator_killed_during_a_rebalance_resets_the_parked_join(tmp_path):
+    # A JoinGroup waits on the coordinator for the whole rebalance; when that broker's process
+    # dies its connections are reset, so the member looks for the new coordinator at once
+    # instead of after its JoinGroup timeout (max_poll_interval_ms + 5 s = 305 s).
+    with Cluster(3, seed=7, config=FAST, dir=tmp_path) as c:
+        c.create_topic("t", partitions=2, replication_factor=2)
+        a = consumer(c, "t", group_id="g")
+        drain([a], rounds=5, timeout_ms=50)
+        b = consumer(c, "t", group_id="g")
+        b.poll(timeout_ms=20)
+        assert b._node.coordinator.state == "JOINING"
+        coordinator = b._node.coordinator.coordinator
+        killed_at = c.now
+        c.kill(coordinator)
+        settle([a, b], partitions=2)
+        assert c.now - killed_at < 60_000
+        assert b._node.coordinator.coordinator != coordinator
+        assert any(f"marking coordinator {coordinator} dead" in text for _, text in b._node.coordinator.events)
+
+
+def test_a_power_loss_resets_no_connection(tmp_path):
+    with Cluster(3, seed=7, config=FAST, dir=tmp_path) as c:
+        c.create_topic("t", partitions=2, replication_factor=2)
+        a = consumer(c, "t", group_id="g")
+        drain([a], rounds=5, timeout_ms=50)
+        b = consumer(c, "t", group_id="g")
+        b.poll(timeout_ms=20)
+        coordinator = b._node.coordinator.coordinator
+        c.kill(coordinator, power_loss=True)
+        for _ in range(40):
+            b.poll(timeout_ms=250)
+        # Silence: 10 s later b still waits on the dead machine.
+        assert b._node.coordinator.state == "JOINING" and b._node.coordinator.coordinator == coordinator

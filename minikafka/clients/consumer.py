@@ -366,10 +366,11 @@ class KafkaConsumer:
             co.next_auto_commit_ms = self._world.now + self.config["auto_commit_interval_ms"]
             self.commit_async(callback=self._log_auto_commit)
 
-    @staticmethod
-    def _log_auto_commit(offsets: dict, error: Any) -> None:
-        if isinstance(error, Exception):
-            log.warning("Auto offset commit failed: %s", error)
+    def _log_auto_commit(self, offsets: dict, error: Any) -> None:
+        # kafka-python warns; INFO (and the member's event list) keeps notebook output clean.
+        if isinstance(error, Exception) and self.alive:
+            self._node.coordinator._event(f"auto commit failed: {error}")
+            log.info("Auto offset commit failed: %s", error)
 
     def _on_join_prepare(self) -> None:
         """Before (re)joining: commit what was consumed (auto commit), then give it all up."""
@@ -378,7 +379,8 @@ class KafkaConsumer:
             try:
                 self.commit()
             except KafkaError as e:
-                log.warning("Auto offset commit failed before rebalance: %s", e)
+                node.coordinator._event(f"auto commit before rebalance failed: {e}")
+                log.info("Auto offset commit failed before rebalance: %s", e)
         self._revoke_all()
 
     def _revoke_all(self) -> None:
@@ -618,7 +620,7 @@ class KafkaConsumer:
                         and node.coordinator is not None and node.coordinator.state == "STABLE":
                     self.commit(timeout_ms=timeout_ms)
             except KafkaError as e:
-                log.warning("Auto offset commit failed on close: %s", e)
+                log.info("Auto offset commit failed on close: %s", e)
             if node.coordinator is not None:
                 self._call(lambda n: n.coordinator.leave_group())
                 self._world.run_until(lambda: False, 10)  # let the LeaveGroup leave

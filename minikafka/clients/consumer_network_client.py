@@ -40,6 +40,10 @@ _HEARTBEAT = "heartbeat"
 
 
 class ConsumerNetworkClient(StateMachine):
+    # A broker process that dies resets our connections: a JoinGroup parked on the dead
+    # coordinator fails at once instead of after its 5-minute timeout (see minikafka.sim.world).
+    sees_connection_resets = True
+
     def __init__(self, node_id: NodeId, config: dict, bootstrap: list[NodeId],
                  assignors: list[PartitionAssignor]) -> None:
         super().__init__(node_id)

@@ -15,7 +15,12 @@ runs with one seed produce the same ``history``, event for event.
 Crashes: ``crash(node_id)`` drops the node object (its memory), and every timer and
 in-flight message addressed to that incarnation is discarded on arrival. A message sent to
 a crashed node is answered by the runtime with ``Disconnected(node)`` after a round trip,
-as a refused TCP connection would be; a partitioned node stays silent instead. The factory given
+as a refused TCP connection would be; a partitioned node stays silent instead. A node whose
+class sets ``sees_connection_resets = True`` (the consumer, which parks requests on brokers
+for minutes: a JoinGroup waits out a whole rebalance) is also told ``Disconnected`` when a
+process it has sent to crashes, as the kernel's reset of their connection would tell it;
+``crash(..., reset_connections=False)`` (a power loss: no kernel left to send the reset)
+does not. The factory given
 to ``add`` builds a fresh object for ``restart``; a broker's factory reopens its log
 directory, so it recovers from disk. (What a crash does to files is the runtime owner's
 business: ``Cluster.kill`` releases them, and cuts unflushed bytes on a power loss.)
@@ -52,6 +57,7 @@ class World:
         self.record_history = record_history
         self.history: list[tuple] = []  # what happened, for replay checks and tracing
         self.events_processed = 0
+        self._peers: dict[NodeId, set[NodeId]] = {}  # dst -> nodes that have sent to it
 
     # --- nodes ---------------------------------------------------------------------------
 
@@ -63,11 +69,20 @@ class World:
     def alive(self, node_id: NodeId) -> bool:
         return node_id in self.nodes
 
-    def crash(self, node_id: NodeId) -> None:
+    def crash(self, node_id: NodeId, *, reset_connections: bool = True) -> None:
         if self.nodes.pop(node_id, None) is None:
             return
         self.incarnation[node_id] += 1  # in-flight events for the old one are void
         self._log("crash", node_id)
+        peers = self._peers.pop(node_id, set())
+        if not reset_connections:
+            return
+        for peer in sorted(peers, key=str):
+            node = self.nodes.get(peer)
+            if node is not None and getattr(node, "sees_connection_resets", False):
+                back = self.network.arrival(self.now, node_id, peer)
+                if back is not None:
+                    self._push(back, _MESSAGE, (node_id, peer, self.incarnation[peer], Disconnected(node_id)))
 
     def restart(self, node_id: NodeId) -> StateMachine:
         if node_id in self.nodes:
@@ -112,6 +127,7 @@ class World:
                 self._push(back, _MESSAGE, (dst, src, self.incarnation[src], Disconnected(dst)))
             return
         self._push(at, _MESSAGE, (src, dst, self.incarnation.get(dst, 0), message))
+        self._peers.setdefault(dst, set()).add(src)
 
     def _apply(self, node_id: NodeId, effects: list) -> None:
         for effect in effects:
