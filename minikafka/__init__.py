@@ -5,7 +5,7 @@ batches), ``storage`` (segments, indexes, the log), ``partitioner``; then the br
 clients and runtimes the later chapters add.
 """
 
-from minikafka.clients import ConsumerRebalanceListener, KafkaConsumer, KafkaProducer, RecordMetadata
+from minikafka.clients import ConsumerRebalanceListener, KafkaAdminClient, KafkaConsumer, KafkaProducer, RecordMetadata
 from minikafka.cluster import Cluster
 from minikafka.errors import CorruptRecordError, KafkaError, OffsetOutOfRangeError
 from minikafka.records import MemoryRecords, Record, RecordBatch
@@ -17,6 +17,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Cluster",
     "ConsumerRebalanceListener",
+    "KafkaAdminClient",
     "KafkaConsumer",
     "OffsetAndMetadata",
     "CorruptRecordError",

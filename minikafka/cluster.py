@@ -168,7 +168,7 @@ class Cluster:
         whatever its logs had not flushed (fsync'd) is lost as well."""
         broker = self.broker(broker_id)
         broker.close(lose_unflushed=power_loss)
-        self.world.crash(broker_id)
+        self.world.crash(broker_id, reset_connections=not power_loss)
 
     def restart(self, broker_id: int) -> None:
         """Start a dead broker again: it recovers its logs and rejoins."""
@@ -276,12 +276,37 @@ class Cluster:
             )
         return "\n".join(lines)
 
-    def diagram(self, topic: str | None = None):
+    def diagram(self, topic: str | None = None, *, group: str | None = None):
         """A graphviz picture of the cluster: brokers alive or dead, each replica's role,
-        ISR membership, LEO and HW, the controller and network faults (``minikafka.viz``)."""
+        ISR membership, LEO and HW, the controller and network faults (``minikafka.viz``);
+        with ``group``, that consumer group's consumers and what each one reads."""
         from minikafka.viz import cluster_diagram
 
-        return cluster_diagram(self, topic)
+        return cluster_diagram(self, topic, group=group)
+
+    # --- consumer-group administration (thin wrappers over minikafka.clients.admin) -----------------------
+
+    def admin(self, **configs: Any):
+        """kafka-python's ``KafkaAdminClient`` on this cluster. Without ``configs`` the same
+        client every time (made on first use); with them (e.g. ``request_timeout_ms``) a new one."""
+        from minikafka.clients.admin import KafkaAdminClient
+
+        if configs:
+            return KafkaAdminClient(bootstrap_servers=self, **configs)
+        client = getattr(self, "_admin_client", None)
+        if client is None or client._closed:
+            client = self._admin_client = KafkaAdminClient(bootstrap_servers=self)
+        return client
+
+    @property
+    def consumer_groups(self):
+        """``kafka-consumer-groups`` on this cluster (a ``ConsumerGroupCommand`` over
+        ``cluster.admin()``): ``cluster.consumer_groups.describe_group("dispatch")``."""
+        from minikafka.clients.admin import ConsumerGroupCommand
+
+        return ConsumerGroupCommand(self.admin())
+
+    # --- end of consumer-group administration --------------------------------------------------------------
 
     # --- cleanup --------------------------------------------------------------------------------------------
 

@@ -273,6 +273,8 @@ class GroupCoordinator:
                     self._replay(loaded, p, record)
                 offset = max(offset, batch.last_offset + 1)
         for group in loaded.values():
+            if group.state == DEAD and group.offsets:
+                group.transition(EMPTY, self.now)  # offsets from simple commits, no metadata
             if group.members or group.offsets or group.state != DEAD:
                 self.groups[group.group_id] = group
             for member in group.members.values():
@@ -283,15 +285,17 @@ class GroupCoordinator:
         key = decode_key(record.key)
         group = loaded.get(key.group)
         if group is None:
-            group = loaded[key.group] = Group(key.group, p)
+            # Dead until a metadata record or an offset says otherwise: a group whose last
+            # word was a tombstone must not come back.
+            group = loaded[key.group] = Group(key.group, p, state=DEAD)
         if isinstance(key, OffsetKey):
             if record.value is None:
                 group.offsets.pop((key.topic, key.partition), None)
             else:
                 group.offsets[(key.topic, key.partition)] = OffsetValue.decode(record.value)
             return
-        if record.value is None:  # the group was deleted
-            loaded[key.group] = Group(key.group, p)
+        if record.value is None:  # the group was deleted (its offsets' tombstones came first)
+            loaded[key.group] = Group(key.group, p, state=DEAD)
             return
         value = GroupValue.decode(record.value)
         group.generation = value.generation

@@ -6,6 +6,7 @@ clients join it in later chapters. ``KafkaConsumer`` mirrors kafka-python's cons
 object over a ``ConsumerNetworkClient`` node with its ``Fetcher`` and ``ConsumerCoordinator``.
 """
 
+from minikafka.clients.admin import ConsumerGroupCommand, KafkaAdminClient
 from minikafka.clients.consumer import CommitFuture, ConsumerRebalanceListener, KafkaConsumer
 from minikafka.clients.fetcher import ConsumerRecord
 from minikafka.clients.future import FutureRecordMetadata, RecordMetadata
@@ -15,6 +16,8 @@ from minikafka.clients.sender import Sender
 
 __all__ = [
     "CommitFuture",
+    "ConsumerGroupCommand",
+    "KafkaAdminClient",
     "ConsumerRebalanceListener",
     "ConsumerRecord",
     "KafkaConsumer",
