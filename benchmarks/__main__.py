@@ -10,13 +10,13 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks import append, notebooks, read, recovery, simulation
+from benchmarks import append, consumer, notebooks, read, recovery, simulation
 from benchmarks.common import DATA, REPO, Section, machine
 
 BENCHMARKS = {
     "append": append.run, "read": read.run, "recovery": recovery.run, "simulation": simulation.run,
-    "notebooks": notebooks.run,
-}
+    "consumer": consumer.run, "notebooks": notebooks.run,
+}  # each returns a Section, or a list of them (one per table)
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 
 
@@ -29,7 +29,7 @@ def to_markdown(sections: list[Section], about: list[tuple[str, str]], command: 
             *("| " + " | ".join(row) + " |" for row in rows),
         ]
 
-    names = ", ".join(s.name for s in sections)
+    names = ", ".join(dict.fromkeys(s.name for s in sections))
     out = [
         "# minikafka benchmarks",
         "",
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         for name in names:
             print(f"benchmark {name} ...", file=sys.stderr, flush=True)
-            sections.append(BENCHMARKS[name](scratch, args.quick, repeats))
+            result = BENCHMARKS[name](scratch, args.quick, repeats)
+            sections.extend(result if isinstance(result, list) else [result])
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
         try:

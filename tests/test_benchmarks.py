@@ -1,4 +1,4 @@
-"""`make bench` must keep working: its quick mode runs every storage benchmark end to end.
+"""`make bench` must keep working: its quick mode runs every benchmark but the notebooks end to end.
 
 Only that it runs and reports is checked here; the figures themselves live in
 benchmarks/RESULTS.md (speed is never asserted in tests).
@@ -18,6 +18,29 @@ def test_quick_benchmarks_write_a_report(tmp_path):
         cwd=REPO, check=True, capture_output=True, timeout=300,
     )
     report = out.read_text()
-    for heading in ("## Targets", "append", "read", "recovery", "| CPU |"):
+    for heading in ("## Targets", "append", "read", "recovery", "| CPU |", "## Consumer groups: time to reassign",
+                    "## Consumer groups: records per second"):
         assert heading in report, heading
     assert "append at 16 KiB batches >= 0.5 of raw" in report
+
+
+def test_consumer_benchmark_in_a_tiny_configuration(tmp_path):
+    """The consumer-group benchmark, in process: a crash and a clean departure at the smallest
+    session timeout, and a few hundred records drained by 3 consumers and by 1."""
+    if str(REPO) not in sys.path:  # `python -m pytest` has the repo on sys.path, bare `pytest` not
+        sys.path.insert(0, str(REPO))
+    from benchmarks import consumer
+
+    crash = consumer.rebalance_run(6000, seed=1, clean=False)
+    clean = consumer.rebalance_run(6000, seed=1, clean=True)
+    for r in (crash, clean):  # every event was seen, in the protocol's order (no timing asserted)
+        assert 0 <= r.detected_ms <= r.assigned_ms <= r.resumed_ms
+    for members in (1, 3):
+        d = consumer.drain_run(300, members, seed=0)
+        assert d.sim_ms > 0 and d.join_ms > 0
+    sections = consumer.run(tmp_path, quick=True, repeats=1)
+    assert [s.name for s in sections] == ["consumer", "consumer"]
+    rebalance, drain = sections
+    assert [row[0].split()[0] for row in rebalance.rows] == ["crash", "clean"]
+    assert all(len(row) == len(rebalance.columns) for row in rebalance.rows)
+    assert [row[0] for row in drain.rows] == ["1 consumer", "3 consumers", "**3 / 1**"]

@@ -482,3 +482,16 @@ def test_a_power_loss_resets_no_connection(tmp_path):
             b.poll(timeout_ms=250)
         # Silence: 10 s later b still waits on the dead machine.
         assert b._node.coordinator.state == "JOINING" and b._node.coordinator.coordinator == coordinator
+
+
+def test_poll_does_not_spin_when_an_auto_commit_falls_due_during_a_rebalance(cluster):
+    conf = dict(group_id="g", session_timeout_ms=10000, heartbeat_interval_ms=1000, auto_commit_interval_ms=1000)
+    a = consumer(cluster, "t", **conf)
+    while not a.assignment():
+        a.poll(timeout_ms=100)
+    b = consumer(cluster, "t", **conf)
+    b.poll(timeout_ms=0)  # the group rebalances
+    cluster.advance(3000)  # a must rejoin, and its auto commit is due: only the rejoin can happen
+    start = cluster.now
+    a.poll(timeout_ms=1000)  # used to loop for ever with simulated time frozen
+    assert cluster.now >= start + 1000 or a.assignment()

@@ -361,8 +361,7 @@ class KafkaConsumer:
             listener = node.subscriptions.listener
             if listener is not None:
                 listener.on_partitions_assigned(sorted(assigned))
-        if self.config["enable_auto_commit"] and co.state == "STABLE" and not co.need_rejoin \
-                and co.next_auto_commit_ms is not None and co.next_auto_commit_ms <= self._world.now:
+        if co.auto_commit_due(self._world.now):
             co.next_auto_commit_ms = self._world.now + self.config["auto_commit_interval_ms"]
             self.commit_async(callback=self._log_auto_commit)
 

@@ -286,6 +286,12 @@ class ConsumerCoordinator:
         self._event(f"reset generation and member id ({why})")
         self.generation, self.member_id = NO_GENERATION, ""
 
+    def auto_commit_due(self, now: int) -> bool:
+        """An auto commit poll() would fire now (only as a stable member: during a rebalance
+        the commit happens before rejoining instead)."""
+        return (self.config["enable_auto_commit"] and self.state == STABLE and not self.need_rejoin
+                and self.next_auto_commit_ms is not None and self.next_auto_commit_ms <= now)
+
     def take_assignment(self) -> list[TopicPartition] | None:
         partitions, self.pending_assignment = self.pending_assignment, None
         return partitions

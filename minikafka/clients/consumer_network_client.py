@@ -269,5 +269,5 @@ class ConsumerNetworkClient(StateMachine):
         return bool(
             self.fetcher.has_buffered() or self.fetcher.errors or self.fatal or self.completed_commits
             or (co is not None and (co.needs_join_prepare() or co.pending_assignment is not None
-                                    or (co.next_auto_commit_ms is not None and co.next_auto_commit_ms <= self.now)))
+                                    or co.auto_commit_due(self.now)))
         )
