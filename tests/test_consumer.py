@@ -495,3 +495,15 @@ def test_poll_does_not_spin_when_an_auto_commit_falls_due_during_a_rebalance(clu
     start = cluster.now
     a.poll(timeout_ms=1000)  # used to loop for ever with simulated time frozen
     assert cluster.now >= start + 1000 or a.assignment()
+
+
+def test_sticky_keeps_the_survivors_partitions_in_a_live_group(tmp_path):
+    with Cluster(3, seed=6, config=FAST, dir=tmp_path) as c:
+        c.create_topic("six", 6, 3)
+        group = [consumer(c, "six", group_id="g", partition_assignment_strategy=("sticky",)) for _ in range(3)]
+        settle(group, partitions=6)
+        before = {k.node_id: set(k.assignment()) for k in group}
+        c.kill_consumer(group[0])
+        settle(group[1:], partitions=6)
+        for k in group[1:]:  # each survivor kept what it had and took a share of the dead one's
+            assert before[k.node_id] < set(k.assignment()) and len(k.assignment()) == 3

@@ -95,6 +95,7 @@ class ConsumerCoordinator:
         self.need_rejoin = False  # set by the heartbeat thread; acted on by poll()
         self.rejoin_reason = ""
         self.pending_assignment: list[TopicPartition] | None = None  # for poll() to take
+        self.previous_assignment: list[TopicPartition] = []  # the last generation's, for sticky
         self.joined_topics: dict[str, int] = {}  # the metadata the assignment was made from
         self._awaiting_metadata_for: JoinGroupResponse | None = None
         self._heartbeat_in_flight = False
@@ -169,7 +170,10 @@ class ConsumerCoordinator:
             return self.ensure_coordinator()
         self.state = JOINING
         topics = tuple(sorted(self.subscriptions.subscription))
-        owned = tuple(sorted(self.subscriptions.assignment))  # empty after an eager revoke
+        # What we owned before the (eager) revoke emptied the assignment: the sticky assignor
+        # keeps partitions where they were. (Kafka's eager StickyAssignor sends the same thing
+        # in its userData; the cooperative protocol sends owned_partitions.)
+        owned = tuple(sorted(self.subscriptions.assignment)) or tuple(self.previous_assignment)
         protocols = tuple((a.name, Subscription(topics, owned_partitions=owned).encode(version=1))
                           for a in self.assignors)
         c = self.config
@@ -269,6 +273,7 @@ class ConsumerCoordinator:
         if error == NO_ERROR:
             assignment = Assignment.decode(response.assignment) if response.assignment else Assignment(())
             self.pending_assignment = list(assignment.partitions)
+            self.previous_assignment = sorted(assignment.partitions)
             self.joined_topics = {t: len(self.client.metadata.partitions_for_topic(t) or ())
                                   for t in self.subscriptions.subscription}
             self.state = STABLE

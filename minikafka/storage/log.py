@@ -644,10 +644,14 @@ class Log:
 
     def flush(self) -> None:
         """Force everything appended so far to disk and move the recovery point to the end."""
+        if (self.recovery_point == self.log_end_offset and self.unflushed_bytes == 0
+                and getattr(self, "_checkpointed", None) == self.recovery_point):
+            return  # nothing new: an idle log costs no fsync (a broker flushes every log on a timer)
         for segment in self.segments[self._segment_for(self.recovery_point) :]:
             segment.flush()
         self.recovery_point = self.log_end_offset
         self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+        self._checkpointed = self.recovery_point
 
     @property
     def unflushed_bytes(self) -> int:
