@@ -507,3 +507,18 @@ def test_sticky_keeps_the_survivors_partitions_in_a_live_group(tmp_path):
         settle(group[1:], partitions=6)
         for k in group[1:]:  # each survivor kept what it had and took a share of the dead one's
             assert before[k.node_id] < set(k.assignment()) and len(k.assignment()) == 3
+
+
+def test_commit_runs_finished_async_callbacks_and_a_simple_commit_into_an_active_group_says_why(cluster):
+    produce(cluster, 4)
+    member = consumer(cluster, "t", group_id="g", enable_auto_commit=False)
+    drain([member], rounds=5)
+    calls = []
+    member.commit_async({TP("t", 0): 0}, callback=lambda offsets, error: calls.append(error))
+    cluster.advance(50)
+    member.commit({TP("t", 0): 0})
+    assert calls == [None]
+    outsider = consumer(cluster, group_id="g")
+    outsider.assign([TP("t", 0)])
+    with pytest.raises(CommitFailedError, match="has active members"):
+        outsider.commit({TP("t", 0): 1})

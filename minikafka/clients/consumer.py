@@ -562,6 +562,7 @@ class KafkaConsumer:
         self._ensure_open()
         if self.config["group_id"] is None:
             raise KafkaConfigurationError("commit() needs a group_id")
+        self._invoke_commit_callbacks()  # earlier commit_async callbacks first, as kafka-python
         offsets = self._consumed() if offsets is None else self._as_offsets(offsets)
         if not offsets:
             return

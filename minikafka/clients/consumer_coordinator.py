@@ -396,7 +396,11 @@ class ConsumerCoordinator:
             for _t, _p, error in response.partitions:
                 if error == NO_ERROR:
                     continue
-                if error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
+                if error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION) and not member:
+                    failure = CommitFailedError(
+                        f"group {self.group_id!r} has active members: a consumer that assign()s its "
+                        "partitions (no membership) may only commit while the group has no members")
+                elif error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
                     self._reset_generation(f"OffsetCommit: {error_for_code(error)}")
                     self.request_rejoin("commit refused")
                     failure = CommitFailedError()
