@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A checker judges what the clients saw, not how the brokers work: a run is reduced to a
 *history* (every send and its outcome, every record every reader saw, in order) and the
-history is checked against what Kafka promises. Four rooms, one file each:
+history is checked against what Kafka promises. Five rooms, one file each:
 
 - ``history``: ``History``, ``Send`` (invoked, then ``ok`` with partition and offset,
   ``fail``, or ``info``: indeterminate, Jepsen's ``:info``) and ``Poll``;
@@ -15,7 +15,13 @@ history is checked against what Kafka promises. Four rooms, one file each:
   final read of every partition from log start to high watermark (``final_read``);
 - ``campaign``: ``Workload`` (a producer and a reader, recorded), and
   ``run_schedule``/``fault_campaign``: many seeded runs under random faults, each
-  replayable from its seed.
+  replayable from its seed;
+- ``delivery``: the consumers' side. ``ConsumerHistory`` (what each consumer processed
+  and committed, crashes, restarts), ``analyse_delivery`` (records lost, records
+  processed more than once), ``run_delivery_scenario``/``delivery_campaign``: the four
+  delivery strategies (at-most-once, at-least-once, auto-commit with a hand-off,
+  exactly-once with an external store) under seeded consumer crashes, and
+  ``delivery_table`` to put them side by side.
 
 By hand, in a notebook::
 
@@ -26,7 +32,8 @@ By hand, in a notebook::
     final_read(cluster, "events", history)
     print(analyse(history).table())
 
-Or all at once: ``print(fault_campaign(schedules=200, acks=1).table())``.
+Or all at once: ``print(fault_campaign(schedules=200, acks=1).table())``; and for the
+consumers: ``print(delivery_table(run_delivery_scenario(s, seed=7) for s in STRATEGIES))``.
 """
 
 from minikafka.checker.analysis import (
@@ -51,6 +58,25 @@ from minikafka.checker.campaign import (
     settle,
     settled,
 )
+from minikafka.checker.delivery import (
+    STRATEGIES,
+    Commit,
+    ConsumerHistory,
+    Crash,
+    DeliveryCampaign,
+    DeliveryPlan,
+    DeliveryReport,
+    ExternalStore,
+    Processed,
+    Restart,
+    SeekToStoredOffsets,
+    analyse_delivery,
+    delivery_campaign,
+    delivery_table,
+    draw_plan,
+    run_delivery_scenario,
+    topic_records,
+)
 from minikafka.checker.history import FAIL, INFO, OK, FinalRead, History, Poll, Send
 from minikafka.checker.reader import Reader, final_read, start_reader
 
@@ -59,4 +85,8 @@ __all__ = [
     "INCONSISTENT_OFFSETS", "INFO", "LOST_WRITE", "NONMONOTONIC_POLL", "OK", "POLL_SKIP", "Anomaly",
     "CampaignReport", "FinalRead", "History", "Poll", "Reader", "Report", "Send", "Workload", "analyse",
     "fault_campaign", "final_read", "run_schedule", "schedule_seeds", "settle", "settled", "start_reader",
+    # delivery
+    "STRATEGIES", "Commit", "ConsumerHistory", "Crash", "DeliveryCampaign", "DeliveryPlan", "DeliveryReport",
+    "ExternalStore", "Processed", "Restart", "SeekToStoredOffsets", "analyse_delivery", "delivery_campaign",
+    "delivery_table", "draw_plan", "run_delivery_scenario", "topic_records",
 ]
