@@ -506,18 +506,26 @@ class GroupCoordinator:
 
     # --- SyncGroup ----------------------------------------------------------------------------------------
 
+    def _member_of_generation(self, req: Any) -> tuple[Group | None, Member | None, int]:
+        """(group, member, NO_ERROR) if ``req`` comes from a member of the current generation;
+        else the error that says why not."""
+        if not self.owns(req.group_id):
+            return None, None, NOT_COORDINATOR
+        group = self.groups.get(req.group_id)
+        member = group.members.get(req.member_id) if group else None
+        if member is None:
+            return group, None, UNKNOWN_MEMBER_ID
+        if req.generation_id != group.generation:
+            return group, member, ILLEGAL_GENERATION
+        return group, member, NO_ERROR
+
     def sync_group(self, src: Any, req: SyncGroupRequest) -> None:
         def reply(error: int, assignment: bytes = b"") -> None:
             self._send(src, SyncGroupResponse(req.correlation_id, error, assignment))
 
-        if not self.owns(req.group_id):
-            return reply(NOT_COORDINATOR)
-        group = self.groups.get(req.group_id)
-        member = group.members.get(req.member_id) if group else None
-        if member is None:
-            return reply(UNKNOWN_MEMBER_ID)
-        if req.generation_id != group.generation:
-            return reply(ILLEGAL_GENERATION)
+        group, member, error = self._member_of_generation(req)
+        if error != NO_ERROR:
+            return reply(error)
         if group.state == PREPARING_REBALANCE:
             return reply(REBALANCE_IN_PROGRESS)
         self._schedule_heartbeat(group, member)
@@ -553,14 +561,9 @@ class GroupCoordinator:
         def reply(error: int) -> None:
             self._send(src, HeartbeatResponse(req.correlation_id, error))
 
-        if not self.owns(req.group_id):
-            return reply(NOT_COORDINATOR)
-        group = self.groups.get(req.group_id)
-        member = group.members.get(req.member_id) if group else None
-        if member is None:
-            return reply(UNKNOWN_MEMBER_ID)
-        if req.generation_id != group.generation:
-            return reply(ILLEGAL_GENERATION)
+        group, member, error = self._member_of_generation(req)
+        if error != NO_ERROR:
+            return reply(error)
         self._schedule_heartbeat(group, member)
         reply(REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else NO_ERROR)
 

@@ -420,8 +420,9 @@ class _Nemesis:
 
 @contextmanager
 def _quiet_clients() -> Iterator[None]:
-    """Producers log warnings on every fault (resetting ids, timeouts): in a campaign of
-    thousands of faults that is noise, and the report says what matters."""
+    """Clients log warnings on every fault (resetting producer ids, timeouts, failed
+    commits): across a campaign of thousands of faults that is noise, and the report says
+    what matters. (Every client module's logger is a child of "minikafka.clients".)"""
     loggers = [logging.getLogger(n) for n in ("minikafka.clients", "minikafka.clients.sender",
                                                "minikafka.clients.producer", "minikafka.clients.future")]
     levels = [lg.level for lg in loggers]

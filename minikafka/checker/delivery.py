@@ -75,17 +75,15 @@ poll and its commit, and no commit is refused.
 
 from __future__ import annotations
 
-import logging
 import random
 import shutil
 from collections import Counter, deque
-from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any, Callable, Hashable, Iterable, Iterator
+from typing import Any, Callable, Hashable, Iterable
 
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
 from minikafka.checker.analysis import natural_key
-from minikafka.checker.campaign import Workload, _scratch_dir, schedule_seeds
+from minikafka.checker.campaign import Workload, _quiet_clients, _scratch_dir, schedule_seeds
 from minikafka.checker.history import INVOKED, OK, History, _describe_error, value_of
 from minikafka.checker.reader import final_read
 from minikafka.clients.consumer import ConsumerRebalanceListener, KafkaConsumer
@@ -910,23 +908,6 @@ class _Run:
             report.store = self.store
         report.notes.extend(self.notes)
         return report
-
-
-@contextmanager
-def _quiet_clients() -> Iterator[None]:
-    """Crashes make clients log warnings (failed commits, lost connections): across a
-    campaign that is noise, and the report says what matters."""
-    names = ("minikafka.clients", "minikafka.clients.sender", "minikafka.clients.producer",
-             "minikafka.clients.future", "minikafka.clients.consumer", "minikafka.clients.consumer_coordinator")
-    loggers = [logging.getLogger(n) for n in names]
-    levels = [lg.level for lg in loggers]
-    for lg in loggers:
-        lg.setLevel(logging.ERROR)
-    try:
-        yield
-    finally:
-        for lg, level in zip(loggers, levels):
-            lg.setLevel(level)
 
 
 def run_delivery_scenario(strategy: str, *, seed: int, record_history: bool = False,

@@ -55,6 +55,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
+from minikafka.clients.bootstrap import check_bootstrap_servers
 from minikafka.assignors import Assignment, Subscription
 from minikafka.errors import (
     BrokerResponseError,
@@ -254,15 +255,7 @@ class KafkaAdminClient:
 
     def _check_config(self) -> None:
         c = self.config
-        servers = c["bootstrap_servers"]
-        if isinstance(servers, (str, list, tuple)):
-            raise KafkaConfigurationError(
-                f"bootstrap_servers={servers!r} is a network address: the TCP runtime (minikafka.wire) "
-                "is a later chapter. For now pass the simulated cluster itself: "
-                "KafkaAdminClient(bootstrap_servers=cluster) with cluster = minikafka.Cluster(...)")
-        if not (hasattr(servers, "world") and hasattr(servers, "add_client") and hasattr(servers, "broker_ids")):
-            raise KafkaConfigurationError(
-                f"bootstrap_servers must be a minikafka Cluster, not {type(servers).__name__}: {servers!r}")
+        check_bootstrap_servers(c["bootstrap_servers"], "KafkaAdminClient")
         for key, minimum in (("request_timeout_ms", 1), ("retry_backoff_ms", 0)):
             v = c[key]
             if not isinstance(v, int) or isinstance(v, bool) or v < minimum:

@@ -36,6 +36,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from minikafka.assignors import assignor_for
+from minikafka.clients.bootstrap import check_bootstrap_servers
 from minikafka.clients.consumer_network_client import ConsumerNetworkClient
 from minikafka.clients.fetcher import ConsumerRecord
 from minikafka.clients.subscription_state import EARLIEST, LATEST, NONE
@@ -151,15 +152,7 @@ class KafkaConsumer:
 
     def _check_config(self) -> None:
         c = self.config
-        servers = c["bootstrap_servers"]
-        if isinstance(servers, (str, list, tuple)):
-            raise KafkaConfigurationError(
-                f"bootstrap_servers={servers!r} is a network address: the TCP runtime (minikafka.wire) "
-                "is a later chapter. For now pass the simulated cluster itself: "
-                "KafkaConsumer(bootstrap_servers=cluster) with cluster = minikafka.Cluster(...)")
-        if not (hasattr(servers, "world") and hasattr(servers, "add_client")):
-            raise KafkaConfigurationError(
-                f"bootstrap_servers must be a minikafka Cluster, not {type(servers).__name__}: {servers!r}")
+        check_bootstrap_servers(c["bootstrap_servers"], "KafkaConsumer")
         for key, minimum in (("fetch_max_wait_ms", 0), ("fetch_min_bytes", 0), ("fetch_max_bytes", 1),
                              ("max_partition_fetch_bytes", 1), ("request_timeout_ms", 1), ("retry_backoff_ms", 0),
                              ("auto_commit_interval_ms", 1), ("metadata_max_age_ms", 0), ("max_poll_records", 1),

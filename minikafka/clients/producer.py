@@ -36,6 +36,7 @@ import math
 import random
 from typing import Any, Callable
 
+from minikafka.clients.bootstrap import check_bootstrap_servers
 from minikafka.clients.future import FutureRecordMetadata
 from minikafka.clients.record_accumulator import RecordAccumulator, estimate_size_in_bytes
 from minikafka.clients.sender import ClusterMetadata, Sender, TransactionManager
@@ -130,15 +131,7 @@ class KafkaProducer:
 
     def _check_config(self, user_set: set[str]) -> None:
         c = self.config
-        servers = c["bootstrap_servers"]
-        if isinstance(servers, (str, list, tuple)):
-            raise KafkaConfigurationError(
-                f"bootstrap_servers={servers!r} is a network address: the TCP runtime (minikafka.wire) "
-                "is a later chapter. For now pass the simulated cluster itself: "
-                "KafkaProducer(bootstrap_servers=cluster) with cluster = minikafka.Cluster(...)")
-        if not (hasattr(servers, "world") and hasattr(servers, "add_client")):
-            raise KafkaConfigurationError(
-                f"bootstrap_servers must be a minikafka Cluster, not {type(servers).__name__}: {servers!r}")
+        check_bootstrap_servers(c["bootstrap_servers"], "KafkaProducer")
 
         def integer(key: str, minimum: int) -> None:
             v = c[key]
