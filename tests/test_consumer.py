@@ -522,3 +522,42 @@ def test_commit_runs_finished_async_callbacks_and_a_simple_commit_into_an_active
     outsider.assign([TP("t", 0)])
     with pytest.raises(CommitFailedError, match="has active members"):
         outsider.commit({TP("t", 0): 1})
+
+
+def test_fetch_settings_shape_the_fetches(cluster):
+    produce(cluster, 40)
+
+    def fetches(c, ms):
+        before, start = c._node.fetcher.fetch_requests, cluster.now
+        got = 0
+        while cluster.now < start + ms:
+            got += sum(len(rs) for rs in c.poll(timeout_ms=100).values())
+        return c._node.fetcher.fetch_requests - before, got
+
+    # Long polls: an idle consumer asks each leader about once per fetch_max_wait_ms.
+    idle = consumer(cluster, "t", group_id="idle", fetch_max_wait_ms=1000)
+    drain([idle], rounds=10)
+    requests, _ = fetches(idle, 10_000)
+    leaders = len({cluster.partition_state("t", p).leader for p in range(4)})
+    assert 8 * leaders <= requests <= 12 * leaders
+    # max_partition_fetch_bytes: a fetch still returns one whole batch per partition, but no
+    # more; with one record per batch it takes a fetch per record.
+    p = KafkaProducer(bootstrap_servers=cluster)
+    for i in range(12):
+        p.send("t", value=b"x" * 100, partition=0).get(timeout=10)  # one batch each
+
+    def fetches_until_all(c):
+        got, deadline = 0, cluster.now + 60_000
+        while got < 52 and cluster.now < deadline:
+            got += sum(len(rs) for rs in c.poll(timeout_ms=100).values())
+        return c._node.fetcher.fetch_requests, got
+
+    small_requests, small_got = fetches_until_all(consumer(cluster, "t", group_id="small", max_partition_fetch_bytes=1))
+    big_requests, big_got = fetches_until_all(consumer(cluster, "t", group_id="big"))
+    assert small_got == big_got == 52
+    assert small_requests >= big_requests + 10
+    # fetch_min_bytes larger than anything there: the broker holds each fetch for fetch_max_wait_ms.
+    patient = consumer(cluster, "t", group_id="patient", fetch_min_bytes=10**6, fetch_max_wait_ms=2000)
+    drain([patient], rounds=30)
+    requests, _ = fetches(patient, 10_000)
+    assert requests <= 6 * leaders
