@@ -91,6 +91,67 @@ def run_grade(args) -> int:
     return 0
 
 
+def _overrides(args) -> dict[str, str]:
+    from .wire.process import parse_config
+
+    return parse_config(args.override)
+
+
+def run_server(args) -> int:
+    from .wire.process import die_with_parent, parse_address, run_broker
+
+    if args.exit_with_parent:
+        die_with_parent()
+    _log_to_stderr(args.log_level)
+    run_broker(args.broker_id, args.host, args.port, args.log_dir, parse_address(args.controller), _overrides(args))
+    return 0
+
+
+def run_controller(args) -> int:
+    from .wire.process import die_with_parent, run_controller as serve
+
+    if args.exit_with_parent:
+        die_with_parent()
+    _log_to_stderr(args.log_level)
+    serve(args.host, args.port, _overrides(args))
+    return 0
+
+
+def run_cluster(args) -> int:
+    import signal
+    import time
+
+    from .wire.process import LocalCluster
+
+    with LocalCluster(args.brokers, base_port=args.base_port, host=args.host, dir=args.dir,
+                      config=_overrides(args)) as cluster:
+        print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        print(f"log directories under {cluster.dir}; Ctrl-C stops every process", flush=True)
+        signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        try:
+            while True:
+                time.sleep(1)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+def _log_to_stderr(level: str) -> None:
+    import logging
+
+    logging.basicConfig(level=level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+def _add_process_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--host", default="127.0.0.1", help="address to bind and advertise (default: 127.0.0.1)")
+    p.add_argument("--override", action="append", metavar="KEY=VALUE",
+                   help="a broker config (Kafka's name, e.g. min.insync.replicas=2); repeatable")
+    p.add_argument("--log-level", default="warning", help="logging level on stderr (default: warning)")
+    # launch() passes it: the child dies with the Python process that started it.
+    p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka", description=__doc__.split("\n")[0])
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
@@ -124,6 +185,36 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--sanitize", type=Path, metavar="FILE",
                     help="nbval sanitize file (default: tests/nbval-sanitize.cfg, if present)")
     gr.set_defaults(run=run_grade)
+
+    sv = commands.add_parser("server", help="run one broker process (the Kafka protocol over TCP)",
+                             description="Run one minikafka broker: the same state machine as the "
+                             "simulated cluster's, serving the Kafka protocol on --port.")
+    sv.add_argument("--broker-id", type=int, required=True, metavar="N")
+    sv.add_argument("--port", type=int, default=9092)
+    sv.add_argument("--log-dir", type=Path, required=True, metavar="DIR")
+    sv.add_argument("--controller", default="127.0.0.1:9093", metavar="HOST:PORT",
+                    help="the controller's address (default: 127.0.0.1:9093)")
+    _add_process_options(sv)
+    sv.set_defaults(run=run_server)
+
+    ct = commands.add_parser("controller", help="run the controller process",
+                             description="Run the controller: brokers register with it and it "
+                             "decides leaders and ISRs.")
+    ct.add_argument("--port", type=int, default=9093)
+    _add_process_options(ct)
+    ct.set_defaults(run=run_controller)
+
+    cl = commands.add_parser("cluster", help="start a local multi-process cluster",
+                             description="`minikafka cluster up`: a controller and N broker "
+                             "processes on this machine; prints the bootstrap servers.")
+    cl.add_argument("action", choices=["up"])
+    cl.add_argument("--brokers", type=int, default=3)
+    cl.add_argument("--base-port", type=int, default=None, metavar="PORT",
+                    help="brokers on PORT, PORT+1, ...; the controller after them (default: free ports)")
+    cl.add_argument("--dir", type=Path, default=None, help="log directories go here (default: a temporary one)")
+    cl.add_argument("--host", default="127.0.0.1")
+    cl.add_argument("--override", action="append", metavar="KEY=VALUE")
+    cl.set_defaults(run=run_cluster)
     return parser
 
 

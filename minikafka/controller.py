@@ -54,6 +54,8 @@ from minikafka.messages import (
     BrokerHeartbeatResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
     PartitionState,
     TopicConfig,
     UpdateMetadata,
@@ -70,6 +72,8 @@ class BrokerRegistration:
     incarnation: int
     last_heartbeat_ms: int
     alive: bool = True
+    host: str = ""  # where clients reach it (real-process clusters; empty in the simulation)
+    port: int = 0
 
 
 def assign_replicas(n_partitions: int, replication_factor: int, brokers: list[int],
@@ -144,7 +148,7 @@ class Controller(StateMachine):
             changed = []
             if reg is not None and reg.alive:  # restarted before its session expired
                 changed += self._broker_failed(req.broker_id)
-            self.brokers[req.broker_id] = BrokerRegistration(req.incarnation, self.now)
+            self.brokers[req.broker_id] = BrokerRegistration(req.incarnation, self.now, host=req.host, port=req.port)
             changed += self._broker_up(req.broker_id)
             self._push(changed)
             self._send_full(req.broker_id)
@@ -199,16 +203,20 @@ class Controller(StateMachine):
 
     # --- telling the brokers ---------------------------------------------------------------------------------
 
+    def _endpoints(self) -> tuple[tuple[int, str, int], ...]:
+        return tuple((b, reg.host, reg.port) for b, reg in sorted(self.brokers.items()) if reg.alive and reg.host)
+
     def _push(self, changed: list[PartitionState], topics: tuple[TopicConfig, ...] = ()) -> None:
         self.version += 1
-        update = UpdateMetadata(self.version, self.live_brokers, tuple(changed), topics)
+        update = UpdateMetadata(self.version, self.live_brokers, tuple(changed), topics,
+                                endpoints=self._endpoints())
         for b in self.live_brokers:
             self.send(b, update)
 
     def _send_full(self, broker_id: int) -> None:
         self.send(broker_id, UpdateMetadata(
             self.version, self.live_brokers, tuple(s for _, s in sorted(self.partitions.items())),
-            tuple(t for _, t in sorted(self.topics.items())), full=True,
+            tuple(t for _, t in sorted(self.topics.items())), full=True, endpoints=self._endpoints(),
         ))
 
     # --- requests ------------------------------------------------------------------------------------------------
@@ -232,6 +240,27 @@ class Controller(StateMachine):
         if created:
             self._push(changed, tuple(created))
         self.send(src, CreateTopicsResponse(req.correlation_id, tuple(results)))
+
+    def _delete_topics(self, src: NodeId, req: DeleteTopicsRequest) -> None:
+        results, deleted = [], []
+        for name in req.topics:
+            if name not in self.topics:
+                results.append((name, UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist"))
+            elif name.startswith("__"):
+                results.append((name, INVALID_TOPIC_EXCEPTION, f"'{name}' is an internal topic and cannot be deleted"))
+            else:
+                n = self.topics.pop(name).num_partitions
+                for p in range(n):
+                    self.partitions.pop((name, p), None)
+                deleted.append(name)
+                results.append((name, NO_ERROR, None))
+        if deleted:
+            self.version += 1
+            update = UpdateMetadata(self.version, self.live_brokers, (), (), endpoints=self._endpoints(),
+                                    deleted_topics=tuple(deleted))
+            for b in self.live_brokers:
+                self.send(b, update)
+        self.send(src, DeleteTopicsResponse(req.correlation_id, tuple(results)))
 
     def _check_new_topic(self, topic: TopicConfig) -> tuple[int, str | None]:
         try:
@@ -285,6 +314,7 @@ class Controller(StateMachine):
     _HANDLERS = {
         BrokerHeartbeatRequest: _heartbeat,
         CreateTopicsRequest: _create_topics,
+        DeleteTopicsRequest: _delete_topics,
         AlterPartitionRequest: _alter_partition,
         AllocateProducerIdsRequest: _allocate_producer_ids,
     }

@@ -198,6 +198,34 @@ class CreateTopicsResponse:
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
 
 
+@dataclass(frozen=True)
+class DeleteTopicsRequest:
+    correlation_id: int
+    topics: tuple[str, ...]
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True)
+class DeleteTopicsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
+
+
+@dataclass(frozen=True)
+class DescribeConfigsRequest:
+    correlation_id: int
+    # (resource type, name, keys or None for every key); Kafka's resource types: 2 topic, 4 broker
+    resources: tuple[tuple[int, str, tuple[str, ...] | None], ...]
+
+
+@dataclass(frozen=True)
+class DescribeConfigsResponse:
+    correlation_id: int
+    # (resource type, name, error, message, entries); an entry is
+    # (key, value, read_only, is_default, is_sensitive), value None for a sensitive key
+    results: tuple[tuple[int, str, int, str | None, tuple[tuple[str, str | None, bool, bool, bool], ...]], ...]
+
+
 # --- broker <-> controller ------------------------------------------------------------------------------------
 
 
@@ -207,6 +235,10 @@ class BrokerHeartbeatRequest:
     broker_id: int
     incarnation: int  # new on every start: the controller sees a restart
     metadata_version: int  # what the broker has applied; behind -> a full resend
+    # Where clients reach it (KRaft's BrokerRegistration listeners); empty in the simulation,
+    # where node ids are the addresses.
+    host: str = ""
+    port: int = 0
 
 
 @dataclass(frozen=True)
@@ -224,6 +256,8 @@ class UpdateMetadata:
     partitions: tuple[PartitionState, ...]
     topics: tuple[TopicConfig, ...] = ()
     full: bool = False
+    endpoints: tuple[tuple[int, str, int], ...] = ()  # (broker id, host, port) of every live broker
+    deleted_topics: tuple[str, ...] = ()  # topics gone: brokers drop their partitions and logs
 
 
 @dataclass(frozen=True)
@@ -503,6 +537,8 @@ GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
+UNSUPPORTED_VERSION = 35
+INVALID_REQUEST = 42
 
 ERROR_NAMES = {
     value: name for name, value in dict(globals()).items() if name.isupper() and isinstance(value, int)

@@ -23,6 +23,7 @@ the storage layer.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any, Hashable
 
@@ -34,6 +35,7 @@ from minikafka.messages import (
     COORDINATOR_NOT_AVAILABLE,
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
+    INVALID_REQUEST,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
@@ -44,6 +46,10 @@ from minikafka.messages import (
     CreateTopicsRequest,
     CreateTopicsResponse,
     DeleteGroupsRequest,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
     DescribeGroupsRequest,
     FetchRequest,
     FindCoordinatorRequest,
@@ -76,12 +82,15 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
 class Broker(StateMachine):
-    def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0) -> None:
+    def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
+                 advertised: tuple[str, int] | None = None) -> None:
         super().__init__(broker_id)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
         self.config = config
         self.incarnation = incarnation
+        self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
+        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's address, from the controller
         # metadata cache: what the controller told us
         self.metadata_version = -1
         self.live_brokers: tuple[int, ...] = ()
@@ -115,8 +124,9 @@ class Broker(StateMachine):
         self.set_timer("flush", self.config["log.flush.interval.ms"])
 
     def _heartbeat(self) -> None:
+        host, port = self.advertised or ("", 0)
         self.send(CONTROLLER_ID, BrokerHeartbeatRequest(
-            self._next_correlation(), self.broker_id, self.incarnation, self.metadata_version
+            self._next_correlation(), self.broker_id, self.incarnation, self.metadata_version, host, port
         ))
         self.set_timer("heartbeat", self.config["broker.heartbeat.interval.ms"])
 
@@ -185,6 +195,15 @@ class Broker(StateMachine):
             return  # we missed one; the next heartbeat tells the controller to resend it all
         self.metadata_version = update.version
         self.live_brokers = update.live_brokers
+        if update.endpoints:
+            self.endpoints = {b: (host, port) for b, host, port in update.endpoints}
+        gone = set(update.deleted_topics)
+        if update.full:  # we may have slept through a deletion: what the controller no longer has is gone
+            known = {t.name for t in update.topics}
+            gone |= {t for t in self.topics if t not in known}
+            gone |= {tp.topic for tp in self.log_manager.partitions_on_disk() if tp.topic not in known}
+        for topic in sorted(gone):
+            self._drop_topic(topic)
         for topic in update.topics:
             self.topics[topic.name] = topic
         for state in update.partitions:
@@ -194,6 +213,15 @@ class Broker(StateMachine):
                 configs = dict(self.topics[state.topic].configs) if state.topic in self.topics else {}
                 self.replica_manager.apply_partition_state(state, configs)
         self.group_coordinator.on_metadata_changed()
+
+    def _drop_topic(self, topic: str) -> None:
+        self.topics.pop(topic, None)
+        for key in [k for k in self.partition_states if k[0] == topic]:
+            del self.partition_states[key]
+        on_disk = {tp.partition for tp in self.log_manager.partitions_on_disk() if tp.topic == topic}
+        hosted = {p for t, p in self.replica_manager.partitions if t == topic}
+        for partition in sorted(on_disk | hosted):
+            self.replica_manager.remove_partition(topic, partition)
 
     def _metadata(self, src: NodeId, request: MetadataRequest) -> None:
         names = sorted(self.topics) if request.topics is None else list(request.topics)
@@ -254,7 +282,51 @@ class Broker(StateMachine):
     def _create_topics(self, src: NodeId, request: CreateTopicsRequest) -> None:
         corr = self._next_correlation()
         self._forwarded[corr] = (src, request.correlation_id)
-        self.send(CONTROLLER_ID, CreateTopicsRequest(corr, request.topics))
+        # -1 asks for the broker's defaults, as kafka-topics does without --partitions.
+        topics = tuple(replace(
+            t, num_partitions=self.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions,
+            replication_factor=(self.config["default.replication.factor"] if t.replication_factor == -1
+                                else t.replication_factor)) for t in request.topics)
+        self.send(CONTROLLER_ID, CreateTopicsRequest(corr, topics))
+
+    def _delete_topics(self, src: NodeId, request: DeleteTopicsRequest) -> None:
+        corr = self._next_correlation()
+        self._forwarded[corr] = (src, request.correlation_id)
+        self.send(CONTROLLER_ID, DeleteTopicsRequest(corr, request.topics, request.timeout_ms))
+
+    def _delete_topics_response(self, src: NodeId, response: DeleteTopicsResponse) -> None:
+        client = self._forwarded.pop(response.correlation_id, None)
+        if client is not None:
+            self.send(client[0], DeleteTopicsResponse(client[1], response.results))
+
+    def _describe_configs(self, src: NodeId, request: DescribeConfigsRequest) -> None:
+        """Kafka's resource types: 2 a topic (its overrides over the broker's defaults), 4 a broker."""
+        from minikafka.broker.config import DEFAULTS, TOPIC_KEYS
+
+        results = []
+        for resource_type, name, keys in request.resources:
+            if resource_type == 2:
+                topic = self.topics.get(name)
+                if topic is None:
+                    results.append((2, name, UNKNOWN_TOPIC_OR_PARTITION, f"topic {name!r} does not exist", ()))
+                    continue
+                overrides = dict(topic.configs)
+                values = self.config.for_topic(overrides)
+                entries = [(k, str(values[k]).lower() if isinstance(values[k], bool) else str(values[k]),
+                            False, k not in overrides, False) for k in sorted(TOPIC_KEYS)]
+            elif resource_type == 4:
+                if name not in ("", str(self.broker_id)):
+                    results.append((4, name, INVALID_REQUEST, f"this is broker {self.broker_id}, not {name}", ()))
+                    continue
+                entries = [(k, str(v).lower() if isinstance(v, bool) else str(v), True,
+                            v == DEFAULTS.get(k), False) for k, v in sorted(self.config.values.items())]
+            else:
+                results.append((resource_type, name, INVALID_REQUEST, f"unknown resource type {resource_type}", ()))
+                continue
+            if keys is not None:
+                entries = [e for e in entries if e[0] in set(keys)]
+            results.append((resource_type, name, NO_ERROR, None, tuple(entries)))
+        self.send(src, DescribeConfigsResponse(request.correlation_id, tuple(results)))
 
     def _create_topics_response(self, src: NodeId, response: CreateTopicsResponse) -> None:
         if any(name == OFFSETS_TOPIC for name, _, _ in response.results):
@@ -320,6 +392,9 @@ class Broker(StateMachine):
         AllocateProducerIdsResponse: _allocate_producer_ids_response,
         CreateTopicsRequest: _create_topics,
         CreateTopicsResponse: _create_topics_response,
+        DeleteTopicsRequest: _delete_topics,
+        DeleteTopicsResponse: _delete_topics_response,
+        DescribeConfigsRequest: _describe_configs,
         UpdateMetadata: _update_metadata,
         AlterPartitionResponse: _alter_partition_response,
         BrokerHeartbeatResponse: _heartbeat_response,

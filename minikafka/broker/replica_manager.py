@@ -138,6 +138,17 @@ class ReplicaManager:
                 # leader may have died with it); its late answer is ignored.
                 self._start_fetching(key, state.leader, fresh=was_leader or changed)
 
+    def remove_partition(self, topic: str, partition: int) -> None:
+        """The topic was deleted: stop serving and fetching the partition, fail what waits
+        on it, and delete its log."""
+        key = (topic, partition)
+        p = self.partitions.pop(key, None)
+        self._stop_fetching(key)
+        if p is not None:
+            self._complete_produces_for(key)  # NOT_LEADER_OR_FOLLOWER now that it is gone
+            self._wake_fetches(key)
+        self.log_manager.delete_log(topic, partition)
+
     # --- produce -----------------------------------------------------------------------------------
 
     def append_records(self, src, request: ProduceRequest) -> None:

@@ -13,6 +13,7 @@ uncleanable and leaves it alone; here it is simply tried again on the next pass)
 from __future__ import annotations
 
 import logging
+import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
@@ -43,6 +44,30 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get(TopicPartition(topic, partition))
+
+    def delete_log(self, topic: str, partition: int) -> None:
+        """A deleted topic's partition: close it and remove its directory. As Kafka, rename
+        it first (``<topic>-<p>.<n>-delete``), so a crash halfway leaves no half-deleted
+        partition that the next start would try to open."""
+        tp = TopicPartition(topic, partition)
+        log = self._logs.pop(tp, None)
+        if log is not None:
+            log.crash()  # release the files; their contents are going anyway
+        path = self.log_dir / tp.dir_name
+        if path.exists():
+            doomed = path.with_name(f"{path.name}.{len(list(self.log_dir.iterdir()))}-delete")
+            path.rename(doomed)
+            shutil.rmtree(doomed, ignore_errors=True)
+
+    def partitions_on_disk(self) -> list[TopicPartition]:
+        """Every partition directory in the log dir, open or not."""
+        out = []
+        for path in sorted(p for p in self.log_dir.iterdir() if p.is_dir()):
+            try:
+                out.append(TopicPartition.from_dir_name(path.name))
+            except ValueError:
+                continue
+        return out
 
     def load_existing(self, configs: Mapping[str, LogConfig] | None = None) -> list[TopicPartition]:
         """Open every partition directory already on disk (a broker restarting)."""

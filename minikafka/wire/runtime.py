@@ -1,0 +1,334 @@
+"""The TCP runtime: one sans-I/O node (a broker or the controller) behind real sockets.
+
+Theory of operation
+-------------------
+The simulated world (``minikafka.sim``) and this runtime drive the *same* state machines;
+only what surrounds them differs. A ``NodeRuntime`` owns one node in this process and an
+asyncio event loop, and does for it what the world does in a simulation:
+
+- **Inputs.** Every frame read from a socket is decoded (``minikafka.wire.codec``) into the
+  dataclass the node understands and handed to ``node.handle(now, src, message)``; a timer
+  the node set fires through ``loop.call_later`` into ``node.timer(now, key)``. ``now`` is
+  the wall clock in epoch milliseconds, as record timestamps are.
+- **Effects.** ``Send(dst, message)`` goes where ``dst`` says: a client connection (the
+  answer to one of its requests), another broker (a follower's Fetch, as real Kafka Fetch
+  frames) or the controller (private frames for the controller's own messages).
+- **Who is who.** A client connection is named after its peer, ``"/127.0.0.1:54321"``, as
+  Kafka names a member's host; other nodes by their ids (brokers 1, 2, ...;
+  ``CONTROLLER_ID`` for the controller). A private frame names its sender in its header.
+- **Order.** Kafka answers the requests of one connection in the order they came, but a
+  broker completes them out of order (a long-poll Fetch waits, a Metadata does not): each
+  connection keeps its requests in arrival order and writes an answer only once every
+  earlier one is written. A request that gets no answer (Produce with acks=0) holds no place.
+- **Bad input.** A frame that is too large (``socket.request.max.bytes``), malformed, or of
+  an unknown API or version closes *that* connection, with the reason logged; every other
+  connection is served as before.
+- **Peers.** One outgoing connection per peer node, opened on first use. If it cannot be
+  opened or breaks, the node is told ``Disconnected(peer)``, as in the simulation, and the
+  next send opens it again.
+
+Never: let an exception from one connection reach another, or block the loop (the node's
+handlers are quick; the only disk I/O is the log's own appends, as in Kafka's request
+threads). Nothing here knows Kafka's rules: those live in the node.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any, Callable, Hashable
+
+from minikafka.messages import CONTROLLER_ID, Disconnected
+from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
+from minikafka.wire import codec
+
+log = logging.getLogger("minikafka.wire")
+
+DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+
+
+def wall_clock_ms() -> int:
+    return int(time.time() * 1000)
+
+
+@dataclass
+class _Connection:
+    """An incoming connection: a client, or a broker fetching as a follower."""
+
+    name: str
+    writer: asyncio.StreamWriter
+    order: deque = field(default_factory=deque)  # correlation ids, in arrival order
+    requests: dict[int, Any] = field(default_factory=dict)  # corr -> (Decoded, answers so far)
+    ready: dict[int, bytes] = field(default_factory=dict)  # corr -> encoded answer
+    closed: bool = False
+
+
+@dataclass
+class _Peer:
+    """An outgoing connection to another node."""
+
+    node: NodeId
+    writer: asyncio.StreamWriter | None = None
+    connecting: asyncio.Task | None = None
+    queue: list[bytes] = field(default_factory=list)  # frames waiting for the connection
+    expecting: dict[int, tuple[int, int]] = field(default_factory=dict)  # corr -> (api key, version)
+
+
+class NodeRuntime:
+    """Run ``node`` (a ``StateMachine``) on ``host:port``; ``addresses`` maps peer node ids to
+    ``(host, port)`` (more may be learned later with ``learn_address``)."""
+
+    def __init__(
+        self, node: StateMachine, host: str, port: int, *, addresses: dict[NodeId, tuple[str, int]] | None = None,
+        clock: Callable[[], int] = wall_clock_ms, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
+        context: Callable[[], Any] | None = None, resolve: Callable[[NodeId], tuple[str, int] | None] | None = None,
+    ) -> None:
+        self.node = node
+        self.host, self.port = host, port
+        self.addresses: dict[NodeId, tuple[str, int]] = dict(addresses or {})
+        self.clock = clock
+        self.max_request_bytes = max_request_bytes
+        self.context = context  # what the codec needs to describe the cluster (broker addresses)
+        self.resolve = resolve  # where a node lives, as the node itself has learned it
+        self._connections: dict[str, _Connection] = {}
+        self._peers: dict[NodeId, _Peer] = {}
+        self._timers: dict[Hashable, asyncio.TimerHandle] = {}
+        self._server: asyncio.base_events.Server | None = None
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._counter = itertools.count(1)
+        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0}
+
+    # --- lifecycle ---------------------------------------------------------------------------------------
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        if self.port == 0:
+            self.port = self._server.sockets[0].getsockname()[1]
+        self._apply(self.node.start(self.clock()))
+
+    async def serve_forever(self) -> None:
+        await self.start()
+        async with self._server:
+            await self._server.serve_forever()
+
+    async def close(self) -> None:
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._server is not None:
+            self._server.close()
+        for conn in list(self._connections.values()):
+            self._close_connection(conn, "shutting down")
+        for peer in self._peers.values():
+            if peer.writer is not None:
+                peer.writer.close()
+            if peer.connecting is not None:
+                peer.connecting.cancel()
+
+    def learn_address(self, node: NodeId, host: str, port: int) -> None:
+        self.addresses[node] = (host, port)
+
+    def _lookup(self, node: NodeId) -> tuple[str, int] | None:
+        found = self.resolve(node) if self.resolve is not None else None
+        return found or self.addresses.get(node)
+
+    # --- the node's effects -------------------------------------------------------------------------------
+
+    def _apply(self, effects: list) -> None:
+        for effect in effects:
+            if type(effect) is Send:
+                self._route(effect.dst, effect.message)
+            elif type(effect) is SetTimer:
+                old = self._timers.pop(effect.key, None)
+                if old is not None:
+                    old.cancel()
+                self._timers[effect.key] = self._loop.call_later(effect.delay_ms / 1000, self._fire, effect.key)
+            elif type(effect) is CancelTimer:
+                old = self._timers.pop(effect.key, None)
+                if old is not None:
+                    old.cancel()
+
+    def _fire(self, key: Hashable) -> None:
+        self._timers.pop(key, None)
+        self._run(lambda now: self.node.timer(now, key))
+
+    def _run(self, step: Callable[[int], list]) -> None:
+        try:
+            effects = step(self.clock())
+        except Exception:  # a bug in the node must not take the process down silently
+            log.exception("%s: the node failed while handling an input", self.node.node_id)
+            raise
+        self._apply(effects)
+
+    def _route(self, dst: NodeId, message: Any) -> None:
+        conn = self._connections.get(dst) if isinstance(dst, str) else None
+        if conn is not None:
+            self._answer(conn, message)
+        elif dst in self.addresses or dst in self._peers or self._lookup(dst) is not None:
+            self._send_to_peer(dst, message)
+        elif isinstance(dst, str) and dst.startswith("/"):
+            pass  # the client hung up before its answer was ready
+        else:
+            log.warning("%s: no address for node %r; dropping %s", self.node.node_id, dst, type(message).__name__)
+            self._loop.call_soon(self._disconnected, dst)
+
+    # --- incoming connections ------------------------------------------------------------------------------
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        host, port = writer.get_extra_info("peername")[:2]
+        conn = _Connection(f"/{host}:{port}", writer)
+        self._connections[conn.name] = conn
+        self.stats["connections"] += 1
+        try:
+            while not conn.closed:
+                header = await reader.readexactly(4)
+                size = int.from_bytes(header, "big", signed=True)
+                if size < 0 or size > self.max_request_bytes:
+                    raise codec.FrameError(f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
+                frame = await reader.readexactly(size)
+                self._on_frame(conn, frame)
+        except (asyncio.IncompleteReadError, ConnectionError):
+            pass  # the client went away
+        except codec.FrameError as e:
+            self.stats["bad_frames"] += 1
+            log.warning("%s: closing connection %s: %s", self.node.node_id, conn.name, e)
+        except Exception:
+            self.stats["bad_frames"] += 1
+            log.exception("%s: closing connection %s after an unexpected error", self.node.node_id, conn.name)
+        finally:
+            self._close_connection(conn, "closed")
+
+    def _on_frame(self, conn: _Connection, frame: bytes) -> None:
+        if codec.is_internal(frame):
+            src, message = codec.decode_internal(frame)
+            self._deliver(src, message)
+            return
+        decoded = codec.decode_request(frame)
+        self.stats["requests"] += 1
+        corr = decoded.correlation_id
+        if decoded.api_key == codec.API_VERSIONS:  # the connection's business, not the node's
+            self._enqueue(conn, corr, codec.encode_api_versions(decoded))
+            return
+        if decoded.reply is not None:  # refused by the codec with a reason: answer in turn
+            self._enqueue(conn, corr, codec.encode_response(decoded, decoded.reply, context=self._context()))
+            return
+        if decoded.expects_response:
+            if corr in conn.requests:
+                raise codec.FrameError(f"correlation id {corr} is already in use on this connection")
+            conn.order.append(corr)
+            conn.requests[corr] = (decoded, [])
+        for message in decoded.messages:  # one, except a LeaveGroup naming several members
+            self._deliver(conn.name, message)
+
+    def _context(self) -> Any:
+        return self.context() if self.context is not None else None
+
+    def _enqueue(self, conn: _Connection, corr: int, data: bytes) -> None:
+        """An answer that is ready now, written once the answers before it are."""
+        conn.order.append(corr)
+        conn.ready[corr] = data
+        self._flush(conn)
+
+    def _flush(self, conn: _Connection) -> None:
+        while conn.order and conn.order[0] in conn.ready:
+            data = conn.ready.pop(conn.order.popleft())
+            if data:
+                conn.writer.write(data)
+
+    def _deliver(self, src: NodeId, message: Any) -> None:
+        self._run(lambda now: self.node.handle(now, src, message))
+
+    def _answer(self, conn: _Connection, message: Any) -> None:
+        corr = message.correlation_id
+        entry = conn.requests.get(corr)
+        if entry is None or conn.closed:
+            return
+        decoded, answers = entry
+        answers.append(message)
+        if len(answers) < len(decoded.messages):
+            return  # a fanned-out LeaveGroup: wait for every member's answer
+        del conn.requests[corr]
+        response = answers[0] if len(answers) == 1 else answers
+        conn.ready[corr] = codec.encode_response(decoded, response, context=self._context())
+        self._flush(conn)
+
+    def _close_connection(self, conn: _Connection, why: str) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        self._connections.pop(conn.name, None)
+        try:
+            conn.writer.close()
+        except Exception:  # already broken
+            pass
+
+    # --- outgoing connections -------------------------------------------------------------------------------
+
+    def _send_to_peer(self, dst: NodeId, message: Any) -> None:
+        peer = self._peers.get(dst)
+        if peer is None:
+            peer = self._peers[dst] = _Peer(dst)
+        frame, expect = codec.encode_outgoing(message, sender=self.node.node_id)
+        if expect is not None:
+            peer.expecting[message.correlation_id] = expect
+        if peer.writer is not None:
+            peer.writer.write(frame)
+            return
+        peer.queue.append(frame)
+        if peer.connecting is None:
+            peer.connecting = self._loop.create_task(self._connect(peer))
+
+    async def _connect(self, peer: _Peer) -> None:
+        address = self._lookup(peer.node)
+        try:
+            if address is None:
+                raise ConnectionError(f"no address for node {peer.node!r}")
+            reader, writer = await asyncio.open_connection(*address)
+        except (OSError, ConnectionError) as e:
+            log.info("%s: cannot reach %r: %s", self.node.node_id, peer.node, e)
+            peer.connecting = None
+            peer.queue.clear()
+            peer.expecting.clear()
+            self._disconnected(peer.node)
+            return
+        peer.writer = writer
+        peer.connecting = None
+        for frame in peer.queue:
+            writer.write(frame)
+        peer.queue.clear()
+        self._loop.create_task(self._read_responses(peer, reader, writer))
+
+    async def _read_responses(self, peer: _Peer, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
+                if size < 0 or size > self.max_request_bytes:
+                    raise codec.FrameError(f"response frame of {size} bytes")
+                frame = await reader.readexactly(size)
+                corr = int.from_bytes(frame[:4], "big", signed=True)
+                expect = peer.expecting.pop(corr, None)
+                if expect is None:
+                    continue  # an answer to a request we gave up on
+                message = codec.decode_response(*expect, frame)
+                self._deliver(peer.node, message)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError):
+            pass
+        except codec.FrameError as e:
+            log.warning("%s: bad answer from %r: %s", self.node.node_id, peer.node, e)
+        finally:
+            if peer.writer is writer:
+                peer.writer = None
+                peer.expecting.clear()
+                writer.close()
+                self._disconnected(peer.node)
+
+    def _disconnected(self, node: NodeId) -> None:
+        self._deliver(node, Disconnected(node))
+
+
+__all__ = ["CONTROLLER_ID", "NodeRuntime", "wall_clock_ms"]
