@@ -215,6 +215,8 @@ def build_parser() -> argparse.ArgumentParser:
     cl.add_argument("--host", default="127.0.0.1")
     cl.add_argument("--override", action="append", metavar="KEY=VALUE")
     cl.set_defaults(run=run_cluster)
+    from .tools import register as register_kafka_tools  # topics, console-producer/-consumer, consumer-groups
+    register_kafka_tools(commands)
     return parser
 
 

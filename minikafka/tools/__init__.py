@@ -1,0 +1,33 @@
+"""Kafka's command-line tools as ``minikafka`` subcommands, with Kafka's own flags.
+
+Theory of operation
+-------------------
+``minikafka topics``, ``console-producer``, ``console-consumer`` and ``consumer-groups`` are
+``kafka-topics.sh``, ``kafka-console-producer.sh``, ``kafka-console-consumer.sh`` and
+``kafka-consumer-groups.sh``: the same flags, the same output (as closely as a Python client
+allows), the same exit codes where Kafka has one. They are protocol clients built on
+kafka-python (``KafkaAdminClient``, ``KafkaProducer``, ``KafkaConsumer``), so they work against
+minikafka's broker processes (``minikafka cluster up``) and against a real Kafka alike; they do
+not touch the simulated ``Cluster`` (its notebooks have ``cluster.consumer_groups`` for that).
+
+``register(commands)`` adds the four subparsers to ``minikafka``'s argparse subcommands
+(``minikafka.cli.build_parser`` calls it). Each tool's module defines its parser and its
+``run(args)``; the modules import kafka-python only when a tool runs, so ``minikafka --help``
+stays fast and works without it. Failures print one line on stderr and exit 1; usage errors
+exit 2 (see ``minikafka.tools.common``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def register(commands: Any) -> None:
+    """Add the tools' subparsers to ``commands`` (an argparse ``add_subparsers()`` object)."""
+    from . import console_consumer, console_producer, consumer_groups, topics
+
+    for module in (topics, console_producer, console_consumer, consumer_groups):
+        module.add_parser(commands)
+
+
+__all__ = ["register"]
