@@ -14,10 +14,16 @@ Drawing happens in two steps, so a live dashboard can hold its lock only for the
    id. A notebook can print ``cluster.diagram().source`` in a checked cell;
    ``render_svg`` gives the picture (whose layout may differ between graphviz versions).
 
+A real cluster of processes (``minikafka.wire``) cannot be read from inside: its view
+comes from ``metadata_view``, built from what any Kafka client can ask (Metadata,
+ListOffsets) plus which processes run; ``draw`` is the same.
+
 What the picture says
 ---------------------
 - One box per broker (a graphviz cluster). A dead broker's box is grey with a red dashed
   border and says "dead"; its replicas say "down" (its memory is gone: no LEO, no HW).
+  A broker that runs but does not serve (``BrokerView.status``: a paused process, one not
+  yet back among the live brokers) has an orange dashed border and says why.
 - Inside each box, one node per replica it hosts: "p0 L" on the leader (filled, bold),
   "p0 F" on a follower in the ISR, "p0 F  out of ISR" on a follower the ISR dropped
   (dashed, orange); the second line is "LEO 12  HW 10".
@@ -71,7 +77,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Mapping, Sequence
 
 from minikafka.messages import CONTROLLER_ID
 
@@ -101,6 +107,10 @@ class ReplicaView:
     log_end_offset: int | None  # None: the broker is dead or has not opened the replica yet
     high_watermark: int | None
     leader_epoch: int | None  # the epoch the broker itself believes in
+    # The label's second line instead of "LEO n  HW m" ("" for none): a view drawn from
+    # outside the brokers (``metadata_view``, from what a client learns over the protocol)
+    # knows less than one read from inside them.
+    detail: str | None = None
 
 
 @dataclass(frozen=True)
@@ -108,6 +118,7 @@ class BrokerView:
     broker_id: int
     alive: bool
     replicas: tuple[ReplicaView, ...]
+    status: str | None = None  # alive but not serving, said in its box: "paused", "not live yet"
 
 
 @dataclass(frozen=True)
@@ -275,6 +286,54 @@ def _replica_view(cluster: "Cluster", b: int, s, alive: bool) -> ReplicaView:
     return ReplicaView(s.topic, s.partition, role, leo, hw, epoch)
 
 
+def metadata_view(topic: str, partitions: Sequence[PartitionView], *, brokers: Sequence[int],
+                  alive: Mapping[int, bool], live: Sequence[int], now_ms: int,
+                  high_watermarks: Mapping[int, int | None] | None = None,
+                  status: Mapping[int, str] | None = None) -> ClusterView:
+    """A ``ClusterView`` of ``topic`` from what a client can learn over the protocol, for a
+    cluster whose brokers it cannot look inside (``minikafka.wire``'s real processes):
+
+    - ``partitions``: each partition's leader, leader epoch, ISR and replicas, as a Metadata
+      response says them (that is, as the controller last told the broker that answered);
+    - ``brokers``: every broker id; ``alive``: whether its *process* runs (only the one who
+      launched it knows); ``live``: the brokers the Metadata response lists (those the
+      controller counts as alive: a killed one stays until its session times out);
+    - ``high_watermarks``: partition -> its leader's high watermark (ListOffsets "latest",
+      what ``KafkaConsumer.end_offsets`` returns), None where no answer came;
+    - ``status``: broker id -> a word for a process that runs but does not serve ("paused").
+
+    Followers' log end offsets cannot be asked for (ListOffsets answers on leaders only), so
+    a replica says its role and, on the leader, the HW. A dead process's replicas are
+    "down" whatever the metadata still says; there are no stale leaders here (that would
+    take each broker's own belief) and no network faults (the network is the kernel's).
+    """
+    high_watermarks = high_watermarks or {}
+    status = status or {}
+    views = []
+    for b in sorted(brokers):
+        up = bool(alive.get(b))
+        replicas = []
+        for p in partitions:
+            if b not in p.replicas:
+                continue
+            if not up:
+                replicas.append(ReplicaView(p.topic, p.partition, DOWN, None, None, None))
+                continue
+            if p.leader == b:
+                hw = high_watermarks.get(p.partition)
+                role, detail = LEADER, f"HW {'?' if hw is None else hw}"
+            else:
+                hw = None
+                role = NO_LEADER if p.leader < 0 else FOLLOWER if b in p.isr else OUT_OF_ISR
+                detail = ""
+            replicas.append(ReplicaView(p.topic, p.partition, role, None, hw, None, detail=detail))
+        views.append(BrokerView(b, up, tuple(replicas), status.get(b) if up else None))
+    return ClusterView(
+        now_ms=now_ms, topics=(topic,), brokers=tuple(views),
+        partitions=tuple(sorted(partitions, key=lambda p: p.partition)),
+        controller_live_brokers=tuple(sorted(live)), broker_cuts=(), controller_cuts=(), other_faults=())
+
+
 def group_snapshot(cluster: "Cluster", group: str, topics: tuple[str, ...], states=None) -> GroupView:
     """Consumer group ``group`` as its consumers see themselves, for partitions of ``topics``;
     ``states``: the controller's ``PartitionState`` of those partitions, if already read."""
@@ -380,6 +439,8 @@ def _replica_label(r: ReplicaView, with_topic: bool) -> str:
     }[r.role]
     if r.role == DOWN:
         return f"{name}\ndown"
+    if r.detail is not None:
+        return f"{name}{mark}" + (f"\n{r.detail}" if r.detail else "")
     if r.log_end_offset is None:
         return f"{name}{mark}\n(not opened yet)"
     return f"{name}{mark}\nLEO {r.log_end_offset}  HW {r.high_watermark}"
@@ -414,7 +475,10 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
     for broker in view.brokers:
         b = broker.broker_id
         with dot.subgraph(name=f"cluster_broker_{b}") as box:
-            if broker.alive:
+            if broker.alive and broker.status:
+                box.attr(label=f"broker {b}  {broker.status}", style="rounded,dashed", color=_ORANGE,
+                         fontcolor=_ORANGE, bgcolor="#fff5eb", penwidth="2")
+            elif broker.alive:
                 box.attr(label=f"broker {b}", style="rounded", color="black", fontcolor="black",
                          bgcolor="#f7f7f7")
             else:
