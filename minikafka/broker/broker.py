@@ -251,8 +251,8 @@ class Broker(StateMachine):
                 out.append((topic, partition, NO_ERROR, -1, p.log.log_start_offset))
             elif timestamp == LATEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.high_watermark))
-            else:
-                found = p.log.offset_for_timestamp(timestamp)
+            else:  # another negative target (a client's bug) finds the first record, as in Kafka
+                found = p.log.offset_for_timestamp(max(timestamp, 0))
                 if found is None or found[1] >= p.high_watermark:
                     out.append((topic, partition, NO_ERROR, -1, -1))
                 else:

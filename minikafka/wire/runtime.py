@@ -16,16 +16,26 @@ asyncio event loop, and does for it what the world does in a simulation:
 - **Who is who.** A client connection is named after its peer, ``"/127.0.0.1:54321"``, as
   Kafka names a member's host; other nodes by their ids (brokers 1, 2, ...;
   ``CONTROLLER_ID`` for the controller). A private frame names its sender in its header.
+  A name is never reused while the node may still answer a request of a closed connection
+  that had it (the kernel recycles ports): the newcomer becomes ``"/127.0.0.1:54321#2"``, so
+  a late answer is dropped instead of reaching a stranger.
 - **Order.** Kafka answers the requests of one connection in the order they came, but a
   broker completes them out of order (a long-poll Fetch waits, a Metadata does not): each
   connection keeps its requests in arrival order and writes an answer only once every
   earlier one is written. A request that gets no answer (Produce with acks=0) holds no place.
+  A client that does not read its answers is not read from either (back-pressure, as Kafka
+  mutes such a channel): answers wait in its socket buffer, not in our memory.
 - **Bad input.** A frame that is too large (``socket.request.max.bytes``), malformed, or of
   an unknown API or version closes *that* connection, with the reason logged; every other
-  connection is served as before.
+  connection is served as before. An answer that cannot be encoded (a bug, or a request
+  whose answer no version can carry) closes its connection too, logged: its client would
+  otherwise wait forever, and every answer behind it with it. One failed effect never stops
+  the node's other effects (answers to other clients, timers) from being applied.
 - **Peers.** One outgoing connection per peer node, opened on first use. If it cannot be
   opened or breaks, the node is told ``Disconnected(peer)``, as in the simulation, and the
-  next send opens it again.
+  next send opens it again. Answers from peers are not held to ``socket.request.max.bytes``
+  (a follower's Fetch answer may be up to its ``max_bytes``, 50 MB; Kafka's clients read
+  responses of any size): peers are other nodes of this cluster.
 
 Never: let an exception from one connection reach another, or block the loop (the node's
 handlers are quick; the only disk I/O is the log's own appends, as in Kafka's request
@@ -49,6 +59,9 @@ from minikafka.wire import codec
 log = logging.getLogger("minikafka.wire")
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+# Names of closed connections the node may still answer, remembered so that a new connection
+# from the same recycled port is not mistaken for the old one; bounded: oldest forgotten.
+RETIRED_NAMES_KEPT = 10_000
 
 
 def wall_clock_ms() -> int:
@@ -99,7 +112,8 @@ class NodeRuntime:
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
-        self._counter = itertools.count(1)
+        self._counter = itertools.count(2)
+        self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self.stats = {"requests": 0, "bad_frames": 0, "connections": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -141,17 +155,25 @@ class NodeRuntime:
 
     def _apply(self, effects: list) -> None:
         for effect in effects:
-            if type(effect) is Send:
-                self._route(effect.dst, effect.message)
-            elif type(effect) is SetTimer:
-                old = self._timers.pop(effect.key, None)
-                if old is not None:
-                    old.cancel()
-                self._timers[effect.key] = self._loop.call_later(effect.delay_ms / 1000, self._fire, effect.key)
-            elif type(effect) is CancelTimer:
-                old = self._timers.pop(effect.key, None)
-                if old is not None:
-                    old.cancel()
+            try:
+                self._apply_one(effect)
+            except Exception:  # the others (answers to other clients, timers) must still happen
+                what = (f"{type(effect.message).__name__} to {effect.dst!r}" if type(effect) is Send
+                        else repr(effect))
+                log.exception("%s: could not apply %s", self.node.node_id, what)
+
+    def _apply_one(self, effect: Any) -> None:
+        if type(effect) is Send:
+            self._route(effect.dst, effect.message)
+        elif type(effect) is SetTimer:
+            old = self._timers.pop(effect.key, None)
+            if old is not None:
+                old.cancel()
+            self._timers[effect.key] = self._loop.call_later(effect.delay_ms / 1000, self._fire, effect.key)
+        elif type(effect) is CancelTimer:
+            old = self._timers.pop(effect.key, None)
+            if old is not None:
+                old.cancel()
 
     def _fire(self, key: Hashable) -> None:
         self._timers.pop(key, None)
@@ -162,6 +184,10 @@ class NodeRuntime:
             effects = step(self.clock())
         except Exception:  # a bug in the node must not take the process down silently
             log.exception("%s: the node failed while handling an input", self.node.node_id)
+            # What it did before failing is in its state already (a purgatory entry, an
+            # append): its effects (that entry's timer, a follower's wake-up) must happen too,
+            # and not leak into the answer to the next input.
+            self._apply(self.node._take())
             raise
         self._apply(effects)
 
@@ -180,18 +206,27 @@ class NodeRuntime:
     # --- incoming connections ------------------------------------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        host, port = writer.get_extra_info("peername")[:2]
-        conn = _Connection(f"/{host}:{port}", writer)
+        host, port = (writer.get_extra_info("peername") or ("unknown", 0))[:2]  # None if already reset
+        name = f"/{host}:{port}"
+        if name in self._retired or name in self._connections:  # a recycled port: see "Who is who"
+            name = f"{name}#{next(self._counter)}"
+        conn = _Connection(name, writer)
         self._connections[conn.name] = conn
         self.stats["connections"] += 1
         try:
             while not conn.closed:
                 header = await reader.readexactly(4)
                 size = int.from_bytes(header, "big", signed=True)
-                if size < 0 or size > self.max_request_bytes:
-                    raise codec.FrameError(f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
+                if size < 0:
+                    raise codec.FrameError(f"frame of {size} bytes: a length cannot be negative")
+                if size > self.max_request_bytes:
+                    raise codec.FrameError(
+                        f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
                 frame = await reader.readexactly(size)
                 self._on_frame(conn, frame)
+                # Back-pressure: while the client leaves its answers unread (the socket buffer
+                # is full), read nothing more from it.
+                await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except codec.FrameError as e:
@@ -254,7 +289,15 @@ class NodeRuntime:
             return  # a fanned-out LeaveGroup: wait for every member's answer
         del conn.requests[corr]
         response = answers[0] if len(answers) == 1 else answers
-        conn.ready[corr] = codec.encode_response(decoded, response, context=self._context())
+        try:
+            data = codec.encode_response(decoded, response, context=self._context())
+        except Exception:  # its client would wait forever, and every answer queued behind it
+            self.stats["bad_frames"] += 1
+            log.exception("%s: closing connection %s: cannot encode the answer to %s v%d (correlation id %d)",
+                          self.node.node_id, conn.name, decoded.api_name, decoded.api_version, corr)
+            self._close_connection(conn, "unencodable answer")
+            return
+        conn.ready[corr] = data
         self._flush(conn)
 
     def _close_connection(self, conn: _Connection, why: str) -> None:
@@ -262,6 +305,10 @@ class NodeRuntime:
             return
         conn.closed = True
         self._connections.pop(conn.name, None)
+        if conn.requests:  # the node may still answer them: keep the name from a newcomer
+            self._retired[conn.name] = None
+            if len(self._retired) > RETIRED_NAMES_KEPT:
+                del self._retired[next(iter(self._retired))]
         try:
             conn.writer.close()
         except Exception:  # already broken
@@ -307,7 +354,7 @@ class NodeRuntime:
         try:
             while True:
                 size = int.from_bytes(await reader.readexactly(4), "big", signed=True)
-                if size < 0 or size > self.max_request_bytes:
+                if size < 0:  # no max: a peer's answer is as large as we asked (see "Peers")
                     raise codec.FrameError(f"response frame of {size} bytes")
                 frame = await reader.readexactly(size)
                 corr = int.from_bytes(frame[:4], "big", signed=True)

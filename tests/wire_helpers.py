@@ -1,0 +1,249 @@
+"""Helpers for tests/test_wire.py: raw Kafka connections, record batches, polling, processes.
+
+A ``RawConnection`` speaks the Kafka protocol with kafka-python's own framing
+(``KafkaProtocol``): it is how a test sends what no well-behaved client would (a corrupt
+batch, a name the client would refuse, an acks=0 Produce followed by a Metadata on the same
+connection) and how it tells a connection the broker closed from one it still serves.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any, Callable, Iterable
+
+from kafka import KafkaConsumer, TopicPartition
+from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
+from kafka.protocol.parser import KafkaProtocol
+from kafka.protocol.producer import ProduceRequest
+from kafka.record.default_records import DefaultRecordBatchBuilder
+
+CLIENT_ID = "minikafka-wire-test"
+
+
+def wait_until(predicate: Callable[[], Any], timeout_s: float, what: str, interval_s: float = 0.05) -> Any:
+    """Poll ``predicate`` until it returns something truthy (returned); fail saying ``what``."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = predicate()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"gave up after {timeout_s} s waiting for {what}")
+        time.sleep(interval_s)
+
+
+# --- record batches and frames ---------------------------------------------------------------------
+
+
+def batch(*values: bytes, producer_id: int = -1, base_sequence: int = -1) -> bytes:
+    """A record batch v2 as kafka-python's producer writes it (uncompressed)."""
+    builder = DefaultRecordBatchBuilder(2, 0, False, producer_id, 0, base_sequence, 1 << 24)
+    for i, value in enumerate(values):
+        builder.append(i, int(time.time() * 1000), None, value, [])
+    return bytes(builder.build())
+
+
+def produce_request(topic: str, partition: int, records: bytes, acks: int = 1) -> ProduceRequest:
+    Topic = ProduceRequest.TopicProduceData
+    return ProduceRequest(transactional_id=None, acks=acks, timeout_ms=10_000, topic_data=[
+        Topic(name=topic, partition_data=[Topic.PartitionProduceData(index=partition, records=records)])])
+
+
+def metadata_request(*topics: str) -> MetadataRequest:
+    return MetadataRequest(topics=[MetadataRequest.MetadataRequestTopic(name=t) for t in topics],
+                           allow_auto_topic_creation=False)
+
+
+def api_versions_request() -> ApiVersionsRequest:
+    return ApiVersionsRequest(client_software_name="wire-test", client_software_version="1")
+
+
+def frame(request: Any, version: int, correlation_id: int = 1, client_id: str = CLIENT_ID) -> bytes:
+    """A whole request frame (length prefix included), as kafka-python frames it."""
+    parser = KafkaProtocol(client_id=client_id)
+    request.API_VERSION = version
+    parser.send_request(request, correlation_id=correlation_id)
+    return bytes(parser.send_bytes())
+
+
+def header_only_frame(api_key: int, version: int, correlation_id: int = 1, body: bytes = b"") -> bytes:
+    """A request header v1 (client id "raw") and ``body``, framed."""
+    payload = struct.pack(">hhih", api_key, version, correlation_id, 3) + b"raw" + body
+    return struct.pack(">i", len(payload)) + payload
+
+
+# --- a raw connection --------------------------------------------------------------------------------
+
+
+class ConnectionClosed(Exception):
+    pass
+
+
+class RawConnection:
+    """One TCP connection to a broker, requests framed and answers parsed by kafka-python."""
+
+    def __init__(self, address: tuple[str, int], timeout_s: float = 10.0, source_port: int = 0) -> None:
+        self.sock = socket.create_connection(address, timeout=timeout_s, source_address=("127.0.0.1", source_port))
+        self.parser = KafkaProtocol(client_id=CLIENT_ID)
+        self._corr = itertools.count(1)
+        self._answers: list[tuple[int, Any]] = []
+
+    def send(self, request: Any, version: int) -> int:
+        """Send a request at ``version``; returns its correlation id."""
+        corr = next(self._corr)
+        request.API_VERSION = version
+        self.parser.send_request(request, correlation_id=corr)
+        self.sock.sendall(bytes(self.parser.send_bytes()))
+        return corr
+
+    def receive(self) -> tuple[int, Any]:
+        """The next answer on this connection: (correlation id, response)."""
+        while not self._answers:
+            data = self.sock.recv(1 << 16)
+            if not data:
+                raise ConnectionClosed("the broker closed the connection")
+            self._answers.extend(self.parser.receive_bytes(data))
+        return self._answers.pop(0)
+
+    def request(self, request: Any, version: int) -> Any:
+        corr = self.send(request, version)
+        got, response = self.receive()
+        assert got == corr, f"answer {got} came before the answer to {corr}"
+        return response
+
+    def send_raw(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def closed_by_broker(self, timeout_s: float = 10.0) -> bool:
+        """True once the broker has closed the connection (EOF or reset), False if it is
+        still open after ``timeout_s`` (nothing may arrive meanwhile)."""
+        self.sock.settimeout(timeout_s)
+        try:
+            data = self.sock.recv(1 << 16)
+        except socket.timeout:
+            return False
+        except ConnectionError:
+            return True
+        if data:
+            raise AssertionError(f"expected the connection to close, got {len(data)} bytes")
+        return True
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def reset(self) -> None:
+        """Close with a reset (RST), as a killed client's kernel does: no TIME_WAIT is left,
+        so the same source port can connect again at once."""
+        self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, struct.pack("ii", 1, 0))
+        self.sock.close()
+
+    def __enter__(self) -> "RawConnection":
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+# --- clients ---------------------------------------------------------------------------------------
+
+
+def read_partitions(bootstrap: str, topic: str, partitions: Iterable[int],
+                    timeout_s: float = 30.0) -> dict[int, list[tuple[int, bytes]]]:
+    """Every record of the given partitions, log start to end offset (as it is now), with a
+    group-less consumer: {partition: [(offset, value), ...]}."""
+    consumer = KafkaConsumer(bootstrap_servers=bootstrap, enable_auto_commit=False, group_id=None)
+    try:
+        tps = [TopicPartition(topic, p) for p in partitions]
+        consumer.assign(tps)
+        consumer.seek_to_beginning(*tps)
+        ends = consumer.end_offsets(tps)
+        out: dict[int, list[tuple[int, bytes]]] = {tp.partition: [] for tp in tps}
+        deadline = time.monotonic() + timeout_s
+        while any(consumer.position(tp) < ends[tp] for tp in tps):
+            if time.monotonic() > deadline:
+                raise AssertionError(f"read {sum(map(len, out.values()))} records of {topic}; ends {ends}")
+            for tp, records in consumer.poll(timeout_ms=200).items():
+                out[tp.partition].extend((r.offset, r.value) for r in records)
+        return out
+    finally:
+        consumer.close()
+
+
+def poll_until(consumer: KafkaConsumer, count: int, timeout_s: float = 30.0) -> list:
+    """Poll until ``count`` records came (all of them returned), or fail."""
+    got: list = []
+    deadline = time.monotonic() + timeout_s
+    while len(got) < count:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"got {len(got)} of {count} records in {timeout_s} s")
+        for records in consumer.poll(timeout_ms=200).values():
+            got.extend(records)
+    return got
+
+
+def tolerant(ask: Callable[[], Any]) -> Any:
+    """``ask()``, or None if the client failed (its broker may just have been killed): for
+    ``wait_until`` while brokers come and go."""
+    from kafka.errors import KafkaError
+
+    try:
+        return ask()
+    except (KafkaError, OSError):
+        return None
+
+
+def leader_of(admin: Any, topic: str, partition: int = 0) -> int:
+    (described,) = admin.describe_topics([topic])
+    return next(p["leader_id"] for p in described["partitions"] if p["partition_index"] == partition)
+
+
+def isr_of(admin: Any, topic: str, partition: int = 0) -> list[int]:
+    (described,) = admin.describe_topics([topic])
+    return sorted(next(p["isr_nodes"] for p in described["partitions"] if p["partition_index"] == partition))
+
+
+# --- processes -------------------------------------------------------------------------------------
+
+
+def children_of(pid: int) -> list[int]:
+    """Pids whose parent is ``pid`` (from /proc)."""
+    out = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid ...": comm may hold spaces or parentheses; split after the last ')'
+        fields = stat[stat.rindex(")") + 2:].split()
+        if int(fields[1]) == pid:
+            out.append(int(entry.name))
+    return sorted(out)
+
+
+def running(pid: int) -> bool:
+    """Is ``pid`` a live process (a zombie, dead but not yet reaped, counts as gone)?"""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat[stat.rindex(")") + 2:].split()[0] != "Z"
+
+
+def out_text(cluster: Any, who: Any) -> str:
+    return cluster.out_file(who).read_text(errors="replace")
+
+
+def kill_all(pids: Iterable[int]) -> None:
+    """Clean up after a failed process test (only the pids it started)."""
+    for pid in pids:
+        try:
+            os.kill(pid, 9)
+        except OSError:
+            pass
