@@ -128,6 +128,9 @@ def run_cluster(args) -> int:
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
         print(f"log directories under {cluster.dir}; Ctrl-C stops every process", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
+        # A shell that starts us in the background without job control hands us SIGINT
+        # ignored; Ctrl-C (or `kill -INT`) must still stop the cluster.
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
             while True:
                 time.sleep(1)
