@@ -19,9 +19,11 @@ def test_quick_benchmarks_write_a_report(tmp_path):
     )
     report = out.read_text()
     for heading in ("## Targets", "append", "read", "recovery", "| CPU |", "## Consumer groups: time to reassign",
-                    "## Consumer groups: records per second"):
+                    "## Consumer groups: records per second", "## Wire: producer throughput",
+                    "## Wire: the broker's ceiling", "## Wire: consumer throughput", "## Wire: end-to-end latency"):
         assert heading in report, heading
     assert "append at 16 KiB batches >= 0.5 of raw" in report
+    assert "broker ceiling (raw Produce, 64 KB batches) >= 1,000,000 msg/s" in report
 
 
 def test_consumer_benchmark_in_a_tiny_configuration(tmp_path):
