@@ -202,7 +202,29 @@ def _values_at(log, offsets: list[int]) -> dict[int, bytes | None]:
 # --- the dashboard ---------------------------------------------------------------------------------------
 
 
-class Dashboard:
+class _RunToggle:
+    """The run/pause toggle both dashboards share: clicking it starts or stops the thread,
+    and the thread sets it back (without that echo starting or stopping anything)."""
+
+    def _on_run_toggle(self, change: dict) -> None:
+        if self._syncing:
+            return
+        if change["new"]:
+            self.start()
+        else:
+            self.stop()
+
+    def _show_running(self, running: bool) -> None:
+        self._syncing = True
+        try:
+            self.run_toggle.value = running
+            self.run_toggle.description = "pause" if running else "run"
+            self.run_toggle.icon = "pause" if running else "play"
+        finally:
+            self._syncing = False
+
+
+class Dashboard(_RunToggle):
     """Buttons, a producer and a live diagram for one topic of a simulated cluster.
 
     ``producer``: anything with kafka-python's ``send(topic, value=, key=)`` returning a
@@ -797,22 +819,8 @@ class Dashboard:
             stop.wait(max(0.0, self.tick_ms / 1000 - (time.monotonic() - began)))
         self._sync_run_toggle(False)
 
-    def _on_run_toggle(self, change: dict) -> None:
-        if self._syncing:
-            return
-        if change["new"]:
-            self.start()
-        else:
-            self.stop()
-
     def _sync_run_toggle(self, running: bool) -> None:
-        self._syncing = True
-        try:
-            self.run_toggle.value = running
-            self.run_toggle.description = "pause" if running else "run"
-            self.run_toggle.icon = "pause" if running else "play"
-        finally:
-            self._syncing = False
+        self._show_running(running)
 
     def close(self) -> None:
         """Stop the thread and close every widget (the consumers go on: they are the
@@ -962,7 +970,7 @@ def _quiet_kafka_python(on: bool) -> None:
                 logger.setLevel(_QUIET["level"])
 
 
-class ProcessDashboard:
+class ProcessDashboard(_RunToggle):
     """Buttons, a producer and a live diagram for one topic of a real multi-process cluster
     (``minikafka.wire.process.launch``: a ``LocalCluster``), driven with kafka-python.
 
@@ -1521,23 +1529,9 @@ class ProcessDashboard:
                 self._wake.set()
         self._sync_run_toggle(False)
 
-    def _on_run_toggle(self, change: dict) -> None:
-        if self._syncing:
-            return
-        if change["new"]:
-            self.start()
-        else:
-            self.stop()
-
     def _sync_run_toggle(self, running: bool) -> None:
         with self._showing:
-            self._syncing = True
-            try:
-                self.run_toggle.value = running
-                self.run_toggle.description = "pause" if running else "run"
-                self.run_toggle.icon = "pause" if running else "play"
-            finally:
-                self._syncing = False
+            self._show_running(running)
 
     def _check_open(self) -> None:
         if self._closed:
