@@ -572,3 +572,17 @@ def test_damage_in_a_flushed_batch_of_the_segment_holding_the_recovery_point_is_
 def test_gzip_batches_are_byte_reproducible():
     recs = [Record(b"k", b"v" * 100, 5)] * 3
     assert bytes(RecordBatch.build(recs, compression="gzip")) == bytes(RecordBatch.build(recs, compression="gzip"))
+
+
+def test_flushing_an_idle_log_writes_nothing(tmp_path, monkeypatch):
+    # A broker flushes every log on a timer: a log with nothing new must cost no fsync.
+    log = Log(tmp_path / "t-0")
+    log.append(RecordBatch.build([b"a", b"b"]))
+    log.flush()
+    writes = []
+    monkeypatch.setattr(log, "_write_checkpoint", lambda *a: writes.append(a))
+    log.flush()
+    assert writes == []
+    log.append(RecordBatch.build([b"c"]))
+    log.flush()
+    assert [value for _, value in writes] == [3]

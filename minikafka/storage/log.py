@@ -213,6 +213,7 @@ class Log:
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
         self.recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
+        self._checkpointed: int | None = None  # the recovery point this object last wrote
         self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
         self.last_recovery = self._load()
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
@@ -645,7 +646,7 @@ class Log:
     def flush(self) -> None:
         """Force everything appended so far to disk and move the recovery point to the end."""
         if (self.recovery_point == self.log_end_offset and self.unflushed_bytes == 0
-                and getattr(self, "_checkpointed", None) == self.recovery_point):
+                and self._checkpointed == self.recovery_point):
             return  # nothing new: an idle log costs no fsync (a broker flushes every log on a timer)
         for segment in self.segments[self._segment_for(self.recovery_point) :]:
             segment.flush()
