@@ -1,0 +1,127 @@
+"""KafkaOffsetReader: which partitions a query reads, and where their logs begin and end.
+
+Theory of operation
+-------------------
+Planning a micro-batch needs three facts per topic-partition, asked of the brokers through
+the Kafka protocol (Metadata and ListOffsets, via kafka-python), so it works the same on
+minikafka's multi-process cluster and on a real Kafka:
+
+- the partitions the subscription covers now (``subscribe``, ``subscribePattern``, ``assign``):
+  topics are listed afresh each time, so partitions added to a topic, and new topics that
+  match a pattern, are picked up at the next trigger;
+- each partition's earliest offset (the log start: older records were deleted by retention);
+- each partition's latest offset (the log end as consumers see it, the high watermark).
+
+The reader keeps one consumer connection for the query's life (Spark calls it from one
+long-lived Python process on the driver); it never joins a group and never commits.
+Unreachable brokers and missing topics become ``KafkaSourceError`` with the address or the
+topic named, instead of kafka-python's bare ``NoBrokersAvailable`` or an empty result.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+from minikafka.spark.options import KafkaSourceOptions, TopicPartition
+
+
+class KafkaSourceError(RuntimeError):
+    """The source cannot do what the query asks of the Kafka cluster (not an option typo)."""
+
+
+def connect_consumer(options: KafkaSourceOptions, **overrides):
+    """A kafka-python consumer without a group, or a clear error if no broker answers."""
+    from kafka import KafkaConsumer
+    from kafka.errors import KafkaConfigurationError, KafkaTimeoutError
+
+    kwargs = options.consumer_kwargs(group_id=None, enable_auto_commit=False, **overrides)
+    kwargs.setdefault("bootstrap_timeout_ms", 10_000)
+    try:
+        return KafkaConsumer(**kwargs)
+    except (KafkaConfigurationError, AssertionError, ValueError, TypeError) as exc:
+        raise KafkaSourceError(f"kafka-python refused the source's consumer settings: {exc}") from None
+    except KafkaTimeoutError:  # kafka-python 3: "Unable to bootstrap from ..."
+        raise KafkaSourceError(
+            f"No Kafka broker answered at kafka.bootstrap.servers={options.bootstrap_servers!r}. "
+            "Is the cluster running (e.g. minikafka.wire.process.launch(), or `minikafka cluster up`), "
+            "and is that its address?") from None
+
+
+class KafkaOffsetReader:
+    """Metadata and offset lookups for one query (see the module docstring)."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self._consumer = None
+
+    def __getstate__(self) -> dict:
+        # Spark pickles the reader into its Python workers: a live connection cannot travel.
+        return {"options": self.options, "_consumer": None}
+
+    @property
+    def consumer(self):
+        if self._consumer is None:
+            self._consumer = connect_consumer(self.options)
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def partitions(self, *, require_topics: bool) -> list[TopicPartition]:
+        """The topic-partitions the subscription covers, sorted.
+
+        With ``require_topics`` a topic named by ``subscribe`` or ``assign`` that does not
+        exist is an error (our brokers, like Kafka 4, do not create topics on first read).
+        """
+        opts = self.options
+        existing = self.consumer.topics()  # a fresh Metadata request: sees new topics and partitions
+        if opts.strategy == "assign":
+            missing = sorted({t for t, _ in opts.assigned} - existing)
+            if missing and require_topics:
+                raise self._missing(missing)
+            known = {(t, p) for t in {t for t, _ in opts.assigned} & existing
+                     for p in self.consumer.partitions_for_topic(t) or ()}
+            absent = sorted(set(opts.assigned) - known)
+            if absent and require_topics and not missing:
+                raise KafkaSourceError(
+                    "Option 'assign' names partitions that do not exist: "
+                    + ", ".join(f"{t}-{p}" for t, p in absent) + ".")
+            return sorted(set(opts.assigned) & known)
+        if opts.strategy == "subscribe":
+            missing = sorted(set(opts.topics) - existing)
+            if missing and require_topics:
+                raise self._missing(missing)
+        topics = sorted(t for t in existing if opts.wants(t))
+        return sorted((t, p) for t in topics for p in self.consumer.partitions_for_topic(t) or ())
+
+    def _missing(self, topics: list[str]) -> KafkaSourceError:
+        return KafkaSourceError(
+            f"Topic{'s' if len(topics) > 1 else ''} {', '.join(map(repr, topics))} "
+            f"do{'' if len(topics) > 1 else 'es'} not exist on the cluster at "
+            f"{self.options.bootstrap_servers}. Create it first (KafkaAdminClient.create_topics, "
+            "`minikafka topics --create`, or minikafka.feed.produce_trucks).")
+
+    def earliest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._offsets(tps, "beginning_offsets")
+
+    def latest(self, tps: Iterable[TopicPartition]) -> dict[TopicPartition, int]:
+        return self._offsets(tps, "end_offsets")
+
+    def _offsets(self, tps: Iterable[TopicPartition], method: str) -> dict[TopicPartition, int]:
+        from kafka import TopicPartition as KTP
+        from kafka.errors import KafkaTimeoutError
+
+        tps = sorted(set(tps))
+        if not tps:
+            return {}
+        try:
+            found = getattr(self.consumer, method)([KTP(t, p) for t, p in tps],
+                                                   timeout_ms=self.options.poll_timeout_ms)
+        except KafkaTimeoutError:
+            raise KafkaSourceError(
+                f"The brokers at {self.options.bootstrap_servers} did not give the offsets of "
+                f"{', '.join(f'{t}-{p}' for t, p in tps)} within kafkaConsumer.pollTimeoutMs="
+                f"{self.options.poll_timeout_ms} ms: is every partition's leader up?") from None
+        return {(tp.topic, tp.partition): off for tp, off in found.items()}

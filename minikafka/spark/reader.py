@@ -1,0 +1,287 @@
+"""The "minikafka" source's readers: a batch reader and a micro-batch stream, as Spark's Kafka source.
+
+Theory of operation
+-------------------
+Spark plans, Kafka stores, the source only translates. An *offset* of this source is what
+Spark's Kafka source writes in its checkpoint, one number per topic-partition as JSON,
+``{"trucks_gps": {"0": 120, "1": 98}}``: the next offset to read in each partition.
+
+A streaming query (``KafkaMicroBatchStream``):
+
+- ``initialOffset()`` resolves ``startingOffsets`` once, for a new query. A restarted query
+  never calls it: Spark hands back the offsets in its checkpoint.
+- ``latestOffset(start, limit)`` asks the brokers for every partition's end, then admits
+  records: all of them, or at most ``limit.max_rows`` (``maxOffsetsPerTrigger``) shared
+  between partitions in proportion to their backlog. Partitions that appear (added to the
+  topic, or a new topic matching ``subscribePattern``) start at their earliest offset.
+  Under ``Trigger.AvailableNow`` the ends found by ``prepareForTriggerAvailableNow`` are a
+  ceiling, so the query drains what existed when it started, and stops.
+- ``partitions(start, end)`` makes one Spark task per topic-partition with records in
+  ``[start, end)``; ``read`` fetches exactly that range (kafka-python, no group) and yields it
+  as Arrow record batches. A task re-run by Spark reads the same range again: the same rows.
+
+Invariants: offsets only move forward, and a planned range is read whole or the task fails:
+rows are never skipped silently. Where records a query still needed are gone (deleted by
+retention, a partition deleted, a log truncated below the checkpoint) the query fails with
+a message saying which, unless ``failOnDataLoss=false``, which skips ahead as Spark does.
+Offsets with no record (compaction, transaction markers) are simply not rows.
+
+The source never commits offsets to Kafka: the checkpoint is the only record of progress,
+so a consumer group's lag tools do not see a Spark query (as with Spark's own source).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Iterator
+
+from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
+from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
+
+from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, connect_consumer
+from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
+
+ROWS_PER_ARROW_BATCH = 10_000
+
+Offsets = dict[TopicPartition, int]
+
+
+def to_spark_offsets(offsets: Offsets) -> dict:
+    """``{(topic, p): n}`` as Spark's Kafka source writes it: ``{topic: {"p": n}}``."""
+    out: dict[str, dict[str, int]] = {}
+    for (topic, p), off in sorted(offsets.items()):
+        out.setdefault(topic, {})[str(p)] = int(off)
+    return out
+
+
+def from_spark_offsets(offsets: dict) -> Offsets:
+    return {(topic, int(p)): int(off) for topic, parts in offsets.items() for p, off in parts.items()}
+
+
+def admit(begin: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
+    """The end of the next micro-batch: everything up to ``latest``, or at most ``max_rows``.
+
+    The budget is shared in proportion to each partition's backlog (as Spark's Kafka source
+    does); the rounding remainder goes to the largest fractions, ties in partition order, so
+    the total is never above ``max_rows`` and the same backlog always gives the same batch.
+    """
+    backlog = {tp: max(0, latest.get(tp, off) - off) for tp, off in begin.items()}
+    total = sum(backlog.values())
+    if max_rows is None or total <= max_rows:
+        return {tp: begin[tp] + n for tp, n in backlog.items()}
+    shares = {tp: max_rows * n / total for tp, n in backlog.items()}
+    take = {tp: int(s) for tp, s in shares.items()}
+    left = max_rows - sum(take.values())
+    for tp in sorted(shares, key=lambda tp: (-(shares[tp] - take[tp]), tp))[:left]:
+        take[tp] += 1
+    return {tp: begin[tp] + take[tp] for tp in begin}
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: the records of one topic-partition in ``[from_offset, until_offset)``."""
+
+    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
+        super().__init__((topic, partition, from_offset, until_offset))
+        self.topic = topic
+        self.partition = partition
+        self.from_offset = from_offset
+        self.until_offset = until_offset
+
+
+def _arrow_schema(include_headers: bool):
+    import pyarrow as pa
+
+    fields = [
+        pa.field("key", pa.binary()),
+        pa.field("value", pa.binary()),
+        pa.field("topic", pa.string()),
+        pa.field("partition", pa.int32()),
+        pa.field("offset", pa.int64()),
+        pa.field("timestamp", pa.timestamp("us", tz="UTC")),
+        pa.field("timestampType", pa.int32()),
+    ]
+    if include_headers:
+        fields.append(pa.field("headers", pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))))
+    return pa.schema(fields)
+
+
+def read_range(options: KafkaSourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
+    """Fetch exactly the offsets ``[from_offset, until_offset)`` of one partition, as Arrow batches."""
+    import pyarrow as pa
+    from kafka import TopicPartition as KTP
+    from kafka.errors import OffsetOutOfRangeError
+
+    if part.until_offset <= part.from_offset:
+        return
+    schema = _arrow_schema(options.include_headers)
+    tp = KTP(part.topic, part.partition)
+    name = f"{part.topic}-{part.partition}"
+    consumer = connect_consumer(options, auto_offset_reset="none",
+                                max_poll_records=ROWS_PER_ARROW_BATCH,
+                                max_partition_fetch_bytes=max(8 << 20, options.consumer_config.get(
+                                    "max_partition_fetch_bytes", 0)))
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, part.from_offset)
+        position = part.from_offset
+        progress_at = time.monotonic()
+        while position < part.until_offset:
+            try:
+                fetched = consumer.poll(timeout_ms=500).get(tp, [])
+            except OffsetOutOfRangeError:
+                earliest = consumer.beginning_offsets([tp])[tp]
+                if options.fail_on_data_loss:
+                    raise KafkaSourceError(
+                        f"Offsets {position} to {min(earliest, part.until_offset) - 1} of {name} were "
+                        "deleted (retention) before the query read them: records are lost. Set the "
+                        "option failOnDataLoss=false to skip what is gone and go on.") from None
+                position = min(max(earliest, position), part.until_offset)
+                consumer.seek(tp, position)
+                continue
+            rows = [r for r in fetched if position <= r.offset < part.until_offset]
+            new_position = max(position, consumer.position(tp))
+            if rows or new_position > position:
+                progress_at = time.monotonic()
+            elif time.monotonic() - progress_at > options.poll_timeout_ms / 1000:
+                raise KafkaSourceError(
+                    f"Reading {name} offsets [{position}, {part.until_offset}) from "
+                    f"{options.bootstrap_servers} made no progress for kafkaConsumer.pollTimeoutMs="
+                    f"{options.poll_timeout_ms} ms: is the partition's leader up?")
+            position = new_position
+            if rows:
+                columns = [
+                    [r.key for r in rows],
+                    [r.value for r in rows],
+                    [part.topic] * len(rows),
+                    [part.partition] * len(rows),
+                    [r.offset for r in rows],
+                    [r.timestamp * 1000 for r in rows],
+                    [max(r.timestamp_type, 0) for r in rows],
+                ]
+                if options.include_headers:
+                    columns.append([[{"key": k, "value": v} for k, v in (r.headers or ())] for r in rows])
+                yield pa.RecordBatch.from_arrays(
+                    [pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
+    finally:
+        consumer.close()
+
+
+class KafkaBatchReader(DataSourceReader):
+    """``spark.read.format("minikafka")``: the records between startingOffsets and endingOffsets."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self.offsets = KafkaOffsetReader(options)
+
+    def partitions(self) -> list[KafkaInputPartition]:
+        opts = self.options
+        try:
+            tps = self.offsets.partitions(require_topics=True)
+            start = _resolve(self.offsets, tps, opts.starting, "startingOffsets", opts.strategy)
+            end = _resolve(self.offsets, tps, opts.ending, "endingOffsets", opts.strategy)
+        finally:
+            self.offsets.close()
+        for tp in tps:
+            if start[tp] > end[tp]:
+                raise KafkaSourceError(
+                    f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is after its endingOffsets {end[tp]}.")
+        return [KafkaInputPartition(t, p, start[(t, p)], end[(t, p)]) for t, p in tps if end[(t, p)] > start[(t, p)]]
+
+    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
+        return read_range(self.options, partition)
+
+
+def _resolve(reader: KafkaOffsetReader, tps: list[TopicPartition], spec: int | Offsets,
+             name: str, strategy: str) -> Offsets:
+    """Offsets for ``tps`` from 'earliest' / 'latest' / a JSON of offsets (-2 and -1 resolved)."""
+    if spec == EARLIEST:
+        return reader.earliest(tps)
+    if spec == LATEST:
+        return reader.latest(tps)
+    if set(spec) != set(tps):
+        raise KafkaSourceError(
+            f"If {name} contains specific offsets, it must name every partition the query reads "
+            "(use -2 for earliest, -1 for latest). Named: "
+            + ", ".join(f"{t}-{p}" for t, p in sorted(spec)) + "; subscribed: "
+            + ", ".join(f"{t}-{p}" for t, p in tps) + ".")
+    earliest = reader.earliest(tp for tp in tps if spec[tp] == EARLIEST)
+    latest = reader.latest(tp for tp in tps if spec[tp] == LATEST)
+    return {tp: earliest.get(tp, latest.get(tp, spec[tp])) for tp in tps}
+
+
+class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow):
+    """``spark.readStream.format("minikafka")`` (see the module docstring)."""
+
+    def __init__(self, options: KafkaSourceOptions) -> None:
+        self.options = options
+        self.offsets = KafkaOffsetReader(options)
+        self.target: Offsets | None = None  # Trigger.AvailableNow: the ends when the query started
+
+    def initialOffset(self) -> dict:
+        opts = self.options
+        # A pattern may match nothing yet: the query then waits for matching topics.
+        tps = self.offsets.partitions(require_topics=opts.strategy != "subscribepattern")
+        return to_spark_offsets(_resolve(self.offsets, tps, opts.starting, "startingOffsets", opts.strategy))
+
+    def getDefaultReadLimit(self):
+        n = self.options.max_offsets_per_trigger
+        return ReadAllAvailable() if n is None else ReadMaxRows(n)
+
+    def prepareForTriggerAvailableNow(self) -> None:
+        tps = self.offsets.partitions(require_topics=self.options.strategy != "subscribepattern")
+        self.target = self.offsets.latest(tps)
+
+    def latestOffset(self, start: dict, limit) -> dict:
+        opts = self.options
+        begin = from_spark_offsets(start)
+        tps = self.offsets.partitions(require_topics=False)
+        gone = sorted(set(begin) - set(tps))
+        if gone:
+            self._data_loss(f"partition{'s' if len(gone) > 1 else ''} "
+                            + ", ".join(f"{t}-{p}" for t, p in gone)
+                            + " disappeared (topic deleted?) before the query read everything in them")
+            for tp in gone:
+                del begin[tp]
+        new = [tp for tp in tps if tp not in begin and (self.target is None or tp in self.target)]
+        begin.update(self.offsets.earliest(new))
+        latest = self.offsets.latest(begin)
+        if self.target is not None:
+            latest = {tp: min(off, self.target.get(tp, begin[tp])) for tp, off in latest.items()}
+        for tp, off in sorted(begin.items()):
+            if latest[tp] < off and tp not in new:
+                self._data_loss(f"{tp[0]}-{tp[1]}'s log now ends at {latest[tp]}, before offset {off} "
+                                "the query already read up to (truncated by an unclean leader election?)")
+        earliest = self.offsets.earliest(begin)
+        lost = {tp: earliest[tp] for tp, off in begin.items() if earliest[tp] > off}
+        if lost:
+            self._data_loss("records were deleted (retention) before the query read them: "
+                            + ", ".join(f"{t}-{p} offsets {begin[(t, p)]}..{e - 1}" for (t, p), e in sorted(lost.items())))
+            begin.update({tp: min(e, latest[tp]) if latest[tp] >= begin[tp] else begin[tp] for tp, e in lost.items()})
+        max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
+        return to_spark_offsets(admit(begin, latest, max_rows))
+
+    def _data_loss(self, what: str) -> None:
+        if self.options.fail_on_data_loss:
+            raise KafkaSourceError(
+                f"Data loss: {what}. The query stops (failOnDataLoss=true, the default); set the "
+                "option failOnDataLoss=false to skip what is gone and go on.")
+
+    def reportLatestOffset(self) -> dict | None:
+        return None
+
+    def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
+        begin = from_spark_offsets(start)
+        until = from_spark_offsets(end)
+        new = [tp for tp in until if tp not in begin]
+        begin.update(self.offsets.earliest(new))
+        return [KafkaInputPartition(t, p, begin[(t, p)], off)
+                for (t, p), off in sorted(until.items()) if off > begin[(t, p)]]
+
+    def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
+        return read_range(self.options, partition)
+
+    def commit(self, end: dict) -> None:
+        pass  # Spark's checkpoint is the record of progress; nothing is committed to Kafka
+
+    def stop(self) -> None:
+        self.offsets.close()

@@ -1,0 +1,127 @@
+"""A small, quiet local Spark session for the course, with the "minikafka" source registered.
+
+Theory of operation
+-------------------
+Every setting here was needed on a 2-core course machine (see FIELD-NOTES, "PySpark"):
+
+- ``PYSPARK_PYTHON`` (and the driver's) is this kernel's Python, set before the JVM starts:
+  otherwise Spark's Python workers start another Python, without pyarrow or minikafka, and a
+  stream dies after a while with only "Python worker failed to connect back".
+- ``local[2]``, two shuffle partitions, 1 GB of driver memory, no UI, no console progress bar,
+  the session time zone UTC (event-time windows print the same everywhere), JVM logs at
+  error level, and ``-Xss16m`` for the driver's threads (stopping a query overflowed the
+  default stack).
+- Spark 4 needs Java 17 or 21. Without a ``java`` the session would fail with a long JVM
+  launcher error; we say what is missing instead.
+
+The JVM's own output (its start-up warnings, log lines) goes to a file, ``log_file``, not to
+the notebook: Jupyter forwards a kernel's file descriptors to whichever cell is running, so
+JVM chatter would land in random cells. Errors still reach the notebook as exceptions.
+
+The session is created once per Python process (Spark's ``getOrCreate``), so calling
+``session()`` again returns the same one; the source is registered each time (cheap).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+from typing import Any, Mapping
+
+LOG4J2 = Path(__file__).with_name("log4j2.properties")
+log_file = Path(tempfile.gettempdir()) / f"minikafka-spark-{os.getpid()}.log"  # the JVM's stdout and stderr
+
+
+class JavaNotFoundError(RuntimeError):
+    """Spark needs a Java runtime (17 or 21) and none was found."""
+
+
+def java_version() -> int:
+    """The major version of the ``java`` Spark will use; JavaNotFoundError if there is none."""
+    home = os.environ.get("JAVA_HOME")
+    java = str(Path(home) / "bin" / "java") if home else shutil.which("java")
+    if not java or not Path(java).exists():
+        raise JavaNotFoundError(
+            "Spark needs Java 17 or 21, and no `java` was found "
+            + (f"in JAVA_HOME={home!r}. " if home else "on the PATH (and JAVA_HOME is not set). ")
+            + "Install one (Debian/Ubuntu: `sudo apt install openjdk-17-jre-headless`; conda: "
+            "`conda install -c conda-forge openjdk=17`), then restart the kernel.")
+    out = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=60)
+    found = re.search(r'version "(\d+)(?:\.(\d+))?', out.stderr + out.stdout)
+    if not found:
+        raise JavaNotFoundError(f"Could not tell the version of {java}: {(out.stderr or out.stdout).strip()!r}")
+    major = int(found.group(1))
+    if major == 1:  # "1.8.0_..." is Java 8
+        major = int(found.group(2))
+    if major < 17:
+        raise JavaNotFoundError(f"Spark 4 needs Java 17 or newer; {java} is Java {major}. "
+                                "Install Java 17 and set JAVA_HOME to it.")
+    return major
+
+
+def register(spark) -> None:
+    """Make ``format("minikafka")`` available in this Spark session."""
+    from minikafka.spark.source import MinikafkaDataSource
+
+    spark.dataSource.register(MinikafkaDataSource)
+
+
+def session(app_name: str = "minikafka", *, master: str = "local[2]",
+            config: Mapping[str, Any] | None = None):
+    """A local SparkSession set up as the module docstring says, with the source registered.
+
+    ``config`` adds or overrides Spark settings (``{"spark.sql.shuffle.partitions": 4}``).
+    """
+    java_version()
+    os.environ["PYSPARK_PYTHON"] = sys.executable
+    os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
+    from pyspark.sql import SparkSession
+
+    java_options = f"-Xss16m -Dlog4j2.configurationFile={LOG4J2.as_uri()}"
+    settings: dict[str, Any] = {
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": "2",
+        "spark.default.parallelism": "2",
+        "spark.driver.memory": "1g",
+        "spark.sql.session.timeZone": "UTC",
+        "spark.driver.extraJavaOptions": java_options,
+        "spark.executor.extraJavaOptions": java_options,
+        "spark.sql.execution.arrow.pyspark.enabled": "true",
+        # Streaming state stores: a small number of snapshots kept on disk (course checkpoints).
+        "spark.sql.streaming.minBatchesToRetain": "10",
+    }
+    settings.update({k: str(v) for k, v in (config or {}).items()})
+    builder = SparkSession.builder.appName(app_name).master(master)
+    for key, value in settings.items():
+        builder = builder.config(key, value)
+    spark = _with_output_to(log_file, builder.getOrCreate)
+    spark.sparkContext.setLogLevel("ERROR")
+    register(spark)
+    return spark
+
+
+def _with_output_to(path: Path, start):
+    """Run ``start()`` with fds 1 and 2 pointing at ``path``: the JVM it forks keeps them."""
+    from pyspark import SparkContext
+
+    if SparkContext._active_spark_context is not None:  # the JVM is up: nothing is forked
+        return start()
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
+    saved = [os.dup(1), os.dup(2)]
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+    try:
+        os.dup2(fd, 1)
+        os.dup2(fd, 2)
+        return start()
+    finally:
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for f in (fd, *saved):
+            os.close(f)
