@@ -1,0 +1,326 @@
+"""The "minikafka" Spark source against a real multi-process minikafka cluster, read by a real Spark.
+
+One local Spark session and one 3-broker cluster serve the whole module (a session takes
+5-10 s to start). Each test uses topics of its own. Streaming tests run queries with
+Trigger.AvailableNow, or a processing-time trigger stopped by the test, and check what
+foreachBatch saw against what the producer was told was written.
+"""
+
+from __future__ import annotations
+
+import threading
+import uuid
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kafka import KafkaProducer  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+
+from minikafka.wire.process import launch  # noqa: E402
+from wire_helpers import wait_until  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with launch(brokers=3) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def spark():
+    from minikafka import spark as mkspark
+
+    session = mkspark.session("minikafka-tests")
+    yield session
+    for query in session.streams.active:
+        query.stop()
+
+
+@pytest.fixture(scope="module")
+def admin(cluster):
+    client = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    yield client
+    client.close()
+
+
+def new_topic(admin, partitions: int, prefix: str = "s") -> str:
+    name = f"{prefix}-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(name, partitions, 3)])
+    wait_until(lambda: all(p["leader_id"] >= 0 for p in admin.describe_topics([name])[0]["partitions"]),
+               20, f"leaders for {name}")
+    return name
+
+
+def produce(cluster, topic: str, n: int, start: int = 0, headers: bool = False) -> dict[tuple[int, int], tuple]:
+    """Send n records; return {(partition, offset): (key, value, timestamp_ms, headers)} as acknowledged."""
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+    sent = []
+    for i in range(start, start + n):
+        key = None if i % 11 == 0 else b"k%d" % (i % 7)
+        hdrs = [("n", str(i).encode()), ("even", b"1")] if headers and i % 2 == 0 else []
+        sent.append((key, b"v%d" % i, 1_704_096_000_000 + i, hdrs,
+                     producer.send(topic, key=key, value=b"v%d" % i, timestamp_ms=1_704_096_000_000 + i,
+                                   headers=hdrs)))
+    producer.flush()
+    producer.close()
+    out = {}
+    for key, value, ts, hdrs, future in sent:
+        meta = future.get(timeout=30)
+        out[(meta.partition, meta.offset)] = (key, value, ts, hdrs)
+    return out
+
+
+def reader(spark, cluster, **options):
+    r = spark.read.format("minikafka").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+    for key, value in options.items():
+        r = r.option(key, value)
+    return r.load()
+
+
+def stream(spark, cluster, **options):
+    r = spark.readStream.format("minikafka").option("kafka.bootstrap.servers", cluster.bootstrap_servers)
+    for key, value in options.items():
+        r = r.option(key, value)
+    return r.load()
+
+
+class BatchLog:
+    """What foreachBatch saw: per batch id, the (partition, offset) rows of its last attempt."""
+
+    def __init__(self, fail_on: int | None = None) -> None:
+        self.batches: dict[int, list[tuple[int, int]]] = {}
+        self.attempts: dict[int, list[list[tuple[int, int]]]] = {}
+        self.fail_on = fail_on
+        self.lock = threading.Lock()
+
+    def __call__(self, df, batch_id: int) -> None:
+        rows = sorted((r.partition, r.offset) for r in df.select("partition", "offset").collect())
+        with self.lock:
+            self.batches[batch_id] = rows
+            self.attempts.setdefault(batch_id, []).append(rows)
+        if batch_id == self.fail_on:
+            self.fail_on = None
+            raise RuntimeError(f"the sink died during batch {batch_id}")
+
+    def rows(self) -> list[tuple[int, int]]:
+        return sorted(r for rows in self.batches.values() for r in rows)
+
+
+# --- batch reads -------------------------------------------------------------------------------------
+
+
+def test_schema_is_sparks_kafka_schema(spark, cluster, admin):
+    topic = new_topic(admin, 1)
+    df = reader(spark, cluster, subscribe=topic)
+    assert df.schema.simpleString() == ("struct<key:binary,value:binary,topic:string,partition:int,offset:bigint,"
+                                        "timestamp:timestamp,timestampType:int>")
+    with_headers = reader(spark, cluster, subscribe=topic, includeHeaders="true")
+    assert with_headers.schema.simpleString().endswith(",headers:array<struct<key:string,value:binary>>>")
+
+
+def test_batch_read_returns_exactly_the_topics_records(spark, cluster, admin):
+    topic = new_topic(admin, 3)
+    sent = produce(cluster, topic, 500, headers=True)
+    rows = reader(spark, cluster, subscribe=topic, includeHeaders="true").collect()
+    got = {(r.partition, r.offset): (r.key, r.value, [(h.key, h.value) for h in r.headers]) for r in rows}
+    assert len(rows) == 500
+    assert got == {tp: (key, value, hdrs) for tp, (key, value, _, hdrs) in sent.items()}
+    assert {r.topic for r in rows} == {topic} and {r.timestampType for r in rows} == {0}
+    # Timestamps are the producer's CreateTime, in UTC (the session's time zone).
+    ts = reader(spark, cluster, subscribe=topic).selectExpr("partition", "offset", "unix_millis(timestamp) AS ms").collect()
+    assert {(r.partition, r.offset): r.ms for r in ts} == {tp: v[2] for tp, v in sent.items()}
+
+
+def test_batch_read_between_json_offsets_and_with_assign(spark, cluster, admin):
+    topic = new_topic(admin, 2)
+    sent = produce(cluster, topic, 200)
+    ends = {p: 1 + max(o for q, o in sent if q == p) for p in (0, 1)}
+    rows = reader(spark, cluster, subscribe=topic,
+                  startingOffsets=f'{{"{topic}": {{"0": 10, "1": -2}}}}',
+                  endingOffsets=f'{{"{topic}": {{"0": -1, "1": 5}}}}').collect()
+    assert sorted((r.partition, r.offset) for r in rows) == (
+        [(0, o) for o in range(10, ends[0])] + [(1, o) for o in range(0, 5)])
+    only_one = reader(spark, cluster, assign=f'{{"{topic}": [1]}}').collect()
+    assert sorted(r.offset for r in only_one) == list(range(ends[1])) and {r.partition for r in only_one} == {1}
+
+
+def test_subscribe_pattern_reads_every_matching_topic(spark, cluster, admin):
+    prefix = f"pat{uuid.uuid4().hex[:6]}"
+    a, b = new_topic(admin, 1, prefix), new_topic(admin, 2, prefix)
+    produce(cluster, a, 30)
+    produce(cluster, b, 40)
+    rows = reader(spark, cluster, subscribePattern=f"{prefix}-.*").collect()
+    assert {t: sum(1 for r in rows if r.topic == t) for t in (a, b)} == {a: 30, b: 40}
+
+
+def test_errors_reach_the_caller_with_the_cause_named(spark, cluster, admin):
+    with pytest.raises(Exception, match="does not exist on the cluster"):
+        reader(spark, cluster, subscribe="no-such-topic").collect()
+    with pytest.raises(Exception, match="No Kafka broker answered at kafka.bootstrap.servers='127.0.0.1:9'"):
+        spark.read.format("minikafka").option("kafka.bootstrap.servers", "127.0.0.1:9") \
+            .option("subscribe", "t").option("kafka.bootstrap.timeout.ms", "1500").load().collect()
+    with pytest.raises(Exception, match="Set the source option 'startingOffsets' instead"):
+        reader(spark, cluster, subscribe="x", **{"kafka.auto.offset.reset": "earliest"}).collect()
+
+
+# --- streaming ---------------------------------------------------------------------------------------
+
+
+def test_max_offsets_per_trigger_bounds_every_micro_batch(spark, cluster, admin, tmp_path):
+    topic = new_topic(admin, 4)
+    sent = produce(cluster, topic, 600)
+    log = BatchLog()
+    query = (stream(spark, cluster, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=70)
+             .writeStream.foreachBatch(log).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(availableNow=True).start())
+    query.awaitTermination(180)
+    sizes = [len(log.batches[b]) for b in sorted(log.batches)]
+    assert all(n <= 70 for n in sizes) and sum(sizes) == 600, sizes
+    assert sizes.count(70) == 600 // 70  # full batches until the backlog runs out
+    assert log.rows() == sorted(sent)
+    assert all(p["numInputRows"] <= 70 for p in query.recentProgress)
+
+
+def test_restart_from_checkpoint_processes_every_record_exactly_once(spark, cluster, admin, tmp_path):
+    """A sink that dies mid-query, a restart, more records, a second restart: every offset once."""
+    topic = new_topic(admin, 3)
+    checkpoint = str(tmp_path / "cp")
+    sent = produce(cluster, topic, 300)
+    log = BatchLog(fail_on=2)
+
+    def run():
+        return (stream(spark, cluster, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=50)
+                .writeStream.foreachBatch(log).option("checkpointLocation", checkpoint)
+                .trigger(availableNow=True).start())
+
+    query = run()
+    with pytest.raises(Exception, match="the sink died during batch 2"):
+        query.awaitTermination(180)
+    assert sorted(log.batches) == [0, 1, 2]
+    sent.update(produce(cluster, topic, 200, start=300))  # written while the query is down
+    query = run()
+    query.awaitTermination(180)
+    # Batch 2 ran again on exactly the same offsets; nothing else ran twice.
+    assert len(log.attempts[2]) == 2 and log.attempts[2][0] == log.attempts[2][1]
+    assert all(len(log.attempts[b]) == 1 for b in log.attempts if b != 2)
+    assert log.rows() == sorted(sent)  # each offset of the topic exactly once
+    sent.update(produce(cluster, topic, 40, start=500))
+    query = run()
+    query.awaitTermination(180)
+    assert log.rows() == sorted(sent)
+
+
+def test_a_running_query_picks_up_new_topics_of_its_pattern_and_survives_a_broker_kill(spark, cluster, admin, tmp_path):
+    prefix = f"live{uuid.uuid4().hex[:6]}"
+    first = new_topic(admin, 2, prefix)
+    sent = produce(cluster, first, 50)
+    log = BatchLog()
+    query = (stream(spark, cluster, subscribePattern=f"{prefix}-.*", startingOffsets="earliest")
+             .writeStream.foreachBatch(log).option("checkpointLocation", str(tmp_path / "cp"))
+             .trigger(processingTime="500 milliseconds").start())
+    try:
+        wait_until(lambda: len(log.rows()) == 50, 120, "the first topic's records")
+        second = new_topic(admin, 3, prefix)
+        later = produce(cluster, second, 60)
+        wait_until(lambda: len(log.rows()) == 110, 120, "the new topic's records")
+        cluster.kill(2)
+        try:
+            more = produce(cluster, first, 30, start=50)
+            wait_until(lambda: len(log.rows()) == 140, 120, "records written after a broker died")
+        finally:
+            cluster.restart(2)
+        assert query.isActive
+    finally:
+        query.stop()
+    assert len(log.rows()) == len(sent) + len(later) + len(more) == 140
+
+
+def test_a_deleted_topic_is_data_loss_unless_fail_on_data_loss_is_false(spark, cluster, admin, tmp_path):
+    keep = new_topic(admin, 1, "keep")
+    produce(cluster, keep, 20)
+    for fail in ("true", "false"):
+        doomed = new_topic(admin, 1, "doomed")
+        produce(cluster, doomed, 20)
+        log = BatchLog()
+        query = (stream(spark, cluster, subscribe=f"{keep},{doomed}", startingOffsets="earliest", failOnDataLoss=fail)
+                 .writeStream.foreachBatch(log).option("checkpointLocation", str(tmp_path / fail))
+                 .trigger(processingTime="500 milliseconds").start())
+        try:
+            wait_until(lambda: len(log.rows()) == 40, 120, "both topics read")
+            admin.delete_topics([doomed])
+            if fail == "true":
+                with pytest.raises(Exception, match=f"Data loss: partition {doomed}-0 disappeared"):
+                    query.awaitTermination(120)
+            else:
+                produce(cluster, keep, 5, start=100)
+                wait_until(lambda: len(log.rows()) == 45, 120, "the query to go on without the deleted topic")
+                assert query.isActive
+        finally:
+            query.stop()
+
+
+# --- the exactly-once sink -------------------------------------------------------------------------------
+
+
+def test_batch_sink_writes_each_batch_once_even_after_a_partial_attempt(cluster, admin):
+    from minikafka.spark.sink import BATCH_HEADER, KafkaBatchSink
+
+    topic = f"alerts-{uuid.uuid4().hex[:8]}"
+    with KafkaBatchSink(cluster.bootstrap_servers, topic) as sink:
+        batch0 = [(b"t2", b"fast"), (b"t1", b"faster"), (None, b"x")]
+        assert sink.write(0, batch0) == 3
+        assert sink.write(0, list(reversed(batch0))) == 0  # a replay: already there
+        # An attempt at batch 1 that died after two of its (sorted) records were acknowledged.
+        batch1 = [(b"a", b"1"), (b"b", b"2"), (b"c", b"3"), (b"d", b"4")]
+        raw = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        for key, value in batch1[:2]:
+            raw.send(topic, key=key, value=value, partition=0, headers=[(BATCH_HEADER, b"1")])
+        raw.flush()
+        raw.close()
+        assert sink.write(1, batch1[::-1]) == 2
+        assert sink.write(1, batch1) == 0
+        assert sink.write(2, []) == 0
+        assert sink.batches() == {0: 3, 1: 4}
+        assert [(b, k, v) for b, k, v in sink.read()] == (
+            [(0, None, b"x"), (0, b"t1", b"faster"), (0, b"t2", b"fast")] + [(1, k, v) for k, v in batch1])
+        assert sink.write(0, batch0) == 0  # an older batch than the tail's: done long ago
+        with pytest.raises(TypeError, match="a record is a"):
+            sink.write(3, [("k", b"v")])
+        with pytest.raises(ValueError, match="batch_id must be"):
+            sink.write(-1, [])
+    two = new_topic(admin, 2, "wide")
+    with pytest.raises(ValueError, match="needs a topic with one partition"):
+        KafkaBatchSink(cluster.bootstrap_servers, two)
+
+
+def test_foreach_batch_through_the_sink_is_exactly_once_across_a_crash(spark, cluster, admin, tmp_path):
+    from minikafka.spark.sink import KafkaBatchSink
+
+    topic = new_topic(admin, 2)
+    sent = produce(cluster, topic, 120)
+    sink = KafkaBatchSink(cluster.bootstrap_servers, f"out-{uuid.uuid4().hex[:8]}")
+    crash = {"batch": 1}
+
+    def write(df, batch_id):
+        rows = [(b"%d" % r.partition, b"%d" % r.offset) for r in df.select("partition", "offset").collect()]
+        sink.write(batch_id, rows)
+        if crash.get("batch") == batch_id:  # dies after writing, before Spark's commit
+            del crash["batch"]
+            raise RuntimeError("crash after the write")
+
+    def run():
+        return (stream(spark, cluster, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=40)
+                .writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "cp"))
+                .trigger(availableNow=True).start())
+
+    with pytest.raises(Exception, match="crash after the write"):
+        run().awaitTermination(180)
+    run().awaitTermination(180)
+    assert sink.batches() == {0: 40, 1: 40, 2: 40}
+    written = sorted((int(k), int(v)) for _, k, v in sink.read())
+    assert written == sorted(sent)  # every input row once in the output topic
+    sink.close()

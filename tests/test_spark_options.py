@@ -1,0 +1,120 @@
+"""The "minikafka" Spark source's option parsing and admission control, without a JVM."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, SourceOptionError
+
+pytest.importorskip("pyspark")
+from minikafka.spark.reader import admit, from_spark_offsets, to_spark_offsets  # noqa: E402
+
+BASE = {"kafka.bootstrap.servers": "127.0.0.1:9092", "subscribe": "trucks_gps"}
+
+
+def parse(batch: bool = False, **options) -> KafkaSourceOptions:
+    return KafkaSourceOptions.parse({**BASE, **options}, batch=batch)
+
+
+def test_defaults_are_sparks():
+    stream = parse()
+    assert stream.starting == LATEST and stream.fail_on_data_loss and not stream.include_headers
+    assert stream.max_offsets_per_trigger is None and stream.poll_timeout_ms == 120_000
+    batch = parse(batch=True)
+    assert batch.starting == EARLIEST and batch.ending == LATEST
+
+
+def test_option_names_are_case_insensitive_and_topics_trimmed():
+    opts = KafkaSourceOptions.parse({"KAFKA.BOOTSTRAP.SERVERS": " a:1, b:2 ", "Subscribe": "x, y ,",
+                                     "MaxOffsetsPerTrigger": "70"}, batch=False)
+    assert opts.bootstrap_servers == "a:1,b:2" and opts.topics == ("x", "y")
+    assert opts.max_offsets_per_trigger == 70
+    assert opts.consumer_kwargs()["bootstrap_servers"] == ["a:1", "b:2"]
+
+
+def test_json_offsets_and_assign():
+    opts = parse(startingOffsets='{"t": {"0": 5, "1": -2}}')
+    assert opts.starting == {("t", 0): 5, ("t", 1): EARLIEST}
+    assigned = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "assign": '{"t": [1, 0], "u": [2]}'},
+                                        batch=True)
+    assert assigned.strategy == "assign" and assigned.assigned == (("t", 0), ("t", 1), ("u", 2))
+    assert assigned.wants("u") and not assigned.wants("v")
+
+
+def test_pattern_is_matched_whole_and_skips_internal_topics():
+    opts = KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "subscribePattern": "trucks.*"}, batch=False)
+    assert opts.wants("trucks_gps") and not opts.wants("old_trucks") and not opts.wants("__trucks")
+
+
+def test_kafka_options_become_typed_kafka_python_arguments():
+    opts = parse(**{"kafka.fetch.max.bytes": "1000", "kafka.check.crcs": "false", "kafka.client.id": "me"})
+    assert opts.consumer_config == {"fetch_max_bytes": 1000, "check_crcs": False, "client_id": "me"}
+
+
+@pytest.mark.parametrize("options, batch, message", [
+    ({"kafka.bootstrap.servers": ""}, False, "'kafka.bootstrap.servers' must be specified"),
+    ({"subscribePattern": "x"}, False, "Exactly one of the options 'subscribe', 'subscribePattern' or 'assign'"),
+    ({"subscribe": " , "}, False, "names no topic"),
+    ({"startingOffsets": "yesterday"}, False, "'startingOffsets' must be 'earliest', 'latest' or JSON"),
+    ({"startingOffsets": '{"t": {"0": -3}}'}, False, "must be an offset >= 0, -2 (earliest) or -1 (latest)"),
+    ({"startingOffsets": "latest"}, True, "not allowed for a batch query"),
+    ({"endingOffsets": "latest"}, False, "is for batch queries"),
+    ({"endingOffsets": "earliest"}, True, "may not be 'earliest'"),
+    ({"maxOffsetsPerTrigger": "0"}, False, "'maxOffsetsPerTrigger' must be a positive whole number"),
+    ({"maxOffsetsPerTrigger": "10"}, True, "is for streaming queries"),
+    ({"failOnDataLoss": "maybe"}, False, "'failOnDataLoss' must be 'true' or 'false'"),
+    ({"kafka.auto.offset.reset": "earliest"}, False, "Set the source option 'startingOffsets' instead"),
+    ({"kafka.value.deserializer": "x"}, False, "Values are always read as byte arrays"),
+    ({"kafka.no.such.setting": "1"}, False, "has no 'no_such_setting'"),
+    ({"kafka.fetch.max.bytes": "lots"}, False, "must be a number"),
+    ({"minPartitions": "4"}, False, "'minpartitions' of Spark's Kafka source is not supported"),
+    ({"subscribePattern": "("}, False, "not a valid regex"),
+])
+def test_bad_options_are_refused_with_the_option_named(options, batch, message):
+    merged = {**BASE, **options}
+    if "subscribePattern" in options and "subscribe" not in options and "Exactly one" not in message:
+        del merged["subscribe"]
+    with pytest.raises(SourceOptionError) as info:
+        KafkaSourceOptions.parse(merged, batch=batch)
+    assert message in str(info.value)
+
+
+def test_assign_with_starting_offsets_must_name_the_same_partitions():
+    with pytest.raises(SourceOptionError, match="must name exactly the assigned partitions"):
+        KafkaSourceOptions.parse({"kafka.bootstrap.servers": "h:1", "assign": '{"t": [0, 1]}',
+                                  "startingOffsets": '{"t": {"0": 3}}'}, batch=False)
+
+
+def test_spark_offsets_round_trip():
+    offsets = {("b", 10): 4, ("a", 2): 7, ("a", 0): 0}
+    as_spark = to_spark_offsets(offsets)
+    assert as_spark == {"a": {"0": 0, "2": 7}, "b": {"10": 4}}
+    assert from_spark_offsets(as_spark) == offsets
+
+
+def test_admit_takes_everything_without_a_limit_or_under_it():
+    begin = {("t", 0): 10, ("t", 1): 0}
+    latest = {("t", 0): 15, ("t", 1): 3}
+    assert admit(begin, latest, None) == latest
+    assert admit(begin, latest, 8) == latest
+    assert admit(begin, {("t", 0): 10, ("t", 1): 0}, 5) == begin  # nothing new: start again
+
+
+def test_admit_shares_a_limit_in_proportion_to_backlog_never_exceeding_it():
+    rng = random.Random(7)
+    for _ in range(500):
+        n = rng.randint(1, 12)
+        begin = {("t", p): rng.randint(0, 1000) for p in range(n)}
+        latest = {tp: off + rng.choice([0, 0, 1, rng.randint(0, 5000)]) for tp, off in begin.items()}
+        limit = rng.randint(1, 3000)
+        end = admit(begin, latest, limit)
+        taken = {tp: end[tp] - begin[tp] for tp in begin}
+        backlog = sum(latest[tp] - begin[tp] for tp in begin)
+        assert all(0 <= taken[tp] <= latest[tp] - begin[tp] for tp in begin)
+        assert sum(taken.values()) == min(limit, backlog)
+        if backlog > limit:  # each partition within one record of its fair share
+            for tp in begin:
+                assert abs(taken[tp] - limit * (latest[tp] - begin[tp]) / backlog) < 1
+        assert admit(begin, latest, limit) == end  # deterministic
