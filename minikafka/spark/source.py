@@ -13,6 +13,28 @@ in its Python workers, separate processes that reach the brokers over TCP throug
 protocol. So it reads minikafka's multi-process cluster and a real Kafka alike, and the
 query is the same code as with Spark's connector but for the format's name.
 
+What differs from Spark's Kafka source (``format("kafka")``):
+
+- It reads with kafka-python in Spark's Python workers: one task per topic-partition with
+  new records per micro-batch, each opening its own connection (no consumer pool, no
+  splitting of a large partition, no ``minPartitions``). Slower than the JVM connector;
+  ``make bench`` measures it.
+- Options it does not implement are refused, never ignored: ``startingTimestamp``,
+  ``startingOffsetsByTimestamp``, ``endingTimestamp``, ``endingOffsetsByTimestamp``,
+  ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``, ``maxRecordsPerPartition``,
+  ``groupIdPrefix``, ``fetchOffset.*``. ``kafka.*`` settings are kafka-python's (a setting
+  kafka-python lacks is an error).
+- ``maxOffsetsPerTrigger`` is shared out exactly: a batch never exceeds it (Spark's
+  rounding may exceed it by a few records).
+- ``subscribe`` or ``assign`` naming a topic that does not exist fails the query at once
+  (with Spark the query would wait, or the broker create the topic); a
+  ``subscribePattern`` that matches nothing waits, as with Spark.
+- Offsets with no record (compaction) are skipped without a data-loss report.
+- No ``latestOffset`` metrics in ``query.lastProgress`` (``avgOffsetsBehindLatest``, ...).
+- No Kafka sink (``writeStream.format("kafka")``): write from ``foreachBatch``, e.g. with
+  ``minikafka.spark.sink.KafkaBatchSink``, which is exactly-once where Spark's Kafka sink
+  is at-least-once.
+
 This module only wires Spark's entry points to the readers (``reader.py``); option checking
 happens here, when Spark first asks for a reader, so a mistake fails the query at once.
 """
