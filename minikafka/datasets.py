@@ -12,6 +12,11 @@ In Kafka these go to the topic ``trucks_gps`` (10 partitions) with key = truck i
 truck's reports stay in one partition, in order. ``encode_report`` turns a report into
 that (key, value) pair of bytes.
 
+Sending them is ``minikafka.feed``'s job (I/O, a clock, threads): ``produce_trucks`` (a bulk
+load), ``TruckFeed`` (a live feed in a background thread) and ``FeedResult``, which can be
+imported from here too; they are loaded on first use, so importing this module stays free of
+I/O and of any Kafka client.
+
 Each truck is a seeded random walk along a heading:
 
 - It starts somewhere within ``START_RADIUS_KM`` of the depot, with a random heading and a
@@ -217,3 +222,13 @@ def encode_report(report: dict[str, Any]) -> tuple[bytes, bytes]:
 def decode_report(value: bytes) -> dict[str, Any]:
     """The report back from its JSON value bytes (what a consumer does)."""
     return json.loads(value)
+
+
+def __getattr__(name: str) -> Any:
+    # The Kafka-facing half (minikafka.feed) imported on first use only: this module stays
+    # pure, and cheap to import where no Kafka client is installed.
+    if name in ("produce_trucks", "TruckFeed", "FeedResult"):
+        from minikafka import feed
+
+        return getattr(feed, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
