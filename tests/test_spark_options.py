@@ -118,3 +118,24 @@ def test_admit_shares_a_limit_in_proportion_to_backlog_never_exceeding_it():
             for tp in begin:
                 assert abs(taken[tp] - limit * (latest[tp] - begin[tp]) / backlog) < 1
         assert admit(begin, latest, limit) == end  # deterministic
+
+
+def test_plan_tasks_packs_small_batches_into_few_tasks_and_gives_big_ones_a_task_per_partition():
+    from minikafka.spark.reader import OffsetRange, plan_tasks
+
+    def ranges(sizes):
+        return [OffsetRange("t", p, 100, 100 + n) for p, n in enumerate(sizes)]
+
+    small = plan_tasks(ranges([30] * 10), rows_per_task=1000)
+    assert len(small) == 1 and sorted(r.partition for r in small[0].ranges) == list(range(10))
+    big = plan_tasks(ranges([5000] * 10), rows_per_task=1000)
+    assert len(big) == 10 and all(len(t.ranges) == 1 for t in big)
+    rng = random.Random(3)
+    for _ in range(200):
+        sizes = [rng.choice([0, 1, rng.randint(0, 5000)]) for _ in range(rng.randint(1, 12))]
+        tasks = plan_tasks(ranges(sizes), rows_per_task=rng.randint(1, 3000))
+        covered = sorted((r.partition, r.from_offset, r.until_offset) for t in tasks for r in t.ranges)
+        assert covered == [(p, 100, 100 + n) for p, n in enumerate(sizes) if n > 0]  # each range once
+        assert len(tasks) <= sum(1 for n in sizes if n > 0)
+        again = plan_tasks(ranges(sizes), rows_per_task=1)
+        assert [t.value for t in again] == [t.value for t in plan_tasks(ranges(sizes), rows_per_task=1)]

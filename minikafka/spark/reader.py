@@ -16,9 +16,11 @@ A streaming query (``KafkaMicroBatchStream``):
   topic, or a new topic matching ``subscribePattern``) start at their earliest offset.
   Under ``Trigger.AvailableNow`` the ends found by ``prepareForTriggerAvailableNow`` are a
   ceiling, so the query drains what existed when it started, and stops.
-- ``partitions(start, end)`` makes one Spark task per topic-partition with records in
-  ``[start, end)``; ``read`` fetches exactly that range (kafka-python, no group) and yields it
-  as Arrow record batches. A task re-run by Spark reads the same range again: the same rows.
+- ``partitions(start, end)`` makes Spark tasks of the offset ranges ``[start, end)`` of the
+  partitions with new records: one task per partition for a large batch, as Spark's
+  source, fewer for a small one (``plan_tasks``). ``read`` fetches exactly those ranges
+  (kafka-python, no group, consumers pooled per worker) and yields them as Arrow record
+  batches. A task re-run by Spark reads the same ranges again: the same rows.
 
 Invariants: offsets only move forward, and a planned range is read whole or the task fails:
 rows are never skipped silently. Where records a query still needed are gone (deleted by
@@ -42,6 +44,7 @@ from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, c
 from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
 
 ROWS_PER_ARROW_BATCH = 10_000
+ROWS_PER_TASK = 50_000  # about half a second of reading for one task: its start-up cost is small beside it
 
 Offsets = dict[TopicPartition, int]
 
@@ -77,15 +80,60 @@ def admit(begin: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
     return {tp: begin[tp] + take[tp] for tp in begin}
 
 
-class KafkaInputPartition(InputPartition):
-    """One Spark task: the records of one topic-partition in ``[from_offset, until_offset)``."""
+class OffsetRange:
+    """The records of one topic-partition in ``[from_offset, until_offset)``."""
+
+    __slots__ = ("topic", "partition", "from_offset", "until_offset")
 
     def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
-        super().__init__((topic, partition, from_offset, until_offset))
         self.topic = topic
         self.partition = partition
         self.from_offset = from_offset
         self.until_offset = until_offset
+
+    @property
+    def size(self) -> int:
+        return self.until_offset - self.from_offset
+
+    def __getstate__(self) -> tuple:
+        return (self.topic, self.partition, self.from_offset, self.until_offset)
+
+    def __setstate__(self, state: tuple) -> None:
+        self.topic, self.partition, self.from_offset, self.until_offset = state
+
+    def __repr__(self) -> str:
+        return f"{self.topic}-{self.partition}[{self.from_offset}, {self.until_offset})"
+
+
+class KafkaInputPartition(InputPartition):
+    """One Spark task: one or more offset ranges, read one after the other."""
+
+    def __init__(self, ranges: list[OffsetRange]) -> None:
+        super().__init__(tuple((r.topic, r.partition, r.from_offset, r.until_offset) for r in ranges))
+        self.ranges = list(ranges)
+
+
+def plan_tasks(ranges: list[OffsetRange], rows_per_task: int | None = None) -> list[KafkaInputPartition]:
+    """Spark tasks for a batch: one per partition when there is much to read, fewer when little.
+
+    Each task costs a Python worker round trip (~0.1 s here), so a micro-batch of a few hundred
+    records spread over 10 partitions would spend most of its time starting tasks. Ranges are
+    packed into ``ceil(rows / rows_per_task)`` tasks (at most one per range), largest range
+    first into the emptiest task: the same ranges always give the same tasks.
+    """
+    rows_per_task = rows_per_task or ROWS_PER_TASK
+    ranges = sorted((r for r in ranges if r.size > 0), key=lambda r: (-r.size, r.topic, r.partition))
+    if not ranges:
+        return []
+    total = sum(r.size for r in ranges)
+    count = min(len(ranges), max(1, -(-total // rows_per_task)))
+    bins: list[list[OffsetRange]] = [[] for _ in range(count)]
+    loads = [0] * count
+    for r in ranges:
+        i = min(range(count), key=lambda i: (loads[i], i))
+        bins[i].append(r)
+        loads[i] += r.size
+    return [KafkaInputPartition(sorted(b, key=lambda r: (r.topic, r.partition))) for b in bins]
 
 
 def _arrow_schema(include_headers: bool):
@@ -105,7 +153,27 @@ def _arrow_schema(include_headers: bool):
     return pa.schema(fields)
 
 
-def read_range(options: KafkaSourceOptions, part: KafkaInputPartition) -> Iterator[Any]:
+# Consumers kept by each Python worker between tasks, as Spark's Kafka connector pools its
+# consumers: a new one costs a bootstrap (ApiVersions, Metadata) and kafka-python's idle
+# back-off sleeps before its first fetch, which at one task per partition per micro-batch
+# would be most of a small batch's time. A worker runs one task at a time; a consumer is
+# taken out of the pool while a task uses it and put back only if the task ended cleanly.
+_POOL: dict[tuple, list] = {}
+
+
+def _take_consumer(options: KafkaSourceOptions):
+    key = (options.bootstrap_servers, tuple(sorted(options.consumer_config.items())))
+    free = _POOL.setdefault(key, [])
+    if free:
+        return key, free.pop()
+    overrides = {"auto_offset_reset": "none", "max_poll_records": ROWS_PER_ARROW_BATCH,
+                 "max_partition_fetch_bytes": max(8 << 20, options.consumer_config.get("max_partition_fetch_bytes", 0))}
+    if "retry_backoff_ms" not in options.consumer_config:
+        overrides["retry_backoff_ms"] = 20  # kafka-python sleeps this long whenever it has nothing to fetch yet
+    return key, connect_consumer(options, **overrides)
+
+
+def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     """Fetch exactly the offsets ``[from_offset, until_offset)`` of one partition, as Arrow batches."""
     import pyarrow as pa
     from kafka import TopicPartition as KTP
@@ -116,10 +184,8 @@ def read_range(options: KafkaSourceOptions, part: KafkaInputPartition) -> Iterat
     schema = _arrow_schema(options.include_headers)
     tp = KTP(part.topic, part.partition)
     name = f"{part.topic}-{part.partition}"
-    consumer = connect_consumer(options, auto_offset_reset="none",
-                                max_poll_records=ROWS_PER_ARROW_BATCH,
-                                max_partition_fetch_bytes=max(8 << 20, options.consumer_config.get(
-                                    "max_partition_fetch_bytes", 0)))
+    key, consumer = _take_consumer(options)
+    clean = False
     try:
         consumer.assign([tp])
         consumer.seek(tp, part.from_offset)
@@ -162,8 +228,21 @@ def read_range(options: KafkaSourceOptions, part: KafkaInputPartition) -> Iterat
                     columns.append([[{"key": k, "value": v} for k, v in (r.headers or ())] for r in rows])
                 yield pa.RecordBatch.from_arrays(
                     [pa.array(col, type=f.type) for col, f in zip(columns, schema)], schema=schema)
+        clean = True
+    except GeneratorExit:  # Spark stopped reading early (a LIMIT): the consumer is still sound
+        clean = True
+        raise
     finally:
-        consumer.close()
+        if clean:
+            consumer.assign([])  # drop the partition: no prefetching for it while pooled
+            _POOL[key].append(consumer)
+        else:
+            consumer.close()
+
+
+def read_ranges(options: KafkaSourceOptions, task: KafkaInputPartition) -> Iterator[Any]:
+    for part in task.ranges:
+        yield from read_range(options, part)
 
 
 class KafkaBatchReader(DataSourceReader):
@@ -185,10 +264,10 @@ class KafkaBatchReader(DataSourceReader):
             if start[tp] > end[tp]:
                 raise KafkaSourceError(
                     f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is after its endingOffsets {end[tp]}.")
-        return [KafkaInputPartition(t, p, start[(t, p)], end[(t, p)]) for t, p in tps if end[(t, p)] > start[(t, p)]]
+        return plan_tasks([OffsetRange(t, p, start[(t, p)], end[(t, p)]) for t, p in tps])
 
     def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
-        return read_range(self.options, partition)
+        return read_ranges(self.options, partition)
 
 
 def _resolve(reader: KafkaOffsetReader, tps: list[TopicPartition], spec: int | Offsets,
@@ -274,11 +353,10 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         until = from_spark_offsets(end)
         new = [tp for tp in until if tp not in begin]
         begin.update(self.offsets.earliest(new))
-        return [KafkaInputPartition(t, p, begin[(t, p)], off)
-                for (t, p), off in sorted(until.items()) if off > begin[(t, p)]]
+        return plan_tasks([OffsetRange(t, p, begin[(t, p)], off) for (t, p), off in sorted(until.items())])
 
     def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
-        return read_range(self.options, partition)
+        return read_ranges(self.options, partition)
 
     def commit(self, end: dict) -> None:
         pass  # Spark's checkpoint is the record of progress; nothing is committed to Kafka
