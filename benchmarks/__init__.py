@@ -2,11 +2,14 @@
 
     python -m benchmarks                  all of them; figures go to benchmarks/RESULTS.md
     python -m benchmarks append read      a subset (RESULTS.md then holds only those)
-    python -m benchmarks --quick          a smoke run with small sizes (~15 s); prints the
+    python -m benchmarks --quick          a smoke run with small sizes (~1 min); prints the
                                           report and writes no file unless --out is given
 
 Benchmarks: ``append`` (Log.append against raw os.write), ``read`` (Log.read against raw
 os.read), ``recovery`` (opening a 1 GB log with a torn tail, and with no recovery point),
+``simulation`` (fault campaigns), ``consumer`` (group rebalances and drains, simulated),
+``wire`` (kafka-python and confluent-kafka against a multi-process cluster), ``spark`` (the
+"minikafka" Spark source against Spark's JSON-lines file source, and end-to-end latency),
 ``notebooks`` (executing notebooks/*.ipynb; skipped by --quick unless named).
 
 The machine is shared and noisy, so every figure is the median of a few repeats, shown

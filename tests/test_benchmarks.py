@@ -8,9 +8,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.spark  # the quick run includes the Spark benchmark (~45 s of the ~65 s): a local session, Java 17+
 def test_quick_benchmarks_write_a_report(tmp_path):
     out = tmp_path / "RESULTS.md"
     subprocess.run(
@@ -20,7 +23,9 @@ def test_quick_benchmarks_write_a_report(tmp_path):
     report = out.read_text()
     for heading in ("## Targets", "append", "read", "recovery", "| CPU |", "## Consumer groups: time to reassign",
                     "## Consumer groups: records per second", "## Wire: producer throughput",
-                    "## Wire: the broker's ceiling", "## Wire: consumer throughput", "## Wire: end-to-end latency"):
+                    "## Wire: the broker's ceiling", "## Wire: consumer throughput", "## Wire: end-to-end latency",
+                    "## Spark: records per second through the minikafka source",
+                    "## Spark: end-to-end latency, produce to foreachBatch"):
         assert heading in report, heading
     assert "append at 16 KiB batches >= 0.5 of raw" in report
     assert "broker ceiling (raw Produce, 64 KB batches) >= 1,000,000 msg/s" in report
