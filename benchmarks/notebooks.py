@@ -12,6 +12,9 @@ from benchmarks.common import REPO, Section, met
 
 NOTEBOOKS = REPO / "notebooks"
 TARGET_SECONDS = 30.0
+# The capstone starts a Spark session (5-10 s), warms Spark's Python workers and runs a live
+# feed in real time (stops, restarts, a broker failover): its budget is a class period's aside.
+TARGETS = {"10-capstone-spark.ipynb": 120.0}
 CELL_TIMEOUT = 600
 
 
@@ -47,9 +50,11 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         shutil.copytree(NOTEBOOKS, copy, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
         for nb in tqdm(found, desc="notebooks", unit="notebook", leave=False):
             seconds, status, cells = execute(copy / nb.name)
-            ok = status == "ok" and seconds < TARGET_SECONDS
-            rows.append([f"`{nb.name}`", str(cells), f"{seconds:.1f}", status.replace("|", "\\|"), met(ok)])
-            targets.append((f"`{nb.name}` executes in < {TARGET_SECONDS:g} s", f"{seconds:.1f} s", met(ok)))
+            target = TARGETS.get(nb.name, TARGET_SECONDS)
+            ok = status == "ok" and seconds < target
+            rows.append([f"`{nb.name}`", str(cells), f"{seconds:.1f}", status.replace("|", "\\|"),
+                         f"< {target:g} s: {met(ok)}"])
+            targets.append((f"`{nb.name}` executes in < {target:g} s", f"{seconds:.1f} s", met(ok)))
         shutil.rmtree(copy)
     else:
         rows.append(["(no notebooks in notebooks/ yet)", "", "", "", "n/a"])
@@ -60,9 +65,11 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
             "Every `notebooks/*.ipynb`, executed top to bottom with nbclient (kernel `python3`, "
             f"{CELL_TIMEOUT} s per cell) in a scratch copy of the folder, so the committed outputs are "
             "untouched. The time includes starting the kernel. One run each (not repeated).",
-            f"A notebook meets the target if it runs without error in < {TARGET_SECONDS:g} s.",
+            f"A notebook meets the target if it runs without error in < {TARGET_SECONDS:g} s "
+            + "".join(f"({name}: < {t:g} s, a Spark session and a live feed in real time)" for name, t in TARGETS.items())
+            + ".",
         ],
-        columns=["Notebook", "Code cells", "Seconds", "Status", f"< {TARGET_SECONDS:g} s"],
+        columns=["Notebook", "Code cells", "Seconds", "Status", "Target"],
         rows=rows,
         targets=targets,
     )
