@@ -139,3 +139,22 @@ def test_plan_tasks_packs_small_batches_into_few_tasks_and_gives_big_ones_a_task
         assert len(tasks) <= sum(1 for n in sizes if n > 0)
         again = plan_tasks(ranges(sizes), rows_per_task=1)
         assert [t.value for t in again] == [t.value for t in plan_tasks(ranges(sizes), rows_per_task=1)]
+
+
+def test_the_session_helper_says_clearly_when_java_is_missing_or_too_old(monkeypatch, tmp_path):
+    from minikafka.spark.session import JavaNotFoundError, java_version
+
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "nowhere"))
+    with pytest.raises(JavaNotFoundError, match="Spark needs Java 17 or 21, and no `java` was found in JAVA_HOME="):
+        java_version()
+    old = tmp_path / "jdk8"
+    (old / "bin").mkdir(parents=True)
+    (old / "bin" / "java").write_text('#!/bin/sh\necho \'openjdk version "1.8.0_292"\' >&2\n')
+    (old / "bin" / "java").chmod(0o755)
+    monkeypatch.setenv("JAVA_HOME", str(old))
+    with pytest.raises(JavaNotFoundError, match="Spark 4 needs Java 17 or newer; .* is Java 8"):
+        java_version()
+    monkeypatch.delenv("JAVA_HOME")
+    monkeypatch.setenv("PATH", str(tmp_path / "empty"))
+    with pytest.raises(JavaNotFoundError, match="on the PATH \\(and JAVA_HOME is not set\\)"):
+        java_version()
