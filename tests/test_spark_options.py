@@ -158,3 +158,67 @@ def test_the_session_helper_says_clearly_when_java_is_missing_or_too_old(monkeyp
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(JavaNotFoundError, match="on the PATH \\(and JAVA_HOME is not set\\)"):
         java_version()
+
+
+class FakeOffsets:
+    """A KafkaOffsetReader stand-in: the brokers' answers, set by the test."""
+
+    def __init__(self, earliest, latest):
+        self.e, self.l = dict(earliest), dict(latest)
+
+    def partitions(self, *, require_topics):
+        return sorted(self.l)
+
+    def earliest(self, tps):
+        return {tp: self.e[tp] for tp in tps}
+
+    def latest(self, tps):
+        return {tp: self.l[tp] for tp in tps}
+
+    def close(self):
+        pass
+
+
+def stream_reader(earliest, latest, **options):
+    from minikafka.spark.reader import KafkaMicroBatchStream
+
+    reader = KafkaMicroBatchStream(parse(**options))
+    reader.offsets = FakeOffsets(earliest, latest)
+    return reader
+
+
+def test_latest_offset_reports_data_loss_or_skips_it_with_fail_on_data_loss_false():
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from minikafka.spark.offset_reader import KafkaSourceError
+
+    t0, t1 = ("trucks_gps", 0), ("trucks_gps", 1)
+    start = to_spark_offsets({t0: 10, t1: 50})
+    # Retention deleted offsets 10..19 of partition 0 before the query read them.
+    strict = stream_reader({t0: 20, t1: 0}, {t0: 30, t1: 60})
+    with pytest.raises(KafkaSourceError, match=r"Data loss: records were deleted \(retention\).*trucks_gps-0 offsets 10\.\.19"):
+        strict.latestOffset(start, ReadAllAvailable())
+    lenient = stream_reader({t0: 20, t1: 0}, {t0: 30, t1: 60}, failOnDataLoss="false")
+    assert from_spark_offsets(lenient.latestOffset(start, ReadAllAvailable())) == {t0: 30, t1: 60}
+    # The log of partition 1 now ends before the checkpoint's offset (an unclean election).
+    truncated = stream_reader({t0: 0, t1: 0}, {t0: 30, t1: 40})
+    with pytest.raises(KafkaSourceError, match="trucks_gps-1's log now ends at 40, before offset 50"):
+        truncated.latestOffset(start, ReadAllAvailable())
+    lenient = stream_reader({t0: 0, t1: 0}, {t0: 30, t1: 40}, failOnDataLoss="false")
+    assert from_spark_offsets(lenient.latestOffset(start, ReadAllAvailable())) == {t0: 30, t1: 50}
+
+
+def test_latest_offset_adds_new_partitions_and_stops_at_the_available_now_target():
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    t0, t1 = ("trucks_gps", 0), ("trucks_gps", 1)
+    reader = stream_reader({t0: 0}, {t0: 100})
+    reader.prepareForTriggerAvailableNow()
+    reader.offsets = FakeOffsets({t0: 0, t1: 5}, {t0: 150, t1: 20})  # more records, and a new partition
+    start = to_spark_offsets({t0: 40})
+    assert from_spark_offsets(reader.latestOffset(start, ReadAllAvailable())) == {t0: 100}  # the target
+    assert from_spark_offsets(reader.latestOffset(start, ReadMaxRows(25))) == {t0: 65}
+    live = stream_reader({t0: 0, t1: 5}, {t0: 150, t1: 20})  # no AvailableNow: the new partition joins
+    assert from_spark_offsets(live.latestOffset(start, ReadAllAvailable())) == {t0: 150, t1: 20}
+    assert [r.value for r in live.partitions(start, to_spark_offsets({t0: 150, t1: 20}))] == [
+        (("trucks_gps", 0, 40, 150), ("trucks_gps", 1, 5, 20))]
