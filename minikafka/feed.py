@@ -64,6 +64,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from minikafka import datasets
+from minikafka.datasets import _check_int  # the same argument checks as truck_positions
 from minikafka.topic import validate_topic_name
 
 __all__ = ["produce_trucks", "TruckFeed", "FeedResult", "FeedError"]
@@ -121,14 +122,6 @@ class FeedError(RuntimeError):
 
 
 # --- argument checks ---------------------------------------------------------------------------------
-
-
-def _check_int(name: str, value: object, minimum: int) -> int:
-    if not isinstance(value, int) or isinstance(value, bool):
-        raise TypeError(f"{name} must be an int, not {type(value).__name__}: {value!r}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, not {value}")
-    return value
 
 
 def _check_positive(name: str, value: object) -> float:
