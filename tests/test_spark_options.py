@@ -222,3 +222,26 @@ def test_latest_offset_adds_new_partitions_and_stops_at_the_available_now_target
     assert from_spark_offsets(live.latestOffset(start, ReadAllAvailable())) == {t0: 150, t1: 20}
     assert [r.value for r in live.partitions(start, to_spark_offsets({t0: 150, t1: 20}))] == [
         (("trucks_gps", 0, 40, 150), ("trucks_gps", 1, 5, 20))]
+
+
+def test_a_topic_deleted_while_its_offsets_are_looked_up_counts_as_gone():
+    from pyspark.sql.streaming.datasource import ReadAllAvailable
+
+    from minikafka.spark.offset_reader import KafkaSourceError, TopicsVanished
+
+    class StaleMetadata(FakeOffsets):  # a broker still lists the topic; ListOffsets finds nothing
+        def latest(self, tps):
+            if any(t == "doomed" for t, _ in tps):
+                raise TopicsVanished({"doomed"})
+            return super().latest(tps)
+
+    keep, doomed = ("keep", 0), ("doomed", 0)
+    start = to_spark_offsets({keep: 5, doomed: 5})
+    for fail in ("true", "false"):
+        reader = stream_reader({}, {}, subscribe="keep,doomed", failOnDataLoss=fail)
+        reader.offsets = StaleMetadata({keep: 0, doomed: 0}, {keep: 9, doomed: 9})
+        if fail == "true":
+            with pytest.raises(KafkaSourceError, match="Data loss: partition doomed-0 disappeared"):
+                reader.latestOffset(start, ReadAllAvailable())
+        else:
+            assert from_spark_offsets(reader.latestOffset(start, ReadAllAvailable())) == {keep: 9}

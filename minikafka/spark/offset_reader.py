@@ -25,8 +25,19 @@ from typing import Iterable
 from minikafka.spark.options import KafkaSourceOptions, TopicPartition
 
 
+LOOKUP_ROUND_MS = 5_000
+
+
 class KafkaSourceError(RuntimeError):
     """The source cannot do what the query asks of the Kafka cluster (not an option typo)."""
+
+
+class TopicsVanished(Exception):
+    """Topics were deleted while their offsets were being looked up."""
+
+    def __init__(self, topics: set[str]) -> None:
+        super().__init__(", ".join(sorted(topics)))
+        self.topics = topics
 
 
 def connect_consumer(options: KafkaSourceOptions, **overrides):
@@ -110,18 +121,30 @@ class KafkaOffsetReader:
         return self._offsets(tps, "end_offsets")
 
     def _offsets(self, tps: Iterable[TopicPartition], method: str) -> dict[TopicPartition, int]:
+        import time
+
         from kafka import TopicPartition as KTP
         from kafka.errors import KafkaTimeoutError
 
         tps = sorted(set(tps))
         if not tps:
             return {}
-        try:
-            found = getattr(self.consumer, method)([KTP(t, p) for t, p in tps],
-                                                   timeout_ms=self.options.poll_timeout_ms)
-        except KafkaTimeoutError:
-            raise KafkaSourceError(
-                f"The brokers at {self.options.bootstrap_servers} did not give the offsets of "
-                f"{', '.join(f'{t}-{p}' for t, p in tps)} within kafkaConsumer.pollTimeoutMs="
-                f"{self.options.poll_timeout_ms} ms: is every partition's leader up?") from None
-        return {(tp.topic, tp.partition): off for tp, off in found.items()}
+        # Ask in short rounds, and between them look whether a topic was deleted meanwhile: a
+        # broker that has not heard of the deletion yet may have listed it a moment ago, and
+        # kafka-python would wait out the whole timeout for a partition that no longer exists.
+        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+        while True:
+            remaining_ms = int((deadline - time.monotonic()) * 1000)
+            try:
+                found = getattr(self.consumer, method)([KTP(t, p) for t, p in tps],
+                                                       timeout_ms=max(1, min(LOOKUP_ROUND_MS, remaining_ms)))
+                return {(tp.topic, tp.partition): off for tp, off in found.items()}
+            except KafkaTimeoutError:
+                vanished = {t for t, _ in tps} - self.consumer.topics()
+                if vanished:
+                    raise TopicsVanished(vanished) from None
+                if time.monotonic() >= deadline:
+                    raise KafkaSourceError(
+                        f"The brokers at {self.options.bootstrap_servers} did not give the offsets of "
+                        f"{', '.join(f'{t}-{p}' for t, p in tps)} within kafkaConsumer.pollTimeoutMs="
+                        f"{self.options.poll_timeout_ms} ms: is every partition's leader up?") from None

@@ -40,7 +40,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
-from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, connect_consumer
+from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, TopicsVanished, connect_consumer
 from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
 
 ROWS_PER_ARROW_BATCH = 10_000
@@ -311,9 +311,18 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.target = self.offsets.latest(tps)
 
     def latestOffset(self, start: dict, limit) -> dict:
-        opts = self.options
+        vanished: set[str] = set()
+        while True:
+            try:
+                return self._latest_offset(start, limit, vanished)
+            except TopicsVanished as e:  # deleted while we looked: as if gone from the start
+                if e.topics <= vanished:
+                    raise
+                vanished |= e.topics
+
+    def _latest_offset(self, start: dict, limit, vanished: set[str]) -> dict:
         begin = from_spark_offsets(start)
-        tps = self.offsets.partitions(require_topics=False)
+        tps = [tp for tp in self.offsets.partitions(require_topics=False) if tp[0] not in vanished]
         gone = sorted(set(begin) - set(tps))
         if gone:
             self._data_loss(f"partition{'s' if len(gone) > 1 else ''} "
