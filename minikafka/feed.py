@@ -56,7 +56,6 @@ from __future__ import annotations
 
 import collections
 import math
-import socket
 import threading
 import time
 import warnings
@@ -64,6 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from minikafka import datasets
+from minikafka.clients.bootstrap import parse_addresses, unreachable
 from minikafka.datasets import _check_int  # the same argument checks as truck_positions
 from minikafka.topic import validate_topic_name
 
@@ -78,7 +78,6 @@ PRODUCER_DEFAULTS: dict[str, Any] = {"acks": "all", "linger_ms": 10, "batch_size
 # Keys the feed owns: it sends bytes (encode_report) to the servers it was given.
 _OWNED_KEYS = ("bootstrap_servers", "key_serializer", "value_serializer")
 
-CONNECT_TIMEOUT_S = 3.0  # per bootstrap address, for the reachability check
 BOOTSTRAP_TIMEOUT_MS = 10_000  # brokers that accept connections but never answer: give up after this
 MAX_PENDING = 100_000  # unanswered sends before produce_trucks waits (kafka-python 3 has no buffer_memory)
 CHECK_EVERY = 1_000  # sends between two looks at the answers (and progress bar updates)
@@ -171,36 +170,20 @@ def _bootstrap_text(servers: object) -> str:
     else:
         raise TypeError("bootstrap_servers must be 'host:port[,host:port...]' (a str or a list of them) "
                         f"or a simulated minikafka.Cluster, not {type(servers).__name__}: {servers!r}")
-    entries = [e for e in entries if e]
-    for entry in entries:
-        host, sep, port = entry.rpartition(":")
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ValueError(f"bad bootstrap_servers entry {entry!r}: expected host:port, e.g. 127.0.0.1:9092")
-    if not entries:
-        raise ValueError("bootstrap_servers is empty: give host:port, e.g. 127.0.0.1:9092")
-    return ",".join(entries)
+    parse_addresses(entries)
+    return ",".join(e for e in entries if e)
 
 
 # --- where the records go: a TCP cluster or a simulated one --------------------------------------------
 
 
 def _check_reachable(servers: str) -> None:
-    """Fail at once, naming each address, if no bootstrap address accepts a connection:
-    kafka-python would retry a refused connection until its bootstrap timeout and then say
-    only "Unable to bootstrap"."""
+    """Fail at once, naming each address, if no bootstrap address accepts a connection."""
     from kafka.errors import KafkaConnectionError
 
-    failures = []
-    for entry in servers.split(","):
-        host, _, port = entry.rpartition(":")
-        try:
-            with socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_S):
-                return
-        except TimeoutError:
-            failures.append(f"{entry} (no answer within {CONNECT_TIMEOUT_S:g} s)")
-        except OSError as exc:
-            failures.append(f"{entry} ({exc.strerror or type(exc).__name__})")
-    raise KafkaConnectionError(f"no Kafka broker reachable at {', '.join(failures)}; is the cluster up?")
+    failures = unreachable(parse_addresses(servers.split(",")))
+    if failures:
+        raise KafkaConnectionError(f"no Kafka broker reachable at {', '.join(failures)}; is the cluster up?")
 
 
 def _ensure_topic_tcp(servers: str, topic: str, partitions: int, replication_factor: int | None) -> int:

@@ -36,14 +36,14 @@ from __future__ import annotations
 import argparse
 import contextlib
 import logging
-import socket
 import sys
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from minikafka.clients.bootstrap import CONNECT_TIMEOUT_S, parse_addresses, unreachable
+
 BOOTSTRAP_TIMEOUT_MS = 10_000  # the brokers accept connections but say nothing: give up after this
-CONNECT_TIMEOUT_S = 3.0  # per bootstrap address, for the reachability check
 RETRY_TIMEOUT_S = 30.0  # how long retrying() keeps trying (Kafka's default.api.timeout.ms is 60 s)
 RETRY_BACKOFF_S = 0.2
 
@@ -151,34 +151,20 @@ def make_client(cls: Any, role: str, **configs: Any) -> Any:
 def parse_bootstrap(text: str) -> list[tuple[str, int]]:
     """``host:port[,host:port...]`` as a list of addresses; a missing or bad port is an error
     naming the entry."""
-    out = []
-    for entry in (e.strip() for e in str(text).split(",")):
-        if not entry:
-            continue
-        host, sep, port = entry.rpartition(":")
-        host = host.strip("[]")  # [::1]:9092
-        if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
-            raise ToolError(f"bad --bootstrap-server entry {entry!r}: expected HOST:PORT, e.g. localhost:9092")
-        out.append((host, int(port)))
-    if not out:
-        raise ToolError("--bootstrap-server is empty: give HOST:PORT, e.g. localhost:9092")
-    return out
+    try:
+        return parse_addresses(str(text).split(","), "--bootstrap-server")
+    except ValueError as exc:
+        raise ToolError(str(exc)) from None
 
 
 def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str:
     """Return ``bootstrap`` if at least one of its addresses accepts a TCP connection, else
     raise ToolError naming each address and why it failed."""
-    failures = []
-    for host, port in parse_bootstrap(bootstrap):
-        try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                return bootstrap
-        except TimeoutError:
-            failures.append(f"{host}:{port} (no answer within {timeout_s:g} s)")
-        except OSError as exc:
-            failures.append(f"{host}:{port} ({exc.strerror or type(exc).__name__})")
-    raise ToolError(f"no broker reachable at {', '.join(failures)}; is the cluster up "
-                    "(`minikafka cluster up` prints its bootstrap servers)?")
+    failures = unreachable(parse_bootstrap(bootstrap), timeout_s)
+    if failures:
+        raise ToolError(f"no broker reachable at {', '.join(failures)}; is the cluster up "
+                        "(`minikafka cluster up` prints its bootstrap servers)?")
+    return bootstrap
 
 
 def admin_client(bootstrap: str):
