@@ -454,31 +454,42 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
               "unclean.leader.election.enable": params.unclean_leader_election}
     producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
                        "acks": params.acks, "enable_idempotence": params.enable_idempotence}
-    # Logs in RAM when we can: a campaign fsyncs thousands of times and a disk makes that
-    # its slowest part. Nothing depends on where the files are, so results do not change.
-    # (A cluster kept for inspection owns its directory, so close() removes it.)
-    scratch = None if record_history else _scratch_dir()
-    cluster = Cluster(params.brokers, seed=seed, config=config, record_history=record_history, dir=scratch)
-    keep = False
-    try:
-        with _quiet_clients():
-            cluster.create_topic(TOPIC, partitions, params.replication_factor)
-            workload = Workload(cluster, TOPIC, **producer_config)
-            clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
-            nemesis = _Nemesis(cluster, TOPIC, params, rng, clients)
-            # Half a second of quiet first, so every schedule starts from a working cluster;
-            # a tail after the last fault starts, so delayed kills and restarts still happen
-            # (and writes meet them).
-            nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
-            workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
-            nemesis.stop()
-            report = workload.finish()
+    with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history) as cluster, \
+            _quiet_clients():
+        cluster.create_topic(TOPIC, partitions, params.replication_factor)
+        workload = Workload(cluster, TOPIC, **producer_config)
+        clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
+        nemesis = _Nemesis(cluster, TOPIC, params, rng, clients)
+        # Half a second of quiet first, so every schedule starts from a working cluster;
+        # a tail after the last fault starts, so delayed kills and restarts still happen
+        # (and writes meet them).
+        nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
+        workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
+        nemesis.stop()
+        report = workload.finish()
         report.seed = seed
         report.faults = nemesis.log
         report.params = params
         if record_history:
-            report.cluster, keep = cluster, True
+            report.cluster = cluster
         return report
+
+
+@contextmanager
+def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_history: bool) -> Iterator[Cluster]:
+    """A simulated cluster for one seeded run, closed when the run ends.
+
+    Its logs live in RAM when we can: a campaign fsyncs thousands of times and a disk makes
+    that its slowest part; nothing depends on where the files are, so results do not change.
+    With ``record_history`` a run that succeeds leaves it open for inspection (it then owns a
+    directory of its own, which ``close()`` removes); a run that fails always closes it.
+    """
+    scratch = None if record_history else _scratch_dir()
+    cluster = Cluster(brokers, seed=seed, config=config, record_history=record_history, dir=scratch)
+    keep = False
+    try:
+        yield cluster
+        keep = record_history
     finally:
         if not keep:
             cluster.close()

@@ -76,14 +76,13 @@ poll and its commit, and no commit is refused.
 from __future__ import annotations
 
 import random
-import shutil
 from collections import Counter, deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable, Iterable
 
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
 from minikafka.checker.analysis import natural_key
-from minikafka.checker.campaign import Workload, _quiet_clients, _scratch_dir, schedule_seeds
+from minikafka.checker.campaign import Workload, _quiet_clients, run_cluster, schedule_seeds
 from minikafka.checker.history import INVOKED, OK, History, _describe_error, value_of
 from minikafka.checker.reader import final_read
 from minikafka.clients.consumer import ConsumerRebalanceListener, KafkaConsumer
@@ -931,23 +930,14 @@ def run_delivery_scenario(strategy: str, *, seed: int, record_history: bool = Fa
 
 
 def _run(strategy: str, seed: int, params: ScenarioParams, record_history: bool = False) -> DeliveryReport:
-    # Logs in RAM when we can, as fault campaigns do: results do not depend on where.
-    scratch = None if record_history else _scratch_dir()
-    cluster = Cluster(3, seed=seed, config=DELIVERY_BROKER_CONFIG, record_history=record_history, dir=scratch)
-    keep = False
-    try:
-        with _quiet_clients():
-            run = _Run(strategy, seed, params, cluster)
-            run.run()
-            report = run.finish()
+    with run_cluster(3, seed=seed, config=DELIVERY_BROKER_CONFIG, record_history=record_history) as cluster, \
+            _quiet_clients():
+        run = _Run(strategy, seed, params, cluster)
+        run.run()
+        report = run.finish()
         if record_history:
-            report.cluster, keep = cluster, True
+            report.cluster = cluster
         return report
-    finally:
-        if not keep:
-            cluster.close()
-            if scratch is not None:
-                shutil.rmtree(scratch, ignore_errors=True)
 
 
 # --- many runs ----------------------------------------------------------------------------------------------

@@ -354,9 +354,6 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
                 f"Data loss: {what}. The query stops (failOnDataLoss=true, the default); set the "
                 "option failOnDataLoss=false to skip what is gone and go on.")
 
-    def reportLatestOffset(self) -> dict | None:
-        return None
-
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         begin = from_spark_offsets(start)
         until = from_spark_offsets(end)
