@@ -202,6 +202,18 @@ def _values_at(log, offsets: list[int]) -> dict[int, bytes | None]:
 # --- the dashboard ---------------------------------------------------------------------------------------
 
 
+def _redraw(board, view: "viz.ClusterView") -> None:
+    """Put ``view`` on ``board.diagram``; ``dot`` runs only when the picture changed (it is slow)."""
+    dot = viz.draw(view)
+    board.diagram_source = dot.source
+    if dot.source != board._last_dot:
+        board._last_dot = dot.source
+        try:
+            board.diagram.value = viz.render_svg(dot)
+        except Exception as e:  # no `dot` program: keep the dashboard usable
+            board.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
+
+
 class _RunToggle:
     """The run/pause toggle both dashboards share: clicking it starts or stops the thread,
     and the thread sets it back (without that echo starting or stopping anything)."""
@@ -688,14 +700,7 @@ class Dashboard(_RunToggle):
             if seq <= self._shown_seq:
                 return  # a newer picture is already on screen
             self._shown_seq = seq
-            dot = viz.draw(view)
-            self.diagram_source = dot.source
-            if dot.source != self._last_dot:
-                self._last_dot = dot.source
-                try:
-                    self.diagram.value = viz.render_svg(dot)
-                except Exception as e:  # no `dot` program: keep the dashboard usable
-                    self.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
+            _redraw(self, view)
             for b, button in self.broker_buttons.items():
                 button.description = f"kill broker {b}" if alive[b] else f"restart broker {b}"
                 button.button_style = "danger" if alive[b] else "success"
@@ -1456,14 +1461,7 @@ class ProcessDashboard(_RunToggle):
         }
 
     def _show(self, view: viz.ClusterView, counters: dict) -> None:
-        dot = viz.draw(view)
-        self.diagram_source = dot.source
-        if dot.source != self._last_dot:
-            self._last_dot = dot.source
-            try:
-                self.diagram.value = viz.render_svg(dot)
-            except Exception as e:  # no `dot` program: keep the dashboard usable
-                self.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
+        _redraw(self, view)
         self._show_buttons()
         with self._showing:
             self.counters_html.value = _wire_counters_html(counters, self.running)
