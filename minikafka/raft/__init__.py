@@ -1,0 +1,59 @@
+"""``minikafka.raft``: the metadata quorum's consensus, Raft as KRaft does it (KIP-595).
+
+Theory of operation
+-------------------
+Three rooms:
+
+- ``messages``: Vote (with KIP-996's pre-vote), BeginQuorumEpoch, EndQuorumEpoch and the
+  pull-based RaftFetch, as frozen dataclasses (``RAFT_MESSAGES`` lists them);
+- ``quorum_state``: the ``quorum-state`` file (epoch, vote, leader), written atomically and
+  fsync'd before the client acts on it;
+- ``client``: ``KafkaRaftClient``, a sans-I/O state machine a host node embeds: the host
+  routes messages (``handle``) and timers (``on_timer``) to it; it replicates the
+  ``__cluster_metadata-0`` log and tells a ``RaftListener`` what committed, in order.
+
+A controller is a ``RaftListener`` on a voter's client (it ``append`` s records while it
+leads); a broker is a listener on an observer's client. ``minikafka.checker.raft`` checks
+a run of them: at most one leader per epoch, committed records never lost or changed.
+"""
+
+from minikafka.raft.client import (
+    CANDIDATE,
+    DEFAULT_CONFIG,
+    FOLLOWER,
+    LEADER,
+    LEADER_CHANGE_KEY,
+    OBSERVER,
+    PROSPECTIVE,
+    RESIGNED,
+    STATES,
+    UNATTACHED,
+    VOTED,
+    CommittedRecord,
+    KafkaRaftClient,
+    NotLeaderError,
+    RaftListener,
+    ReplicaState,
+)
+from minikafka.raft.messages import (
+    NO_LEADER,
+    RAFT_MESSAGES,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from minikafka.raft.quorum_state import QUORUM_STATE_FILE, ElectionState, QuorumStateStore
+
+__all__ = [
+    "CANDIDATE", "DEFAULT_CONFIG", "FOLLOWER", "LEADER", "LEADER_CHANGE_KEY", "NO_LEADER", "OBSERVER",
+    "PROSPECTIVE", "QUORUM_STATE_FILE", "RAFT_MESSAGES", "RESIGNED", "STATES", "UNATTACHED", "VOTED",
+    "BeginQuorumEpochRequest", "BeginQuorumEpochResponse", "CommittedRecord", "ElectionState",
+    "EndQuorumEpochRequest", "EndQuorumEpochResponse", "KafkaRaftClient", "NotLeaderError",
+    "QuorumStateStore", "RaftFetchRequest", "RaftFetchResponse", "RaftListener", "ReplicaState",
+    "VoteRequest", "VoteResponse",
+]

@@ -1,0 +1,1057 @@
+"""Raft as KRaft does it (KIP-595, with KIP-996's pre-vote): Kafka's ``KafkaRaftClient``.
+
+Theory of operation
+-------------------
+A fixed set of *voters* keeps one replicated log, ``__cluster_metadata-0``, stored by the
+storage layer like any partition (v2 batches; each batch's ``partitionLeaderEpoch`` is the
+Raft epoch, so the leader-epoch cache is Raft's term index). Anyone else (a broker) is an
+*observer*: it copies the log, never votes, never counts for the high watermark.
+
+States (Kafka's ``QuorumState``; ``state`` names them): **unattached** (an epoch, no vote, no
+leader), **voted** (voted in this epoch), **prospective** (KIP-996: asking for pre-votes; the
+epoch is unchanged and nothing is persisted, so a voter that was cut off and comes back
+cannot bump the epoch and depose a healthy leader), **candidate** (epoch + 1, voted for
+itself), **leader**, **follower**, **resigned** (a leader stepping down: it never leads the
+epoch again), **observer**. Transitions:
+
+- election timeout (randomised in [t, 2t), seeded) as unattached/voted/resigned, or no good
+  fetch answer for ``fetch.timeout.ms`` as follower -> prospective; a majority of pre-votes
+  -> candidate; a majority of votes -> leader. A round that fails (timeout, or a majority
+  says no) backs off randomly up to ``election.backoff.max.ms`` and starts a new pre-vote.
+- any message showing a higher epoch -> follower of its leader, or unattached in it if it
+  names none; a leader named in our own epoch -> follower (one leader per epoch).
+- a leader resigns (``resign()``, or check-quorum: no fetch from a majority within
+  1.5 x ``fetch.timeout.ms``) and tells the voters with EndQuorumEpoch, longest log first;
+  the first successor campaigns at once, the others after an exponential backoff.
+
+Vote rule (Raft's): granted iff the candidate's epoch is >= ours (a higher one first moves us
+to unattached in it), we know no leader and voted for nobody else in that epoch, and its
+log is at least as up to date as ours ((last epoch, log end) compared). A pre-vote is judged
+the same way without changing anything, and refused also while we follow a leader we have
+heard from within ``fetch.timeout.ms``. The quorum state is persisted (``quorum_state.py``)
+before any vote is answered or sent and before a new epoch is acted on.
+
+Replication is pulled: followers and observers fetch (fetch offset = their log end, which
+they flushed first; last fetched epoch) and the leader answers with records, or parks the
+fetch up to ``max_wait_ms`` when there is nothing new (answering at once when it appends or
+the high watermark moves), or, if the fetcher's history disagrees with its leader-epoch
+cache, with ``diverging_epoch``: the fetcher truncates there and fetches again (the same
+KIP-320 rule the partitions use). A non-leader answers NOT_LEADER_OR_FOLLOWER and names the
+leader it knows: that is how an observer finds the leader, asking voters in turn.
+
+Commit: the leader's high watermark is the largest offset a majority of voters (its own
+flushed log end included) have, and it moves only once that offset is past the start of the
+leader's epoch (its LeaderChange record): Raft's rule that a leader commits entries of
+earlier epochs only by committing one of its own. Followers take min(leader's HW, own log
+end), and never move it backwards. The listener gets every record strictly below the HW,
+in offset order, each once per client object; a restarted client replays its log from the
+start as soon as it learns the HW. A leader reports itself to the listener
+(``handle_leader_change(own id)``) only once the listener has every record below its
+epoch's start, so whatever state machine sits on top acts on a complete state.
+
+Invariants (the checker in ``minikafka.checker.raft`` tests them): at most one leader per
+epoch; a committed record is never truncated (asserted: a follower never truncates below
+what it has delivered) and is the same at its offset everywhere; the stored epoch never
+decreases and a voter never votes twice in an epoch.
+
+Sans-I/O: the client sends with ``host.send``, sets timers ``("raft", name)`` with
+``host.set_timer``, reads time only from ``host.now``; its only I/O is its ``Log`` and its
+``quorum-state`` file. The listener is never called from inside ``append``, ``resign`` or
+``start`` (a zero-delay timer delivers instead), so a caller can note what ``append``
+returned before it hears that the records committed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Hashable, Mapping, Protocol, Sequence
+
+from minikafka.errors import BrokerResponseError, IllegalArgumentError
+from minikafka.messages import (
+    FENCED_LEADER_EPOCH,
+    NO_ERROR,
+    NOT_LEADER_OR_FOLLOWER,
+    UNKNOWN_LEADER_EPOCH,
+    Disconnected,
+)
+from minikafka.raft.messages import (
+    NO_LEADER,
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    EndQuorumEpochResponse,
+    RaftFetchRequest,
+    RaftFetchResponse,
+    VoteRequest,
+    VoteResponse,
+)
+from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
+from minikafka.records import MemoryRecords, RecordBatch
+from minikafka.storage.log import Log
+
+logger = logging.getLogger("minikafka.raft")
+
+# Kafka's names and defaults. The last two are ours: Kafka fixes them in code.
+DEFAULT_CONFIG: dict[str, int] = {
+    "controller.quorum.election.timeout.ms": 1000,
+    "controller.quorum.fetch.timeout.ms": 2000,
+    "controller.quorum.election.backoff.max.ms": 1000,
+    "controller.quorum.request.timeout.ms": 2000,
+    "controller.quorum.retry.backoff.ms": 20,
+    "controller.quorum.fetch.max.wait.ms": 500,
+    "controller.quorum.fetch.max.bytes": 1024 * 1024,
+}
+
+LEADER_CHANGE_KEY = b"LeaderChange"
+
+UNATTACHED = "unattached"
+VOTED = "voted"
+PROSPECTIVE = "prospective"
+CANDIDATE = "candidate"
+LEADER = "leader"
+FOLLOWER = "follower"
+RESIGNED = "resigned"
+OBSERVER = "observer"
+STATES = (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE, LEADER, FOLLOWER, RESIGNED, OBSERVER)
+
+# Timer names, each set as ("raft", name) or ("raft", name, replica).
+_ELECTION = "election"  # election timeout; as follower, the fetch timeout
+_BACKOFF = "backoff"  # between a failed election round and the next
+_FETCH = "fetch"  # send the next fetch (after a retry backoff)
+_FETCH_REQUEST = "fetch-request"  # the in-flight fetch's request timeout
+_PARKED = "parked"  # a follower's parked fetch has waited max_wait_ms
+_CHECK_QUORUM = "check-quorum"
+_BEGIN_QUORUM = "begin-quorum"  # resend BeginQuorumEpoch to voters that never fetched
+_DELIVER = "deliver"  # hand commits and leader changes to the listener
+
+
+class NotLeaderError(BrokerResponseError):
+    """``append`` on a client that is not the leader (the caller should find the leader)."""
+
+    errno = NOT_LEADER_OR_FOLLOWER
+    message = "NOT_LEADER_OR_FOLLOWER"
+    retriable = True
+
+    def __init__(self, detail: str = "", *, leader_id: int | None = None, epoch: int = -1) -> None:
+        super().__init__(detail)
+        self.leader_id = leader_id
+        self.epoch = epoch
+
+
+@dataclass(frozen=True)
+class CommittedRecord:
+    """One committed record of the metadata log, as the listener gets it."""
+
+    offset: int
+    epoch: int  # the Raft epoch of the leader that appended it
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+
+
+class RaftListener(Protocol):
+    def handle_commit(self, records: list[CommittedRecord]) -> None: ...  # in offset order, each once
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
+
+
+@dataclass
+class ReplicaState:
+    """What the leader knows of one replica, from its fetches in this epoch."""
+
+    replica_id: int
+    log_end_offset: int = -1  # unknown until it fetches
+    last_fetch_ms: int = -1
+    last_caught_up_ms: int = -1
+    last_fetch_leader_leo: int = -1  # the leader's log end at its previous fetch
+
+    def as_tuple(self) -> tuple[int, int, int, int]:
+        return (self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms)
+
+
+class KafkaRaftClient:
+    METADATA_DIR = "__cluster_metadata-0"
+
+    def __init__(
+        self,
+        host: Any,
+        node_id: int,
+        voters: Sequence[int],
+        log_dir: Path | str,
+        *,
+        config: Mapping[str, Any] | None = None,
+        seed: int | str = 0,
+        listener: RaftListener | None = None,
+    ) -> None:
+        voters = tuple(sorted(set(int(v) for v in voters)))
+        if not voters:
+            raise IllegalArgumentError("a Raft quorum needs at least one voter")
+        unknown = set(config or {}) - set(DEFAULT_CONFIG)
+        self.config = dict(DEFAULT_CONFIG)
+        for key, value in (config or {}).items():
+            if key in DEFAULT_CONFIG:
+                self.config[key] = int(value)
+        if unknown:
+            logger.debug("raft client %s ignores config keys %s", node_id, sorted(unknown))
+        self.host = host
+        self.node_id = node_id
+        self.voters = voters
+        self.is_voter = node_id in voters
+        self.listener = listener
+        self.dir = Path(log_dir) / self.METADATA_DIR
+        self.rng = random.Random(f"raft/{seed}/{node_id}")  # never the clock: runs replay
+        self.majority = len(voters) // 2 + 1
+        self.election_timeout_ms = self.config["controller.quorum.election.timeout.ms"]
+        self.fetch_timeout_ms = self.config["controller.quorum.fetch.timeout.ms"]
+        self.backoff_max_ms = self.config["controller.quorum.election.backoff.max.ms"]
+        self.request_timeout_ms = self.config["controller.quorum.request.timeout.ms"]
+        self.retry_backoff_ms = self.config["controller.quorum.retry.backoff.ms"]
+        self.fetch_max_wait_ms = self.config["controller.quorum.fetch.max.wait.ms"]
+        self.fetch_max_bytes = self.config["controller.quorum.fetch.max.bytes"]
+
+        self.log: Log | None = None
+        self.store = QuorumStateStore(self.dir, voters)
+        self.election = ElectionState()
+        self.state = OBSERVER if not self.is_voter else UNATTACHED
+        self.high_watermark = 0
+        self._correlation = 0
+        self._closed = False
+        # The listener's position: every record below it was delivered, once.
+        self._next_delivery = 0
+        self._notified: tuple[int | None, int] | None = None
+        self._in_api = 0  # > 0 inside a public call: the listener waits for a timer
+        # Elections: the current round's requests (correlation id -> voter) and its tallies.
+        self._round: dict[int, int] = {}
+        self._granted: set[int] = set()
+        self._rejected: set[int] = set()
+        self._backing_off = False
+        # Following: the one fetch in flight (correlation id, destination).
+        self._fetch_in_flight: tuple[int, int] | None = None
+        self._last_leader_contact = -1  # when the leader last answered us well (pre-vote rule)
+        self._leader_resigned = False  # our leader sent EndQuorumEpoch: elect, don't fetch
+        self._observer_leader: int | None = None
+        self._observer_lost_leader = False  # its last fetch failed: ask the voters
+        self._voter_cursor = 0
+        # Leading.
+        self._epoch_start_offset = -1
+        self._leader_since = 0
+        self._replicas: dict[int, ReplicaState] = {}
+        self._observers: dict[int, ReplicaState] = {}
+        self._parked: dict[int, tuple[Any, RaftFetchRequest]] = {}
+
+    # --- queries ---------------------------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self.election.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        """The leader now serving this epoch, as far as this node knows (None: none known)."""
+        if self.state == LEADER:
+            return self.node_id
+        if self.state == FOLLOWER:
+            return None if self._leader_resigned else self.election.leader_id
+        if self.state == OBSERVER:
+            return self._observer_leader
+        return None
+
+    @property
+    def is_leader(self) -> bool:
+        return self.state == LEADER
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset if self.log is not None else 0
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset if self.log is not None else 0
+
+    @property
+    def last_fetched_epoch(self) -> int:
+        return self.log.leader_epoch_cache.latest_epoch if self.log is not None else -1
+
+    @property
+    def epoch_start_offset(self) -> int:
+        """On the leader: the offset of its epoch's LeaderChange record; else -1."""
+        return self._epoch_start_offset if self.state == LEADER else -1
+
+    @property
+    def delivered_offset(self) -> int:
+        """The listener has every committed record below this offset."""
+        return self._next_delivery
+
+    def replica_states(self) -> dict:
+        """What DescribeQuorum shows: on the leader, each voter's and observer's
+        (id, log end offset, last fetch ms, last caught-up ms); elsewhere, its own view."""
+        now = self.host.now
+        if self.state == LEADER:
+            me = (self.node_id, self.log_end_offset, now, now)
+            voters = [me if v == self.node_id else self._replicas[v].as_tuple() for v in self.voters]
+            observers = [self._observers[o].as_tuple() for o in sorted(self._observers)]
+        else:
+            mine = (self.node_id, self.log_end_offset, -1, -1)
+            voters = [mine] if self.is_voter else []
+            observers = [] if self.is_voter else [mine]
+        return {
+            "leader_id": self.leader_id, "epoch": self.epoch, "high_watermark": self.high_watermark,
+            "voters": voters, "observers": observers,
+        }
+
+    def read_committed(self, start_offset: int = 0) -> list[CommittedRecord]:
+        """Every committed record from ``start_offset`` up to the high watermark."""
+        out: list[CommittedRecord] = []
+        offset = max(start_offset, self.log_start_offset)
+        while offset < self.high_watermark:
+            got = self._read_committed_batches(offset, self.high_watermark)
+            if not got:
+                break
+            out.extend(r for r in got if r.offset >= start_offset)
+            offset = got[-1].offset + 1
+        return out
+
+    def __repr__(self) -> str:
+        return (
+            f"KafkaRaftClient(node={self.node_id}, state={self.state}, epoch={self.epoch}, "
+            f"leader={self.leader_id}, leo={self.log_end_offset}, hw={self.high_watermark})"
+        )
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the log and the quorum state, and take up the state they say."""
+        self._in_api += 1
+        try:
+            self.log = Log(self.dir, clock=lambda: self.host.now)
+            self.high_watermark = self._next_delivery = self.log.log_start_offset
+            self.election = self.store.read()
+            me = self.node_id
+            if not self.is_voter:
+                self.state = OBSERVER
+                self._observer_leader = self.election.leader_id
+                self._voter_cursor = self.rng.randrange(len(self.voters))
+                self._send_fetch()
+            elif self.election.leader_id == me:
+                # It led this epoch before it went down: it must not lead it again.
+                self.state = RESIGNED
+                self._send_end_quorum_epoch(self._preferred_successors())
+                self._set_election_timer()
+            elif self.election.voted_id == me and self.election.leader_id is None:
+                self._become_candidate_again()
+            elif self.election.voted_id is not None and self.election.leader_id is None:
+                self.state = VOTED
+                self._set_election_timer()
+            elif self.election.leader_id is not None:
+                self.state = FOLLOWER
+                self._set_fetch_timer()
+                self._send_fetch()
+            else:
+                self.state = UNATTACHED
+                if self.voters == (me,):
+                    self._become_prospective()  # a quorum of one needs nobody's word
+                else:
+                    self._set_election_timer()
+            logger.info("raft %s: started %s in epoch %d", me, self.state, self.epoch)
+            self._schedule_delivery()
+        finally:
+            self._in_api -= 1
+
+    def close(self) -> None:
+        """Let go of the files (a shutdown or a crash: every appended byte is already flushed)."""
+        if self._closed:
+            return
+        self._closed = True
+        if self.log is not None:
+            try:
+                self.log.close()
+            except OSError:  # the directory may already be gone (a test's tmp dir)
+                pass
+
+    # --- inputs ----------------------------------------------------------------------------------------
+
+    def handle(self, src: Any, message: Any) -> bool:
+        """Handle ``message`` from ``src`` if it is the client's; True if it was."""
+        handler = self._HANDLERS.get(type(message))
+        if handler is None:
+            if type(message) is Disconnected:
+                return self._on_disconnected(message.node)
+            return False
+        if not self._closed and self.log is not None:
+            handler(self, src, message)
+        return True
+
+    def on_timer(self, key: Hashable) -> bool:
+        """Handle the timer ``key`` if it is one of the client's ``("raft", ...)`` ones."""
+        if not (isinstance(key, tuple) and len(key) >= 2 and key[0] == "raft"):
+            return False
+        if self._closed or self.log is None:
+            return True
+        name = key[1]
+        if name == _ELECTION:
+            self._on_election_timeout()
+        elif name == _BACKOFF:
+            if self._backing_off and self.state in (PROSPECTIVE, CANDIDATE):
+                self._become_prospective()
+        elif name == _FETCH:
+            if self._fetch_in_flight is None:
+                self._send_fetch()
+        elif name == _FETCH_REQUEST:
+            if self._fetch_in_flight is not None:
+                self._fetch_failed(f"no answer from {self._fetch_in_flight[1]} in {self.request_timeout_ms} ms")
+        elif name == _PARKED:
+            parked = self._parked.pop(key[2], None)
+            if parked is not None and self.state == LEADER:
+                self._answer_fetch(*parked)
+        elif name == _CHECK_QUORUM:
+            self._check_quorum()
+        elif name == _BEGIN_QUORUM:
+            if self.state == LEADER:
+                self._send_begin_quorum_epoch(only_silent=True)
+        elif name == _DELIVER:
+            self._deliver()
+        return True
+
+    # --- the public write path -------------------------------------------------------------------------
+
+    def append(self, records: Sequence[tuple[bytes | None, bytes | None]]) -> int:
+        """Append ``records`` ((key, value) pairs) as one batch of this leader's epoch and
+        return its last offset. They commit later, when a majority has them; the listener
+        hears of it then, never inside this call."""
+        if self.state != LEADER:
+            raise NotLeaderError(
+                f"node {self.node_id} is {self.state} in epoch {self.epoch}, not the leader",
+                leader_id=self.leader_id, epoch=self.epoch,
+            )
+        records = list(records)
+        if not records:
+            raise IllegalArgumentError("nothing to append: no records")
+        self._in_api += 1
+        try:
+            return self._append_as_leader(records)
+        finally:
+            self._in_api -= 1
+
+    def resign(self) -> None:
+        """Step down gracefully: tell the other voters (longest log first) to elect."""
+        self._in_api += 1
+        try:
+            if self.state == LEADER:
+                self._resign("asked to")
+        finally:
+            self._in_api -= 1
+
+    # --- state transitions -------------------------------------------------------------------------------
+
+    def _persist(self, election: ElectionState) -> None:
+        """The one door to a new election state: on disk (fsync'd) before anyone hears of it."""
+        if election.epoch < self.election.epoch:
+            raise AssertionError(f"raft {self.node_id}: epoch would go back from {self.election.epoch} to {election.epoch}")
+        if election != self.election:
+            self.store.write(election, applied_offset=self._next_delivery)
+            self.election = election
+
+    def _leave_state(self) -> None:
+        """Undo what the current state set up, before taking another."""
+        if self.state == LEADER:
+            for replica in list(self._parked):
+                src, request = self._parked.pop(replica)
+                self.host.cancel_timer(("raft", _PARKED, replica))
+                self._reply_fetch_error(src, request, NOT_LEADER_OR_FOLLOWER, leader=NO_LEADER)
+            self.host.cancel_timer(("raft", _CHECK_QUORUM))
+            self.host.cancel_timer(("raft", _BEGIN_QUORUM))
+            self._replicas.clear()
+            self._observers.clear()
+            self._epoch_start_offset = -1
+        self._cancel_fetch()
+        self._round.clear()
+        self._granted.clear()
+        self._rejected.clear()
+        self._backing_off = False
+        self._leader_resigned = False
+        self.host.cancel_timer(("raft", _BACKOFF))
+
+    def _become_unattached(self, epoch: int) -> None:
+        self._leave_state()
+        self._persist(ElectionState(epoch))
+        self.state = UNATTACHED
+        self._set_election_timer()
+        self._log_transition()
+
+    def _become_voted(self, candidate: int) -> None:
+        self._leave_state()
+        self._persist(self.election.with_vote(candidate))
+        self.state = VOTED
+        self._set_election_timer()
+        self._log_transition()
+
+    def _become_follower(self, leader: int, epoch: int, *, heard_from_leader: bool = False) -> None:
+        self._leave_state()
+        voted = self.election.voted_id if epoch == self.epoch else None
+        self._persist(ElectionState(epoch, leader, voted))
+        self.state = FOLLOWER
+        self._last_leader_contact = self.host.now if heard_from_leader else -1
+        self._set_fetch_timer()
+        self._log_transition()
+        self._send_fetch()
+
+    def _become_prospective(self) -> None:
+        self._leave_state()
+        self.state = PROSPECTIVE
+        self._log_transition()
+        self._start_round(pre_vote=True)
+
+    def _become_candidate(self) -> None:
+        self._leave_state()
+        self._persist(ElectionState(self.epoch + 1, None, self.node_id))
+        self.state = CANDIDATE
+        self._log_transition()
+        self._start_round(pre_vote=False)
+
+    def _become_candidate_again(self) -> None:
+        # Restarted after voting for itself: the vote stands, so ask again in that epoch.
+        self.state = CANDIDATE
+        self._start_round(pre_vote=False)
+
+    def _become_leader(self) -> None:
+        self._leave_state()
+        self._persist(ElectionState(self.epoch, self.node_id, self.node_id))
+        self.state = LEADER
+        self.host.cancel_timer(("raft", _ELECTION))
+        self._leader_since = self.host.now
+        self._epoch_start_offset = self.log.log_end_offset
+        self._replicas = {v: ReplicaState(v) for v in self.voters if v != self.node_id}
+        self._observers = {}
+        self._log_transition()
+        # The epoch's first record: it fixes where the epoch starts in every log that has it,
+        # and committing it commits everything before it (Raft's no-op entry).
+        body = {"leaderId": self.node_id, "leaderEpoch": self.epoch, "voters": list(self.voters)}
+        self._append_as_leader([(LEADER_CHANGE_KEY, json.dumps(body, separators=(",", ":")).encode())])
+        self._send_begin_quorum_epoch()
+        self._set_timer(_CHECK_QUORUM, max(1, self.fetch_timeout_ms // 2))
+        self._set_timer(_BEGIN_QUORUM, self.request_timeout_ms)
+        self._schedule_delivery()
+
+    def _resign(self, why: str) -> None:
+        logger.info("raft %s: leader of epoch %d resigns (%s)", self.node_id, self.epoch, why)
+        successors = self._preferred_successors()
+        self._leave_state()
+        self.state = RESIGNED  # the stored election keeps us as this epoch's leader: never again
+        self._send_end_quorum_epoch(successors)
+        self._set_election_timer()
+        self._schedule_delivery()
+
+    def _log_transition(self) -> None:
+        logger.debug("raft %s: %s in epoch %d (leader %s)", self.node_id, self.state, self.epoch, self.leader_id)
+        self._schedule_delivery()
+
+    def _observe(self, leader: int, epoch: int, *, heard_from_leader: bool = False) -> bool:
+        """Another node says ``leader`` (-1: none) leads ``epoch``: move there if that is news.
+        True if this changed our state (the caller's request is then moot)."""
+        leader_id = None if leader is None or leader < 0 else leader
+        if not self.is_voter:
+            if epoch > self.epoch or (epoch == self.epoch and leader_id is not None and leader_id != self._observer_leader):
+                self._persist(ElectionState(epoch, leader_id))
+                self._observer_leader = leader_id
+                self._schedule_delivery()
+                return True
+            return False
+        if epoch > self.epoch:
+            if leader_id is not None and leader_id != self.node_id:
+                self._become_follower(leader_id, epoch, heard_from_leader=heard_from_leader)
+            else:
+                self._become_unattached(epoch)
+            return True
+        if epoch == self.epoch and leader_id is not None and leader_id != self.node_id:
+            if self.state == PROSPECTIVE and leader_id == self.election.leader_id:
+                return False  # the leader we timed out on: no news (see _maybe_won)
+            if self.state in (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE):
+                self._become_follower(leader_id, epoch, heard_from_leader=heard_from_leader)
+                return True
+            if self.state in (LEADER, RESIGNED):
+                # Two leaders in one epoch would break Raft: only a bug gets here.
+                logger.error("raft %s: %s claims epoch %d, which this node leads", self.node_id, leader_id, epoch)
+        return False
+
+    # --- timers --------------------------------------------------------------------------------------
+
+    def _set_timer(self, name: str, delay_ms: int) -> None:
+        self.host.set_timer(("raft", name), delay_ms)
+
+    def _set_fetch_timer(self) -> None:
+        # fetch.timeout.ms, plus a seeded jitter: followers that last heard the leader at the
+        # same moment (one HW move answers all their parked fetches) would otherwise start
+        # their elections together and split the vote.
+        self._set_timer(_ELECTION, self.fetch_timeout_ms + self.rng.randint(0, self.election_timeout_ms // 2))
+
+    def _set_election_timer(self) -> None:
+        t = self.election_timeout_ms
+        self._set_timer(_ELECTION, self.rng.randint(t, max(t, 2 * t - 1)))
+
+    def _on_election_timeout(self) -> None:
+        if self.state in (UNATTACHED, VOTED, FOLLOWER, RESIGNED):
+            self._become_prospective()
+        elif self.state in (PROSPECTIVE, CANDIDATE) and not self._backing_off:
+            self._back_off("the election timed out")
+
+    def _back_off(self, why: str) -> None:
+        logger.debug("raft %s: %s round of epoch %d failed (%s)", self.node_id, self.state, self.epoch, why)
+        self._round.clear()
+        self._backing_off = True
+        self.host.cancel_timer(("raft", _ELECTION))
+        self._set_timer(_BACKOFF, self.rng.randint(0, self.backoff_max_ms))
+
+    # --- elections -------------------------------------------------------------------------------------
+
+    def _start_round(self, *, pre_vote: bool) -> None:
+        self._round.clear()
+        self._granted = {self.node_id}
+        self._rejected = set()
+        self._backing_off = False
+        self._set_election_timer()
+        if self._maybe_won(pre_vote):
+            return
+        epoch = self.epoch + 1 if pre_vote else self.epoch
+        for voter in self.voters:
+            if voter != self.node_id:
+                corr = self._next_correlation()
+                self._round[corr] = voter
+                self.host.send(voter, VoteRequest(
+                    corr, epoch, self.node_id, self.last_fetched_epoch, self.log_end_offset, pre_vote,
+                ))
+
+    def _maybe_won(self, pre_vote: bool) -> bool:
+        if len(self._granted) >= self.majority:
+            if pre_vote:
+                self._become_candidate()
+            else:
+                self._become_leader()
+            return True
+        if len(self._rejected) >= len(self.voters) - self.majority + 1:
+            leader = self.election.leader_id
+            if self.state == PROSPECTIVE and leader is not None and leader != self.node_id:
+                # A majority still follows the leader we lost touch with (KIP-996): it is
+                # alive, so follow it again rather than campaign against it.
+                self._become_follower(leader, self.epoch)
+                return False
+            self._back_off("a majority said no")
+        return False
+
+    def _log_is_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
+        return (last_epoch, end_offset) >= (self.last_fetched_epoch, self.log_end_offset)
+
+    def _handle_vote_request(self, src: Any, req: VoteRequest) -> None:
+        granted = False
+        if not self.is_voter or req.candidate_id not in self.voters:
+            pass  # observers have no vote, and a non-voter cannot be elected
+        elif req.candidate_epoch < self.epoch:
+            pass
+        elif req.pre_vote:
+            granted = self._can_grant_pre_vote(req)  # changes nothing here
+        else:
+            if req.candidate_epoch > self.epoch:
+                self._become_unattached(req.candidate_epoch)
+            e = self.election
+            if (
+                e.leader_id is None
+                and e.voted_id in (None, req.candidate_id)
+                and self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
+            ):
+                granted = True
+                if e.voted_id is None:
+                    self._become_voted(req.candidate_id)  # persisted before the answer leaves
+        leader = self.leader_id
+        self.host.send(src, VoteResponse(
+            req.correlation_id, NO_ERROR, NO_LEADER if leader is None else leader, self.epoch, granted,
+        ))
+
+    def _can_grant_pre_vote(self, req: VoteRequest) -> bool:
+        if self.state == LEADER:
+            return False
+        if req.candidate_epoch == self.epoch:
+            e = self.election
+            if e.leader_id is not None or e.voted_id not in (None, req.candidate_id):
+                return False
+        elif (
+            self.state == FOLLOWER and not self._leader_resigned
+            and self._last_leader_contact >= 0
+            and self.host.now - self._last_leader_contact < self.fetch_timeout_ms
+        ):
+            return False  # our leader is alive: this one was cut off, and must not disrupt it
+        return self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
+
+    def _handle_vote_response(self, src: Any, resp: VoteResponse) -> None:
+        voter = self._round.pop(resp.correlation_id, None)
+        if self._observe(resp.leader_id, resp.leader_epoch):
+            return
+        if voter is None or self.state not in (PROSPECTIVE, CANDIDATE) or self._backing_off:
+            return  # an answer to an earlier round
+        (self._granted if resp.vote_granted else self._rejected).add(voter)
+        self._maybe_won(pre_vote=self.state == PROSPECTIVE)
+
+    # --- BeginQuorumEpoch / EndQuorumEpoch ------------------------------------------------------------------
+
+    def _send_begin_quorum_epoch(self, *, only_silent: bool = False) -> None:
+        for voter in self.voters:
+            if voter == self.node_id:
+                continue
+            if only_silent and self._replicas[voter].last_fetch_ms >= 0:
+                continue
+            self.host.send(voter, BeginQuorumEpochRequest(self._next_correlation(), self.epoch, self.node_id))
+        if only_silent:
+            self._set_timer(_BEGIN_QUORUM, self.request_timeout_ms)
+
+    def _handle_begin_quorum_epoch(self, src: Any, req: BeginQuorumEpochRequest) -> None:
+        if not self.is_voter:
+            self._observe(req.leader_id, req.leader_epoch)
+        elif req.leader_epoch < self.epoch:
+            self._reply(src, BeginQuorumEpochResponse, req, FENCED_LEADER_EPOCH)
+            return
+        elif req.leader_epoch > self.epoch or self.state in (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE):
+            self._observe(req.leader_id, req.leader_epoch, heard_from_leader=True)
+        elif self.state == FOLLOWER and self.election.leader_id == req.leader_id:
+            self._last_leader_contact = self.host.now
+        self._reply(src, BeginQuorumEpochResponse, req, NO_ERROR)
+
+    def _preferred_successors(self) -> tuple[int, ...]:
+        # Longest log first: it is the likeliest to win, so it should try first. A restarted
+        # leader knows nobody's log: the voters in id order, then.
+        others = [v for v in self.voters if v != self.node_id]
+        ends = {v: self._replicas[v].log_end_offset for v in others if v in self._replicas}
+        return tuple(sorted(others, key=lambda v: (-ends.get(v, -1), v)))
+
+    def _send_end_quorum_epoch(self, successors: tuple[int, ...]) -> None:
+        for voter in self.voters:
+            if voter == self.node_id:
+                continue
+            self.host.send(voter, EndQuorumEpochRequest(self._next_correlation(), self.epoch, self.node_id, successors))
+
+    def _handle_end_quorum_epoch(self, src: Any, req: EndQuorumEpochRequest) -> None:
+        if not self.is_voter:
+            if req.leader_epoch >= self.epoch and req.leader_id == self._observer_leader:
+                self._observer_leader = None  # find the next leader by asking the voters
+                self._cancel_fetch()
+                self._set_timer(_FETCH, self.retry_backoff_ms)
+                self._schedule_delivery()
+            self._reply(src, EndQuorumEpochResponse, req, NO_ERROR)
+            return
+        if req.leader_epoch < self.epoch:
+            self._reply(src, EndQuorumEpochResponse, req, FENCED_LEADER_EPOCH)
+            return
+        if req.leader_epoch > self.epoch:
+            # Its epoch had that leader: remember it, or we could vote in that epoch again.
+            self._become_follower(req.leader_id, req.leader_epoch)
+        if self.state == FOLLOWER and self.election.leader_id == req.leader_id:
+            self._leader_resigned = True
+            self._cancel_fetch()
+            succ = req.preferred_successors
+            if self.node_id in succ:
+                position = succ.index(self.node_id)
+                delay = 0 if position == 0 else min(self.retry_backoff_ms << position, self.backoff_max_ms)
+                self._set_timer(_ELECTION, delay)
+            else:
+                self._set_election_timer()
+            self._schedule_delivery()
+        self._reply(src, EndQuorumEpochResponse, req, NO_ERROR)
+
+    def _handle_quorum_epoch_response(self, src: Any, resp: Any) -> None:
+        self._observe(resp.leader_id, resp.leader_epoch)
+
+    def _reply(self, src: Any, cls: type, req: Any, error: int) -> None:
+        leader = self.leader_id
+        self.host.send(src, cls(req.correlation_id, error, NO_LEADER if leader is None else leader, self.epoch))
+
+    # --- fetching (followers and observers) --------------------------------------------------------------------
+
+    def _fetch_target(self) -> int | None:
+        if self.state == FOLLOWER and not self._leader_resigned:
+            return self.election.leader_id
+        if self.state == OBSERVER:
+            if self._observer_leader is not None and not self._observer_lost_leader:
+                return self._observer_leader
+            return self.voters[self._voter_cursor % len(self.voters)]
+        return None
+
+    def _send_fetch(self) -> None:
+        if self._fetch_in_flight is not None:
+            return
+        target = self._fetch_target()
+        if target is None or target == self.node_id:
+            return
+        corr = self._next_correlation()
+        self._fetch_in_flight = (corr, target)
+        self.host.send(target, RaftFetchRequest(
+            corr, self.node_id, self.epoch, self.log_end_offset, self.last_fetched_epoch, self.fetch_max_wait_ms,
+        ))
+        self._set_timer(_FETCH_REQUEST, self.request_timeout_ms)
+
+    def _cancel_fetch(self) -> None:
+        self._fetch_in_flight = None
+        self.host.cancel_timer(("raft", _FETCH_REQUEST))
+        self.host.cancel_timer(("raft", _FETCH))
+
+    def _fetch_failed(self, why: str) -> None:
+        logger.debug("raft %s: fetch failed: %s", self.node_id, why)
+        self._cancel_fetch()
+        if self.state == OBSERVER:
+            # Ask the voters, in turn, who leads now. The leader we knew stays what we report
+            # until one of them names another: a blip is not a leader change.
+            if self._observer_lost_leader or self._observer_leader is None:
+                self._voter_cursor += 1
+            self._observer_lost_leader = True
+        self._set_timer(_FETCH, self.retry_backoff_ms)
+
+    def _on_disconnected(self, node: Any) -> bool:
+        if self._fetch_in_flight is not None and self._fetch_in_flight[1] == node:
+            self._fetch_failed(f"{node} refused the connection")
+            return True
+        return node in self.voters
+
+    def _handle_fetch_response(self, src: Any, resp: RaftFetchResponse) -> None:
+        if self._fetch_in_flight is None or self._fetch_in_flight[0] != resp.correlation_id:
+            return  # an answer to a fetch we gave up on
+        self._fetch_in_flight = None
+        self.host.cancel_timer(("raft", _FETCH_REQUEST))
+        if resp.error != NO_ERROR:
+            if resp.error in (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER):
+                if self.is_voter and self._observe(resp.leader_id, resp.leader_epoch):
+                    return  # following the leader it named (fetching already)
+                if not self.is_voter and resp.leader_id >= 0 and resp.leader_id != src:
+                    self._observe(resp.leader_id, resp.leader_epoch)
+                    self._observer_lost_leader = False
+                    # After a backoff: a voter may name a leader that just died.
+                    self._set_timer(_FETCH, self.retry_backoff_ms)
+                    return
+            self._fetch_failed(f"{src} answered error {resp.error}")
+            return
+        if self.is_voter:
+            if resp.leader_epoch != self.epoch or resp.leader_id != self.election.leader_id:
+                if not self._observe(resp.leader_id, resp.leader_epoch):
+                    self._fetch_failed(f"{src} answered for epoch {resp.leader_epoch}, not ours ({self.epoch})")
+                return
+            self._last_leader_contact = self.host.now
+            self._set_fetch_timer()
+        else:
+            if resp.leader_epoch > self.epoch or resp.leader_id != self._observer_leader:
+                self._observe(resp.leader_id, resp.leader_epoch)
+            self._observer_lost_leader = False
+        if resp.diverging_epoch is not None:
+            # Only the next fetch shows whether what is left agrees with the leader: its HW
+            # means nothing for this log until then.
+            self._truncate_to_diverging(*resp.diverging_epoch)
+            self._send_fetch()
+            return
+        if resp.records:
+            self._append_as_follower(resp.records)
+        hw = min(resp.high_watermark, self.log.log_end_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+            self._deliver()
+        self._send_fetch()  # the next long poll
+
+    def _truncate_to_diverging(self, epoch: int, end_offset: int) -> None:
+        my_epoch, my_end = self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
+        target = max(min(end_offset, my_end) if my_epoch >= 0 else end_offset, 0)
+        logger.info("raft %s: log diverges from the leader's at epoch %d: truncating to %d", self.node_id, epoch, target)
+        self.log.truncate_to(target)
+        if self.log.log_end_offset < max(self._next_delivery, self.high_watermark):
+            raise AssertionError(
+                f"raft {self.node_id}: truncation to {self.log.log_end_offset} would lose committed records "
+                f"(high watermark {self.high_watermark}, delivered up to {self._next_delivery})"
+            )
+
+    def _append_as_follower(self, records: bytes) -> None:
+        end = self.log.log_end_offset
+        batches = [b for b in MemoryRecords(records).batches() if b.base_offset >= end]
+        if not batches:
+            return
+        self.log.append(MemoryRecords.of(batches), assign_offsets=False)
+        self.log.flush()  # the next fetch offset tells the leader these are ours: durably
+
+    # --- leading ----------------------------------------------------------------------------------------------
+
+    def _append_as_leader(self, records: list) -> int:
+        batch = RecordBatch.build(records, timestamp=self.host.now, partition_leader_epoch=self.epoch)
+        info = self.log.append(batch, leader_epoch=self.epoch)
+        self.log.flush()  # our own log end counts toward the HW only once it is on disk
+        if self._maybe_advance_high_watermark():
+            self._schedule_delivery()
+        self._complete_parked()
+        return info.last_offset
+
+    def _maybe_advance_high_watermark(self) -> bool:
+        ends = [self.log.log_end_offset]
+        ends += [self._replicas[v].log_end_offset for v in self.voters if v != self.node_id]
+        ends.sort(reverse=True)
+        candidate = ends[self.majority - 1]
+        if candidate > self._epoch_start_offset and candidate > self.high_watermark:
+            self.high_watermark = candidate
+            return True
+        return False
+
+    def _handle_fetch_request(self, src: Any, req: RaftFetchRequest) -> None:
+        if self.state != LEADER:
+            self._reply_fetch_error(src, req, NOT_LEADER_OR_FOLLOWER)
+            return
+        if req.current_leader_epoch < self.epoch:
+            self._reply_fetch_error(src, req, FENCED_LEADER_EPOCH)
+            return
+        if req.current_leader_epoch > self.epoch:
+            self._reply_fetch_error(src, req, UNKNOWN_LEADER_EPOCH)
+            return
+        diverging = self._diverging(req)
+        if diverging is not None:
+            self.host.send(src, RaftFetchResponse(
+                req.correlation_id, NO_ERROR, self.node_id, self.epoch, self.high_watermark,
+                self.log.log_start_offset, b"", diverging,
+            ))
+            return
+        self._update_replica(req.replica_id, req.fetch_offset)
+        old = self._parked.pop(req.replica_id, None)
+        if old is not None:
+            self.host.cancel_timer(("raft", _PARKED, req.replica_id))
+        if req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0:
+            self._parked[req.replica_id] = (src, req)
+            self.host.set_timer(("raft", _PARKED, req.replica_id), req.max_wait_ms)
+        else:
+            self._answer_fetch(src, req)
+
+    def _diverging(self, req: RaftFetchRequest) -> tuple[int, int] | None:
+        if req.fetch_offset > self.log.log_end_offset and req.last_fetched_epoch < 0:
+            return (-1, self.log.log_start_offset)  # a log with no epochs, longer than ours
+        if req.last_fetched_epoch < 0 or req.fetch_offset == 0:
+            return None
+        epoch, end = self.log.leader_epoch_cache.end_offset_for(req.last_fetched_epoch, self.log.log_end_offset)
+        if epoch < 0:
+            return (-1, self.log.log_start_offset)
+        if epoch != req.last_fetched_epoch or end < req.fetch_offset:
+            return (epoch, end)
+        return None
+
+    def _update_replica(self, replica_id: int, fetch_offset: int) -> None:
+        now = self.host.now
+        is_voter = replica_id in self.voters
+        table = self._replicas if is_voter else self._observers
+        replica = table.get(replica_id)
+        if replica is None:
+            replica = table[replica_id] = ReplicaState(replica_id)
+        leader_end = self.log.log_end_offset
+        # Kafka's caught-up rule (as the partitions' ISR uses it).
+        if fetch_offset >= leader_end:
+            replica.last_caught_up_ms = now
+        elif fetch_offset >= replica.last_fetch_leader_leo >= 0:
+            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
+        replica.last_fetch_leader_leo = leader_end
+        replica.last_fetch_ms = now
+        replica.log_end_offset = fetch_offset
+        if is_voter and self._maybe_advance_high_watermark():
+            self._deliver()
+            self._complete_parked()  # followers learn the new HW without waiting out a long poll
+
+    def _complete_parked(self) -> None:
+        parked, self._parked = self._parked, {}
+        for replica, (src, req) in sorted(parked.items()):
+            self.host.cancel_timer(("raft", _PARKED, replica))
+            self._answer_fetch(src, req)
+
+    def _answer_fetch(self, src: Any, req: RaftFetchRequest) -> None:
+        records = b""
+        if req.fetch_offset < self.log.log_end_offset:
+            records = bytes(self.log.read(req.fetch_offset, self.fetch_max_bytes))
+        self.host.send(src, RaftFetchResponse(
+            req.correlation_id, NO_ERROR, self.node_id, self.epoch, self.high_watermark,
+            self.log.log_start_offset, records,
+        ))
+
+    def _reply_fetch_error(self, src: Any, req: RaftFetchRequest, error: int, *, leader: int | None = None) -> None:
+        if leader is None:
+            leader = NO_LEADER if self.leader_id is None else self.leader_id
+        self.host.send(src, RaftFetchResponse(
+            req.correlation_id, error, leader, self.epoch,
+            self.high_watermark, self.log_start_offset, b"",
+        ))
+
+    def _check_quorum(self) -> None:
+        if self.state != LEADER:
+            return
+        window = self.fetch_timeout_ms * 3 // 2
+        since = self.host.now - window
+        heard = 1 + sum(
+            1 for v in self.voters
+            if v != self.node_id and max(self._replicas[v].last_fetch_ms, self._leader_since) >= since
+        )
+        if heard < self.majority:
+            self._resign(f"only {heard} of {len(self.voters)} voters fetched in {window} ms (check-quorum)")
+            return
+        self._set_timer(_CHECK_QUORUM, max(1, self.fetch_timeout_ms // 2))
+
+    # --- the listener ----------------------------------------------------------------------------------------
+
+    def _schedule_delivery(self) -> None:
+        self._set_timer(_DELIVER, 0)
+
+    def _deliver(self) -> None:
+        """Give the listener every committed record it has not had, then any leader change."""
+        if self._in_api:
+            self._schedule_delivery()
+            return
+        while self._next_delivery < self.high_watermark:
+            records = self._read_committed_batches(self._next_delivery, self.high_watermark)
+            if not records:
+                raise AssertionError(
+                    f"raft {self.node_id}: no records at {self._next_delivery} below the high watermark "
+                    f"{self.high_watermark}"
+                )
+            records = [r for r in records if r.offset >= self._next_delivery]
+            self._next_delivery = records[-1].offset + 1 if records else self._next_delivery + 1
+            if self.listener is not None and records:
+                self.listener.handle_commit(records)
+        self._notify_leader_change()
+
+    def _notify_leader_change(self) -> None:
+        if self.listener is None:
+            return
+        leader = self.leader_id
+        if self.state == LEADER and self._next_delivery < self._epoch_start_offset:
+            leader = None  # not before the listener has all that came before this epoch
+        view = (leader, self.epoch)
+        if view != self._notified:
+            self._notified = view
+            self.listener.handle_leader_change(*view)
+
+    def _read_committed_batches(self, offset: int, limit: int) -> list[CommittedRecord]:
+        out: list[CommittedRecord] = []
+        for batch in self.log.read(offset, self.fetch_max_bytes, max_offset=limit).batches():
+            epoch = batch.partition_leader_epoch
+            for record in batch.records():
+                if offset <= record.offset < limit:
+                    out.append(CommittedRecord(record.offset, epoch, record.timestamp, record.key, record.value))
+        return out
+
+    # --- plumbing --------------------------------------------------------------------------------------------
+
+    def _next_correlation(self) -> int:
+        self._correlation += 1
+        return self._correlation
+
+    _HANDLERS = {
+        VoteRequest: _handle_vote_request,
+        VoteResponse: _handle_vote_response,
+        BeginQuorumEpochRequest: _handle_begin_quorum_epoch,
+        BeginQuorumEpochResponse: _handle_quorum_epoch_response,
+        EndQuorumEpochRequest: _handle_end_quorum_epoch,
+        EndQuorumEpochResponse: _handle_quorum_epoch_response,
+        RaftFetchRequest: _handle_fetch_request,
+        RaftFetchResponse: _handle_fetch_response,
+    }
+
+
+__all__ = [
+    "CANDIDATE", "DEFAULT_CONFIG", "FOLLOWER", "LEADER", "LEADER_CHANGE_KEY", "OBSERVER", "PROSPECTIVE",
+    "RESIGNED", "STATES", "UNATTACHED", "VOTED", "CommittedRecord", "KafkaRaftClient", "NotLeaderError",
+    "RaftListener", "ReplicaState",
+]
