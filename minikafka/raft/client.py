@@ -820,11 +820,14 @@ class KafkaRaftClient:
             if resp.error in (FENCED_LEADER_EPOCH, NOT_LEADER_OR_FOLLOWER):
                 if self.is_voter and self._observe(resp.leader_id, resp.leader_epoch):
                     return  # following the leader it named (fetching already)
-                if not self.is_voter and resp.leader_id >= 0 and resp.leader_id != src:
+                if not self.is_voter and resp.leader_id >= 0:
                     self._observe(resp.leader_id, resp.leader_epoch)
                     self._observer_lost_leader = False
-                    # After a backoff: a voter may name a leader that just died.
-                    self._set_timer(_FETCH, self.retry_backoff_ms)
+                    if resp.leader_id == src:
+                        self._send_fetch()  # the leader itself: only our epoch was stale
+                    else:
+                        # After a backoff: a voter may name a leader that just died.
+                        self._set_timer(_FETCH, self.retry_backoff_ms)
                     return
             self._fetch_failed(f"{src} answered error {resp.error}")
             return
