@@ -111,7 +111,8 @@ def test_the_leader_tells_its_listener_it_leads_only_after_replaying_what_came_b
     # (second, epoch) came once every record before its epoch had been delivered
     epoch = h.client(second).epoch
     at = listener.leader_changes.index((second, epoch))
-    assert at >= 0 and h.client(second).epoch_start_offset <= h.client(second).delivered_offset
+    assert listener.delivered_at_change[at] >= h.client(second).epoch_start_offset > 0
+    assert listener.leader_changes[:at] and all(leader is None for leader, e in listener.leader_changes[:at] if e == epoch)
 
 
 def test_append_refuses_on_a_non_leader_and_never_calls_the_listener_inside(quorum):
@@ -403,6 +404,22 @@ def test_the_checker_catches_a_changed_a_lost_and_a_misordered_committed_record(
     twice = ok + [Commit(0, 1, 1, 2, 1, None, b"v-2")]
     assert [v.kind for v in check_raft(RaftHistory(commits=twice)).violations] == [DELIVERY_ORDER]
     assert check_raft(RaftHistory(commits=ok, final_logs={3: [(i, 1, None, f"v-{i}".encode()) for i in range(3)]})).ok
+
+
+def test_the_campaign_catches_voters_that_forget_their_votes(monkeypatch):
+    from minikafka.raft import ElectionState
+
+    real = KafkaRaftClient._handle_vote_request
+
+    def forgetful(self, src, req):  # as if the vote had never reached the disk
+        e = self.election
+        if not req.pre_vote and req.candidate_epoch == e.epoch and e.leader_id is None and e.voted_id != self.node_id:
+            self.election = ElectionState(e.epoch)
+        real(self, src, req)
+
+    monkeypatch.setattr(KafkaRaftClient, "_handle_vote_request", forgetful)
+    report = raft_campaign(100, seed=0)
+    assert report.count(TWO_LEADERS) > 0, report.table()
 
 
 def test_the_campaign_catches_a_quorum_that_votes_without_comparing_logs(monkeypatch):

@@ -214,6 +214,7 @@ class RecordingListener:
         self.history = history
         self.records: list[CommittedRecord] = []
         self.leader_changes: list[tuple[int | None, int]] = []
+        self.delivered_at_change: list[int] = []  # how many records it had at each leader change
 
     def handle_commit(self, records: list[CommittedRecord]) -> None:
         self.records.extend(records)
@@ -223,6 +224,7 @@ class RecordingListener:
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         self.leader_changes.append((leader_id, epoch))
+        self.delivered_at_change.append(len(self.records))
         if self.history is not None:
             self.history.leader_change(self.node.now, self.node.node_id, self.node.incarnation, leader_id, epoch)
 
@@ -236,6 +238,7 @@ class RaftNode(StateMachine):
     ) -> None:
         super().__init__(node_id)
         self.incarnation = incarnation
+        self._claimed = -1  # the last epoch it reported leading
         self.listener = RecordingListener(self, history)
         self.client = KafkaRaftClient(
             self, node_id, voters, log_dir, config=config, seed=f"{seed}/{incarnation}", listener=self.listener,
@@ -243,12 +246,26 @@ class RaftNode(StateMachine):
 
     def on_start(self) -> None:
         self.client.start()
+        self._report_leadership()
 
     def on_message(self, src: Any, message: Any) -> None:
         self.client.handle(src, message)
+        self._report_leadership()
 
     def on_timer(self, key: Any) -> None:
         self.client.on_timer(key)
+        self._report_leadership()
+
+    def _report_leadership(self) -> None:
+        # The listener hears of its own leadership only once it has replayed the log; a
+        # leader that never gets that far (it never commits) still leads, and a second
+        # leader in its epoch would be a violation all the same: the host reports every
+        # epoch in which its client says it leads.
+        client = self.client
+        if client.is_leader and client.epoch != self._claimed:
+            self._claimed = client.epoch
+            if self.listener.history is not None:
+                self.listener.history.leader_change(self.now, self.node_id, self.incarnation, self.node_id, client.epoch)
 
 
 class RaftHarness:
@@ -257,12 +274,13 @@ class RaftHarness:
     def __init__(
         self, root: Path | str, *, voters: int = 3, observers: int = 0, seed: int = 0,
         config: Mapping[str, Any] | None = None, history: RaftHistory | None = None, latency_ms: int = 1,
+        jitter_ms: int = 0,
     ) -> None:
         self.root = Path(root)
         self.seed = seed
         self.config = dict(config or {})
         self.history = history if history is not None else RaftHistory()
-        self.world = World(seed, latency_ms=latency_ms, record_history=False)
+        self.world = World(seed, latency_ms=latency_ms, jitter_ms=jitter_ms, record_history=False)
         self.voters = tuple(range(1, voters + 1))
         self.observers = tuple(range(101, 101 + observers))
         self.incarnations: dict[int, int] = {}
@@ -404,17 +422,21 @@ def _scratch_dir() -> str:
 
 
 def run_raft_schedule(
-    seed: int, *, voters: int = 3, observers: int = 1, duration_ms: int = 3_000, step_ms: int = 50,
-    config: Mapping[str, Any] | None = None, root: Path | str | None = None,
+    seed: int, *, voters: int | None = None, observers: int = 1, duration_ms: int = 3_000, step_ms: int = 50,
+    config: Mapping[str, Any] | None = None, root: Path | str | None = None, latency_ms: int = 2, jitter_ms: int = 8,
 ) -> RaftReport:
-    """One seeded run: appends through the leader every step, random faults (crash, restart,
-    partition, heal) now and then, then heal and restart everything, settle, and check."""
+    """One seeded run (3 or 5 voters unless ``voters`` says): appends through the leader every
+    step, random faults now and then (crash, restart, crash-and-restart at once, partition,
+    isolate the leader, heal), then heal and restart everything, settle, and check."""
     rng = random.Random(f"raft-faults/{seed}")
+    if voters is None:
+        voters = rng.choice((3, 3, 5))
     own_root = root is None
     root = Path(_scratch_dir() if own_root else root)
     history = RaftHistory()
     harness = RaftHarness(
         root, voters=voters, observers=observers, seed=seed, config=config or FAST_RAFT_CONFIG, history=history,
+        latency_ms=latency_ms, jitter_ms=jitter_ms,
     )
     try:
         n = 0
@@ -431,6 +453,8 @@ def run_raft_schedule(
                     harness.crash(rng.choice(nodes))
                 elif roll < 0.06 and leader is not None:
                     harness.crash(leader)  # the interesting one: the leader, mid-append
+                elif roll < 0.07:
+                    harness.restart(rng.choice(nodes))  # down and up in one instant: only the disk remembers
                 elif roll < 0.12:
                     dead = [x for x in nodes if not harness.alive(x)]
                     if dead:

@@ -382,7 +382,7 @@ class KafkaRaftClient:
                 return self._on_disconnected(message.node)
             return False
         if not self._closed and self.log is not None:
-            handler(self, src, message)
+            getattr(self, handler)(src, message)
         return True
 
     def on_timer(self, key: Hashable) -> bool:
@@ -532,7 +532,7 @@ class KafkaRaftClient:
         body = {"leaderId": self.node_id, "leaderEpoch": self.epoch, "voters": list(self.voters)}
         self._append_as_leader([(LEADER_CHANGE_KEY, json.dumps(body, separators=(",", ":")).encode())])
         self._send_begin_quorum_epoch()
-        self._set_timer(_CHECK_QUORUM, max(1, self.fetch_timeout_ms // 2))
+        self._check_quorum()
         self._set_timer(_BEGIN_QUORUM, self.request_timeout_ms)
         self._schedule_delivery()
 
@@ -979,18 +979,18 @@ class KafkaRaftClient:
         ))
 
     def _check_quorum(self) -> None:
-        if self.state != LEADER:
+        """Resign if fewer than a majority of voters (us included) fetched within
+        1.5 x fetch.timeout.ms; else look again exactly when that could first become true."""
+        if self.state != LEADER or self.majority == 1:
             return
         window = self.fetch_timeout_ms * 3 // 2
-        since = self.host.now - window
-        heard = 1 + sum(
-            1 for v in self.voters
-            if v != self.node_id and max(self._replicas[v].last_fetch_ms, self._leader_since) >= since
-        )
-        if heard < self.majority:
-            self._resign(f"only {heard} of {len(self.voters)} voters fetched in {window} ms (check-quorum)")
+        # A new leader gives every voter a full window to show up.
+        heard = sorted((max(r.last_fetch_ms, self._leader_since) for r in self._replicas.values()), reverse=True)
+        quorum_since = heard[self.majority - 2]  # the majority - 1 others fetched at or after this
+        if self.host.now - quorum_since > window:
+            self._resign(f"fewer than {self.majority} of {len(self.voters)} voters fetched in {window} ms (check-quorum)")
             return
-        self._set_timer(_CHECK_QUORUM, max(1, self.fetch_timeout_ms // 2))
+        self._set_timer(_CHECK_QUORUM, quorum_since + window - self.host.now + 1)
 
     # --- the listener ----------------------------------------------------------------------------------------
 
@@ -1041,15 +1041,16 @@ class KafkaRaftClient:
         self._correlation += 1
         return self._correlation
 
+    # By name, so a subclass (or a test's mutant) can replace a handler.
     _HANDLERS = {
-        VoteRequest: _handle_vote_request,
-        VoteResponse: _handle_vote_response,
-        BeginQuorumEpochRequest: _handle_begin_quorum_epoch,
-        BeginQuorumEpochResponse: _handle_quorum_epoch_response,
-        EndQuorumEpochRequest: _handle_end_quorum_epoch,
-        EndQuorumEpochResponse: _handle_quorum_epoch_response,
-        RaftFetchRequest: _handle_fetch_request,
-        RaftFetchResponse: _handle_fetch_response,
+        VoteRequest: "_handle_vote_request",
+        VoteResponse: "_handle_vote_response",
+        BeginQuorumEpochRequest: "_handle_begin_quorum_epoch",
+        BeginQuorumEpochResponse: "_handle_quorum_epoch_response",
+        EndQuorumEpochRequest: "_handle_end_quorum_epoch",
+        EndQuorumEpochResponse: "_handle_quorum_epoch_response",
+        RaftFetchRequest: "_handle_fetch_request",
+        RaftFetchResponse: "_handle_fetch_response",
     }
 
 
