@@ -98,22 +98,31 @@ def _overrides(args) -> dict[str, str]:
 
 
 def run_server(args) -> int:
-    from .wire.process import die_with_parent, parse_address, run_broker
+    from .wire.process import die_with_parent, parse_voters, run_broker, run_combined
 
     if args.exit_with_parent:
         die_with_parent()
     _log_to_stderr(args.log_level)
-    run_broker(args.broker_id, args.host, args.port, args.log_dir, parse_address(args.controller), _overrides(args))
+    if args.controller_quorum_voters is None:  # alone: Kafka 4's quickstart, combined mode
+        controller_port = args.controller_port if args.controller_port is not None else args.port + 1
+        print(f"minikafka: broker {args.broker_id} on {args.host}:{args.port}, its controller (a one-node "
+              f"quorum, combined mode) on {args.host}:{controller_port}; data in {args.log_dir}", file=sys.stderr,
+              flush=True)
+        run_combined(args.broker_id, args.host, args.port, controller_port, args.log_dir, _overrides(args))
+    else:
+        run_broker(args.broker_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
+                   _overrides(args))
     return 0
 
 
 def run_controller(args) -> int:
-    from .wire.process import die_with_parent, run_controller as serve
+    from .wire.process import die_with_parent, parse_voters, run_controller as serve
 
     if args.exit_with_parent:
         die_with_parent()
     _log_to_stderr(args.log_level)
-    serve(args.host, args.port, _overrides(args))
+    serve(args.node_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
+          _overrides(args))
     return 0
 
 
@@ -123,9 +132,11 @@ def run_cluster(args) -> int:
 
     from .wire.process import LocalCluster
 
-    with LocalCluster(args.brokers, base_port=args.base_port, host=args.host, dir=args.dir,
-                      config=_overrides(args)) as cluster:
+    with LocalCluster(args.brokers, controllers=args.controllers, base_port=args.base_port, host=args.host,
+                      dir=args.dir, config=_overrides(args)) as cluster:
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+        print(f"controller quorum voters: {', '.join(f'{c}@{h}:{p}' for c, (h, p) in cluster.voters.items())}",
+              flush=True)
         print(f"log directories under {cluster.dir}; Ctrl-C stops every process", flush=True)
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         # A shell that starts us in the background without job control hands us SIGINT
@@ -191,27 +202,38 @@ def build_parser() -> argparse.ArgumentParser:
 
     sv = commands.add_parser("server", help="run one broker process (the Kafka protocol over TCP)",
                              description="Run one minikafka broker: the same state machine as the "
-                             "simulated cluster's, serving the Kafka protocol on --port.")
-    sv.add_argument("--broker-id", type=int, required=True, metavar="N")
-    sv.add_argument("--port", type=int, default=9092)
-    sv.add_argument("--log-dir", type=Path, required=True, metavar="DIR")
-    sv.add_argument("--controller", default="127.0.0.1:9093", metavar="HOST:PORT",
-                    help="the controller's address (default: 127.0.0.1:9093)")
+                             "simulated cluster's, serving the Kafka protocol on --port. Alone (no "
+                             "--controller-quorum-voters) it runs Kafka 4's combined mode: the broker and "
+                             "a one-node controller quorum in one process, ready for any client; run it "
+                             "again on the same --log-dir and every topic is back.")
+    sv.add_argument("--broker-id", type=int, default=1, metavar="N", help="node.id (default: 1)")
+    sv.add_argument("--port", type=int, default=9092, help="the client listener (default: 9092)")
+    sv.add_argument("--log-dir", type=Path, required=True, metavar="DIR", help="log.dirs: partitions and metadata")
+    sv.add_argument("--controller-quorum-voters", metavar="ID@HOST:PORT,...",
+                    help="the metadata quorum's controllers, e.g. 3000@127.0.0.1:9093,3001@127.0.0.1:9094 "
+                    "(default: none, combined mode with a controller of its own)")
+    sv.add_argument("--controller-port", type=int, default=None, metavar="PORT",
+                    help="combined mode: the controller listener (default: --port + 1)")
     _add_process_options(sv)
     sv.set_defaults(run=run_server)
 
-    ct = commands.add_parser("controller", help="run the controller process",
-                             description="Run the controller: brokers register with it and it "
-                             "decides leaders and ISRs.")
+    ct = commands.add_parser("controller", help="run one controller process (a voter of the metadata quorum)",
+                             description="Run one KRaft controller: a voter of the Raft quorum that keeps "
+                             "the metadata log __cluster_metadata; the active one decides leaders and ISRs.")
+    ct.add_argument("--node-id", type=int, required=True, metavar="N", help="its node.id, one of the voters")
     ct.add_argument("--port", type=int, default=9093)
+    ct.add_argument("--log-dir", type=Path, required=True, metavar="DIR", help="where its metadata log lives")
+    ct.add_argument("--controller-quorum-voters", required=True, metavar="ID@HOST:PORT,...",
+                    help="every voter, this one included")
     _add_process_options(ct)
     ct.set_defaults(run=run_controller)
 
     cl = commands.add_parser("cluster", help="start a local multi-process cluster",
-                             description="`minikafka cluster up`: a controller and N broker "
+                             description="`minikafka cluster up`: a controller quorum and N broker "
                              "processes on this machine; prints the bootstrap servers.")
     cl.add_argument("action", choices=["up"])
     cl.add_argument("--brokers", type=int, default=3)
+    cl.add_argument("--controllers", type=int, default=3, help="voters of the metadata quorum (default: 3)")
     cl.add_argument("--base-port", type=int, default=None, metavar="PORT",
                     help="brokers on PORT, PORT+1, ...; the controller after them (default: free ports)")
     cl.add_argument("--dir", type=Path, default=None, help="log directories go here (default: a temporary one)")

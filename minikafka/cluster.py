@@ -2,9 +2,12 @@
 
 Theory of operation
 -------------------
-A ``Cluster`` builds a ``World`` (virtual clock, network, crashes), one controller and
-``brokers`` brokers, each broker with its own log directory under ``dir`` (a temporary
-directory by default). Everything a notebook does goes through the world's event loop:
+A ``Cluster`` builds a ``World`` (virtual clock, network, crashes), a quorum of
+``controllers`` controllers (node ids 3000, 3001, ...; one by default, three to watch Raft
+at work) and ``brokers`` brokers, each node with its own log directory under ``dir`` (a
+temporary directory by default): a controller's holds the metadata log
+``__cluster_metadata``, and each broker keeps a copy of it next to its partitions.
+Everything a notebook does goes through the world's event loop:
 ``create_topic`` sends a real CreateTopics request and runs the world until it is
 answered; ``advance(ms=...)`` lets simulated time pass; ``kill``/``restart`` crash and
 reboot brokers (a restarted broker recovers its logs from disk); ``partition``/``heal``
@@ -25,7 +28,7 @@ from typing import Any, Callable, Iterable, Mapping
 
 from minikafka.broker.broker import Broker
 from minikafka.broker.config import BrokerConfig
-from minikafka.controller import Controller
+from minikafka.controller import QuorumController
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError, for_code
 from minikafka.messages import (
     CONTROLLER_ID,
@@ -36,6 +39,7 @@ from minikafka.messages import (
     Disconnected,
     PartitionState,
     TopicConfig,
+    controller_ids,
 )
 from minikafka.node import NodeId, StateMachine
 from minikafka.sim import World
@@ -74,37 +78,93 @@ class Cluster:
         dir: str | Path | None = None,
         latency_ms: int = 1,
         record_history: bool = True,
+        controllers: int = 1,
     ) -> None:
         if not isinstance(brokers, int) or brokers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
+        if not isinstance(controllers, int) or controllers < 1:
+            raise IllegalArgumentError(f"a cluster needs at least 1 controller, not {controllers!r}")
         self.seed = seed
         self.config = BrokerConfig(config)
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-") if dir is None else dir)
         self.world = World(seed, latency_ms=latency_ms, record_history=record_history)
         self.broker_ids = list(range(1, brokers + 1))
+        self.controller_ids = list(controller_ids(controllers))
         self._incarnations = {b: 0 for b in self.broker_ids}
         self._client_counter = itertools.count(1)
         self._consumers: list = []  # every KafkaConsumer made on this cluster, for widgets and kill_consumer
-        self.world.add(CONTROLLER_ID, lambda: Controller(self.config, seed=seed))
+        for c in self.controller_ids:
+            self.world.add(c, self._controller_factory(c))
         for b in self.broker_ids:
             self.world.add(b, self._broker_factory(b))
         self.admin_id = self.add_client("admin", AdminNode)
-        if not self.world.run_until(lambda: set(self.controller.live_brokers) == set(self.broker_ids), 30_000):
+        if not self.world.run_until(self._ready, 60_000):
             raise KafkaTimeoutError("the brokers did not register with the controller")
+
+    def _next_incarnation(self, broker_id: int) -> int:
+        """A new incarnation on every start, across ``Cluster`` objects on the same ``dir`` too
+        (the controller must see a restarted broker as new): a counter kept next to its logs."""
+        path = self.dir / f"broker-{broker_id}" / ".incarnation"
+        try:
+            last = int(path.read_text())
+        except (OSError, ValueError):
+            last = 0
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(str(last + 1))
+        return last + 1
 
     def _broker_factory(self, broker_id: int) -> Callable[[], Broker]:
         def make() -> Broker:
-            self._incarnations[broker_id] += 1
+            self._incarnations[broker_id] = self._next_incarnation(broker_id)
             return Broker(broker_id, self.dir / f"broker-{broker_id}", self.config,
-                          incarnation=self._incarnations[broker_id])
+                          incarnation=self._incarnations[broker_id], controllers=tuple(self.controller_ids),
+                          seed=self.seed)
+        return make
+
+    def _ready(self) -> bool:
+        """An active controller, and every broker registered in its current incarnation,
+        unfenced (so caught up with the metadata log)."""
+        active = self._active_controller()
+        if active is None:
+            return False
+        regs = active.image.brokers
+        return all(b in regs and not regs[b].fenced and regs[b].incarnation == self._incarnations[b]
+                   for b in self.broker_ids)
+
+    def _controller_factory(self, node_id: int) -> Callable[[], QuorumController]:
+        def make() -> QuorumController:
+            return QuorumController(self.dir / f"controller-{node_id}", self.config, seed=self.seed,
+                                    node_id=node_id, voters=tuple(self.controller_ids))
         return make
 
     # --- nodes ---------------------------------------------------------------------------------------
 
+    def _active_controller(self) -> QuorumController | None:
+        for c in self.controller_ids:
+            node = self.world.nodes.get(c)
+            if node is not None and node.active:
+                return node
+        return None
+
     @property
-    def controller(self) -> Controller:
-        return self.world.nodes[CONTROLLER_ID]
+    def controller(self) -> QuorumController:
+        """The active controller (the quorum's leader) or, while there is none, the live
+        controller that has applied the most of the metadata log."""
+        active = self._active_controller()
+        if active is not None:
+            return active
+        alive = [self.world.nodes[c] for c in self.controller_ids if self.world.alive(c)]
+        if not alive:
+            raise IllegalArgumentError(f"every controller ({self.controller_ids}) is dead")
+        return max(alive, key=lambda n: (n.image.offset, -n.node_id))
+
+    def controller_node(self, node_id: int) -> QuorumController:
+        if node_id not in self.controller_ids:
+            raise IllegalArgumentError(f"no controller {node_id}; controllers are {self.controller_ids}")
+        if not self.world.alive(node_id):
+            raise IllegalArgumentError(f"controller {node_id} is dead (restart it first)")
+        return self.world.nodes[node_id]
 
     def broker(self, broker_id: int) -> Broker:
         if broker_id not in self.broker_ids:
@@ -163,20 +223,21 @@ class Cluster:
 
     # --- faults ------------------------------------------------------------------------------------------
 
-    def kill(self, broker_id: int, *, power_loss: bool = False) -> None:
-        """Crash a broker: its memory is gone. With ``power_loss`` the machine dies too, and
-        whatever its logs had not flushed (fsync'd) is lost as well."""
-        broker = self.broker(broker_id)
-        broker.close(lose_unflushed=power_loss)
-        self.world.crash(broker_id, reset_connections=not power_loss)
+    def kill(self, node_id: int, *, power_loss: bool = False) -> None:
+        """Crash a broker or a controller: its memory is gone. With ``power_loss`` the machine
+        dies too, and whatever its logs had not flushed (fsync'd) is lost as well."""
+        node = self.controller_node(node_id) if node_id in self.controller_ids else self.broker(node_id)
+        node.close(lose_unflushed=power_loss) if node_id in self.broker_ids else node.close()
+        self.world.crash(node_id, reset_connections=not power_loss)
 
-    def restart(self, broker_id: int) -> None:
-        """Start a dead broker again: it recovers its logs and rejoins."""
-        if broker_id not in self.broker_ids:
-            raise IllegalArgumentError(f"no broker {broker_id}; brokers are {self.broker_ids}")
-        if self.world.alive(broker_id):
-            raise IllegalArgumentError(f"broker {broker_id} is running; kill it first")
-        self.world.restart(broker_id)
+    def restart(self, node_id: int) -> None:
+        """Start a dead broker or controller again: it recovers its logs and rejoins."""
+        if node_id not in self.broker_ids and node_id not in self.controller_ids:
+            raise IllegalArgumentError(f"no node {node_id}; brokers are {self.broker_ids}, "
+                                       f"controllers {self.controller_ids}")
+        if self.world.alive(node_id):
+            raise IllegalArgumentError(f"node {node_id} is running; kill it first")
+        self.world.restart(node_id)
 
     def partition(self, side_a: Iterable[NodeId], side_b: Iterable[NodeId]) -> None:
         """Cut the network between two groups of nodes (brokers, "controller" or clients)."""
@@ -199,10 +260,18 @@ class Cluster:
         self.world.network.set_link(self._id(src), self._id(dst), loss=loss)
 
     def _id(self, node: NodeId) -> NodeId:
-        return CONTROLLER_ID if node == "controller" else node
+        """"controller" is the active controller (the first voter while none is)."""
+        if node == "controller":
+            active = self._active_controller()
+            return active.node_id if active is not None else self.controller_ids[0]
+        return node
 
     def _ids(self, nodes: Iterable[NodeId]) -> list[NodeId]:
-        return [self._id(n) for n in nodes]
+        """"controller" (or "controllers") stands for every controller of the quorum."""
+        out: list[NodeId] = []
+        for n in nodes:
+            out += self.controller_ids if n in ("controller", "controllers") else [n]
+        return out
 
     # --- admin -------------------------------------------------------------------------------------------
 
@@ -311,7 +380,7 @@ class Cluster:
     # --- cleanup --------------------------------------------------------------------------------------------
 
     def close(self) -> None:
-        for b in self.broker_ids:
+        for b in self.broker_ids + self.controller_ids:
             if self.world.alive(b):
                 self.world.nodes[b].close()
                 self.world.crash(b)

@@ -1,36 +1,53 @@
-"""The controller: the one node that decides leaders and ISRs (ZooKeeper-era, single node).
+"""The controller: KRaft's ``QuorumController``, a replicated state machine over a Raft log.
 
 Theory of operation
 -------------------
-Brokers heartbeat the controller every ``broker.heartbeat.interval.ms``. A broker silent
-for ``broker.session.timeout.ms`` is dead; one that heartbeats with a new incarnation
-restarted (and is first treated as dead, so it cannot lead on stale state). Every decision
-is a new ``PartitionState`` pushed to the live brokers with ``UpdateMetadata``:
+Every controller node (``controller.quorum.voters``: 3000, 3001, 3002 in a 3-voter quorum)
+runs a ``KafkaRaftClient`` (``minikafka.raft``) on the metadata log ``__cluster_metadata``
+and folds the committed records into a ``MetadataImage``. One of them, the Raft leader, is
+the *active* controller: the only one that decides. A decision is a list of metadata
+records (``minikafka.metadata.records``) appended to the log; it takes effect, and its
+requester gets an answer, only once the records are committed (on a majority of voters).
+Nothing lives only in one process's memory: a new or restarted controller rebuilds
+everything by replaying the log, and so do the brokers, which follow the log as observers.
 
+Decisions, one at a time: an operation reads the committed image and returns records; the
+next operation waits until those are committed (or leadership is lost), so every decision
+sees the ones before it. An active controller acts only once its own ``LeaderChange``
+record is committed: by then its image holds everything earlier leaders committed.
+
+- Brokers heartbeat every ``broker.heartbeat.interval.ms``. A new incarnation is a
+  ``RegisterBrokerRecord`` (fenced: it may not lead or be in an ISR yet); once the broker's
+  heartbeat says it has applied the log past its registration, ``UnfenceBrokerRecord`` and
+  the offline partitions it can lead elect it. A broker silent for
+  ``broker.session.timeout.ms`` is fenced, and in the *same* committed batch it leaves every
+  ISR and every partition it led gets a new leader. Heartbeat times are the one thing kept
+  in memory (as in Kafka): a newly active controller gives every broker a fresh session.
 - Create topic: replicas placed as Kafka's ``assignReplicasToBrokers`` does (rack unaware):
   partition p's first replica on broker ``(p + start) % n``, the others shifted by a second
-  offset that grows every n partitions; start and shift are drawn from a seeded RNG. The
-  first replica is the preferred leader; the ISR is all replicas.
-- Broker dies: for each partition it led, the next replica (in assignment order) that is
-  alive and in the ISR leads; with none, the partition goes offline (leader -1) unless
-  ``unclean.leader.election.enable`` lets any live replica lead, at the cost of losing
-  what it had not replicated. A dead follower leaves the ISR. A leader change bumps the
-  leader epoch; every change bumps the partition epoch.
-- Broker comes back: offline partitions it is in the ISR of get it as leader.
-- AlterPartition: a leader asks for an ISR change; granted only if it names the current
-  leader epoch and partition epoch (so a deposed leader cannot shrink or grow the ISR) and
-  every new member is alive.
+  offset that grows every n partitions; start and shift from a seeded RNG. A
+  ``TopicRecord`` with a new topic id and one ``PartitionRecord`` per partition.
+- Leader election (a broker fenced, or back): the next replica in assignment order that is
+  unfenced and in the ISR leads; with none, the partition goes offline (leader -1) unless
+  ``unclean.leader.election.enable`` lets any live replica lead. A leader change bumps the
+  leader epoch; every change bumps the partition epoch (``PartitionChangeRecord``).
+- AlterPartition: granted only if it names the current leader epoch and partition epoch
+  (a deposed leader cannot change the ISR) and every new member is unfenced.
+- DescribeQuorum answers from the Raft client's view.
 
-The controller keeps its state in memory and is never crashed in the simulations of this
-chapter: in ZooKeeper-era Kafka that state lived in ZooKeeper. Notebook 08 replaces it with
-a Raft quorum. No I/O, no clock: ``now`` comes with every input.
+A request that reaches a controller which is not active is answered ``NOT_CONTROLLER``;
+brokers then ask the leader the Raft layer names. No I/O but the Raft log's, no clock:
+``now`` comes with every input.
 """
 
 from __future__ import annotations
 
+import base64
 import random
-from dataclasses import dataclass, replace
-from typing import Any, Hashable
+from collections import deque
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Hashable, Sequence
 
 from minikafka.broker.config import TOPIC_KEYS, BrokerConfig, validate
 from minikafka.errors import IllegalArgumentError, InvalidTopicError
@@ -43,7 +60,10 @@ from minikafka.messages import (
     INVALID_TOPIC_EXCEPTION,
     INVALID_UPDATE_VERSION,
     NO_ERROR,
+    NOT_CONTROLLER,
     NOT_LEADER_OR_FOLLOWER,
+    REQUEST_TIMED_OUT,
+    STALE_BROKER_EPOCH,
     TOPIC_ALREADY_EXISTS,
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
@@ -56,24 +76,21 @@ from minikafka.messages import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
     PartitionState,
+    QuorumReplica,
     TopicConfig,
-    UpdateMetadata,
 )
+from minikafka.metadata import records as mr
+from minikafka.metadata.image import TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
+from minikafka.raft import KafkaRaftClient
 from minikafka.topic import validate_topic_name
 
 INELIGIBLE_REPLICA = 107
 PRODUCER_ID_BLOCK = 1000
-
-
-@dataclass
-class BrokerRegistration:
-    incarnation: int
-    last_heartbeat_ms: int
-    alive: bool = True
-    host: str = ""  # where clients reach it (real-process clusters; empty in the simulation)
-    port: int = 0
+SESSION_CHECK_MS = 500
 
 
 def assign_replicas(n_partitions: int, replication_factor: int, brokers: list[int],
@@ -93,185 +110,336 @@ def assign_replicas(n_partitions: int, replication_factor: int, brokers: list[in
     return out
 
 
-class Controller(StateMachine):
-    def __init__(self, config: BrokerConfig | None = None, *, seed: int = 0) -> None:
-        super().__init__(CONTROLLER_ID)
-        self.config = config or BrokerConfig()
-        self.rng = random.Random(f"controller-{seed}")
-        self.brokers: dict[int, BrokerRegistration] = {}
-        self.topics: dict[str, TopicConfig] = {}
-        self.partitions: dict[tuple[str, int], PartitionState] = {}
-        self.version = 0
-        self.next_producer_id = 0
-        self.elections: list[tuple[int, str, int, int, int, bool]] = []  # (time, topic, p, old, new, unclean)
+@dataclass
+class _Operation:
+    """One decision: ``run()`` reads the committed image and returns the records to write and
+    what to do once they are committed; ``fail(error, message)`` answers the requester when
+    they cannot be."""
 
-    # --- views -----------------------------------------------------------------------------------
+    run: Callable[[], tuple[list, Callable[[], None]]]
+    fail: Callable[[int, str], None]
+    queued_at: int
+    answered: bool = False  # failed already (timed out): the commit must not answer again
+
+
+class QuorumController(StateMachine):
+    """A controller node: ``QuorumController(log_dir, voters=(3000, 3001, 3002), node_id=3001)``."""
+
+    def __init__(self, log_dir: Path | str, config: BrokerConfig | None = None, *, seed: int = 0,
+                 node_id: int = CONTROLLER_ID, voters: Sequence[int] = (CONTROLLER_ID,)) -> None:
+        super().__init__(node_id)
+        self.config = config or BrokerConfig()
+        self.log_dir = Path(log_dir)
+        self.voters = tuple(voters)
+        # Placement draws from the same stream in every controller, so a seeded simulation
+        # places replicas the same way whoever is active; topic ids have a stream of their own.
+        self.rng = random.Random(f"controller-{seed}")
+        self._ids = random.Random(f"topic-ids-{seed}-{node_id}")
+        self.seed = seed
+        self.image = MetadataImage()
+        self.raft: KafkaRaftClient | None = None
+        self.last_heartbeat: dict[int, int] = {}  # broker -> time of its last heartbeat (active only)
+        self.heartbeats: list[tuple[int, int]] = []  # (time, broker) received, for notebooks
+        self._queue: deque[_Operation] = deque()
+        self._inflight: tuple[int, Callable[[], None], _Operation] | None = None  # (last offset, done, op)
+        self._active_epoch = -1  # the epoch in which this node is the active controller, or -1
+
+    # --- views (what notebooks, pictures and tests read) ------------------------------------------------
+
+    @property
+    def active(self) -> bool:
+        return self._active_epoch >= 0
+
+    @property
+    def topics(self) -> dict[str, TopicConfig]:
+        return self.image.topics
+
+    @property
+    def partitions(self) -> dict[tuple[str, int], PartitionState]:
+        return self.image.partitions
 
     @property
     def live_brokers(self) -> tuple[int, ...]:
-        return tuple(sorted(b for b, reg in self.brokers.items() if reg.alive))
+        return self.image.live_brokers
+
+    @property
+    def brokers(self):
+        return self.image.brokers
+
+    @property
+    def elections(self) -> list[tuple[int, str, int, int, int, bool]]:
+        return self.image.elections
 
     def is_alive(self, broker_id: int) -> bool:
-        reg = self.brokers.get(broker_id)
-        return reg is not None and reg.alive
+        return self.image.is_alive(broker_id)
 
     def _unclean_allowed(self, topic: str) -> bool:
-        return self.config.for_topic(dict(self.topics[topic].configs))["unclean.leader.election.enable"]
+        return self.config.for_topic(self.image.topic_configs.get(topic, {}))["unclean.leader.election.enable"]
 
-    # --- inputs -------------------------------------------------------------------------------------
+    # --- lifecycle ------------------------------------------------------------------------------------------
 
     def on_start(self) -> None:
-        self.set_timer("session-check", 500)
+        self.raft = KafkaRaftClient(self, self.node_id, self.voters, self.log_dir,
+                                    config=self.config.values, seed=f"{self.seed}-{self.node_id}", listener=self)
+        self.raft.start()
+        self.set_timer("session-check", SESSION_CHECK_MS)
+
+    def close(self) -> None:
+        if self.raft is not None:
+            self.raft.close()
+
+    # --- the Raft client's listener ------------------------------------------------------------------------
+
+    def handle_commit(self, records: list) -> None:
+        for rec in records:
+            try:
+                decoded = mr.decode(rec.key, rec.value)
+            except Exception:
+                self.image.skipped += 1
+                self.image.offset = rec.offset
+                continue
+            self.image.apply(decoded, rec.offset, rec.timestamp)
+        self.image.take_delta()  # controllers act on operations, not on deltas
+        self._maybe_activate()
+        if self._inflight is not None and self.image.offset >= self._inflight[0]:
+            _, done, op = self._inflight
+            self._inflight = None
+            self.cancel_timer("write-timeout")
+            if not op.answered:
+                done()
+        self._pump()
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if leader_id != self.node_id and self.active:
+            self._deactivate()
+        self._maybe_activate()
+
+    def _maybe_activate(self) -> None:
+        if (not self.active and self.raft is not None and self.raft.is_leader
+                and self.image.leader == (self.node_id, self.raft.epoch)):
+            self._active_epoch = self.raft.epoch
+            # Heartbeat times were never replicated: every broker gets a fresh session.
+            self.last_heartbeat = {b: self.now for b in self.image.brokers}
+            self._pump()
+
+    def _deactivate(self) -> None:
+        self._active_epoch = -1
+        pending = ([self._inflight[2]] if self._inflight else []) + list(self._queue)
+        self._inflight = None
+        self._queue.clear()
+        self.cancel_timer("write-timeout")
+        for op in pending:
+            if not op.answered:
+                op.fail(NOT_CONTROLLER, f"controller {self.node_id} is no longer the active controller")
+
+    # --- operations --------------------------------------------------------------------------------------
+
+    def _submit(self, run: Callable[[], tuple[list, Callable[[], None]]], fail: Callable[[int, str], None]) -> None:
+        if not self.active:
+            fail(NOT_CONTROLLER, f"controller {self.node_id} is not the active controller")
+            return
+        self._queue.append(_Operation(run, fail, self.now))
+        self._pump()
+
+    def _pump(self) -> None:
+        while self.active and self._inflight is None and self._queue:
+            op = self._queue.popleft()
+            records, done = op.run()
+            if not records:
+                done()
+                continue
+            last = self.raft.append([mr.encode(r) for r in records])
+            self._inflight = (last, done, op)
+            self.set_timer("write-timeout", self.config["request.timeout.ms"])
 
     def on_timer(self, key: Hashable) -> None:
+        if self.raft is not None and self.raft.on_timer(key):
+            return
         if key == "session-check":
-            timeout = self.config["broker.session.timeout.ms"]
-            expired = [b for b, reg in sorted(self.brokers.items())
-                       if reg.alive and self.now - reg.last_heartbeat_ms > timeout]
-            for broker_id in expired:  # all of them first, so none is elected by another's failure
-                self.brokers[broker_id].alive = False
-            changed = []
-            for broker_id in expired:
-                changed += self._broker_failed(broker_id)
-            if expired:
-                self._push(changed)
-            self.set_timer("session-check", 500)
+            self.set_timer("session-check", SESSION_CHECK_MS)
+            if self.active:
+                self._check_sessions()
+                self._expire_queued()
+        elif key == "write-timeout" and self._inflight is not None:
+            # Not committed in time (no majority?): the requester hears so; later decisions
+            # still wait for this write, or for the loss of leadership that drops it.
+            op = self._inflight[2]
+            op.fail(REQUEST_TIMED_OUT, "the metadata change was not committed in time: is a majority of "
+                                       f"the controller quorum {list(self.voters)} up?")
+            op.answered = True
+
+    def _expire_queued(self) -> None:
+        timeout = self.config["request.timeout.ms"]
+        while self._queue and self.now - self._queue[0].queued_at > timeout:
+            op = self._queue.popleft()
+            op.fail(REQUEST_TIMED_OUT, "the controller could not commit metadata changes in time: is a "
+                                       f"majority of the controller quorum {list(self.voters)} up?")
 
     def on_message(self, src: NodeId, message: Any) -> None:
+        if self.raft is not None and self.raft.handle(src, message):
+            return
         handler = self._HANDLERS.get(type(message))
         if handler is not None:
             handler(self, src, message)
 
+    # --- brokers: registration, heartbeats, fencing -----------------------------------------------------------
+
     def _heartbeat(self, src: NodeId, req: BrokerHeartbeatRequest) -> None:
-        reg = self.brokers.get(req.broker_id)
-        if reg is None or reg.incarnation != req.incarnation or not reg.alive:
-            changed = []
-            if reg is not None and reg.alive:  # restarted before its session expired
-                changed += self._broker_failed(req.broker_id)
-            self.brokers[req.broker_id] = BrokerRegistration(req.incarnation, self.now, host=req.host, port=req.port)
-            changed += self._broker_up(req.broker_id)
-            self._push(changed)
-            self._send_full(req.broker_id)
-        else:
-            reg.last_heartbeat_ms = self.now
-            if req.metadata_version < self.version:
-                self._send_full(req.broker_id)
-        self.send(src, BrokerHeartbeatResponse(req.correlation_id, NO_ERROR))
+        def reply(error: int, message: str = "") -> None:
+            reg = self.image.brokers.get(req.broker_id)
+            fenced = reg is None or reg.fenced or reg.incarnation != req.incarnation
+            self.send(src, BrokerHeartbeatResponse(req.correlation_id, error, fenced))
 
-    # --- decisions --------------------------------------------------------------------------------------
+        if not self.active:
+            return reply(NOT_CONTROLLER)
+        self.heartbeats.append((self.now, req.broker_id))
+        reg = self.image.brokers.get(req.broker_id)
+        if reg is not None and reg.incarnation == req.incarnation:
+            self.last_heartbeat[req.broker_id] = self.now
+            if not reg.fenced or req.metadata_offset < reg.registered_at:
+                return reply(NO_ERROR)
+        elif reg is not None and reg.incarnation > req.incarnation:
+            return reply(STALE_BROKER_EPOCH)
 
-    def _set(self, state: PartitionState, **changes: Any) -> PartitionState:
-        old = state
-        if "leader" in changes and changes["leader"] != old.leader:
-            changes["leader_epoch"] = old.leader_epoch + 1
-        new = replace(old, partition_epoch=old.partition_epoch + 1, **changes)
-        self.partitions[(new.topic, new.partition)] = new
-        return new
+        def run() -> tuple[list, Callable[[], None]]:
+            reg = self.image.brokers.get(req.broker_id)
+            if reg is None or reg.incarnation < req.incarnation:  # new, or restarted
+                records: list = []
+                if reg is not None and not reg.fenced:  # restarted before its session expired
+                    records += self._fence_records([req.broker_id])
+                records.append(mr.RegisterBrokerRecord(req.broker_id, req.incarnation, req.host, req.port, True))
+                self.last_heartbeat[req.broker_id] = self.now
+                return records, lambda: reply(NO_ERROR)
+            if reg.incarnation == req.incarnation and reg.fenced and req.metadata_offset >= reg.registered_at:
+                return self._unfence_records(req.broker_id, reg.incarnation), lambda: reply(NO_ERROR)
+            return [], lambda: reply(NO_ERROR)
 
-    def _elect(self, state: PartitionState, exclude: int | None) -> PartitionState:
+        self._submit(run, lambda error, message: reply(error, message))
+
+    def _check_sessions(self) -> None:
+        timeout = self.config["broker.session.timeout.ms"]
+        expired = [b for b, reg in sorted(self.image.brokers.items())
+                   if not reg.fenced and self.now - self.last_heartbeat.get(b, self.now) > timeout]
+        if not expired:
+            return
+
+        def run() -> tuple[list, Callable[[], None]]:
+            still = [b for b in expired if self.image.is_alive(b)
+                     and self.now - self.last_heartbeat.get(b, self.now) > timeout]
+            return self._fence_records(still), lambda: None
+
+        self._submit(run, lambda error, message: None)  # run() looks again: a repeat is harmless
+
+    def _fence_records(self, broker_ids: list[int]) -> list:
+        """Fence these brokers and, in the same batch, take them out of every ISR and give
+        every partition they led a new leader (all of them first: none is elected by
+        another's failure)."""
+        dead = set(broker_ids)
+        records: list = [mr.FenceBrokerRecord(b, self.image.brokers[b].incarnation) for b in sorted(dead)]
+
         def ok(r: int) -> bool:
-            return r != exclude and self.is_alive(r)
+            return r not in dead and self.image.is_alive(r)
 
-        in_sync = [r for r in state.replicas if r in state.isr and ok(r)]
-        if in_sync:
-            leader, isr, unclean = in_sync[0], tuple(r for r in state.isr if ok(r)), False
-        elif self._unclean_allowed(state.topic) and any(ok(r) for r in state.replicas):
-            leader = next(r for r in state.replicas if ok(r))
-            isr, unclean = (leader,), True
-        else:
-            leader, isr, unclean = -1, state.isr, False
-        self.elections.append((self.now, state.topic, state.partition, state.leader, leader, unclean))
-        return self._set(state, leader=leader, isr=isr)
+        for key, state in sorted(self.image.partitions.items()):
+            if state.leader in dead:
+                records.append(self._elect(state, ok))
+            elif dead & set(state.isr) and state.leader >= 0:
+                isr = tuple(r for r in state.isr if r not in dead)
+                if isr:
+                    records.append(self._change(state, isr=isr))
+        return records
 
-    def _broker_failed(self, broker_id: int) -> list[PartitionState]:
-        self.brokers[broker_id].alive = False
-        changed = []
-        for key, state in sorted(self.partitions.items()):
-            if state.leader == broker_id:
-                changed.append(self._elect(state, exclude=broker_id))
-            elif broker_id in state.isr and len(state.isr) > 1 and state.leader >= 0:
-                changed.append(self._set(state, isr=tuple(r for r in state.isr if r != broker_id)))
-        return changed
+    def _unfence_records(self, broker_id: int, incarnation: int) -> list:
+        records: list = [mr.UnfenceBrokerRecord(broker_id, incarnation)]
 
-    def _broker_up(self, broker_id: int) -> list[PartitionState]:
-        changed = []
-        for key, state in sorted(self.partitions.items()):
+        def ok(r: int) -> bool:
+            return r == broker_id or self.image.is_alive(r)
+
+        for key, state in sorted(self.image.partitions.items()):
             if state.leader == -1 and broker_id in state.replicas:
                 if broker_id in state.isr or self._unclean_allowed(state.topic):
-                    changed.append(self._elect(state, exclude=None))
-        return changed
+                    records.append(self._elect(state, ok))
+        return records
 
-    # --- telling the brokers ---------------------------------------------------------------------------------
+    def _change(self, state: PartitionState, **fields: Any) -> mr.PartitionChangeRecord:
+        return mr.PartitionChangeRecord(state.partition, self.image.topic_ids[state.topic], **fields)
 
-    def _endpoints(self) -> tuple[tuple[int, str, int], ...]:
-        return tuple((b, reg.host, reg.port) for b, reg in sorted(self.brokers.items()) if reg.alive and reg.host)
+    def _elect(self, state: PartitionState, ok: Callable[[int], bool]) -> mr.PartitionChangeRecord:
+        in_sync = [r for r in state.replicas if r in state.isr and ok(r)]
+        if in_sync:
+            return self._change(state, leader=in_sync[0], isr=tuple(r for r in state.isr if ok(r)))
+        if self._unclean_allowed(state.topic) and any(ok(r) for r in state.replicas):
+            leader = next(r for r in state.replicas if ok(r))
+            return self._change(state, leader=leader, isr=(leader,), unclean=True)
+        return self._change(state, leader=-1)
 
-    def _push(self, changed: list[PartitionState], topics: tuple[TopicConfig, ...] = ()) -> None:
-        self.version += 1
-        update = UpdateMetadata(self.version, self.live_brokers, tuple(changed), topics,
-                                endpoints=self._endpoints())
-        for b in self.live_brokers:
-            self.send(b, update)
-
-    def _send_full(self, broker_id: int) -> None:
-        self.send(broker_id, UpdateMetadata(
-            self.version, self.live_brokers, tuple(s for _, s in sorted(self.partitions.items())),
-            tuple(t for _, t in sorted(self.topics.items())), full=True, endpoints=self._endpoints(),
-        ))
-
-    # --- requests ------------------------------------------------------------------------------------------------
+    # --- requests --------------------------------------------------------------------------------------------
 
     def _create_topics(self, src: NodeId, req: CreateTopicsRequest) -> None:
-        results, created, changed = [], [], []
-        for topic in req.topics:
-            error, message = self._check_new_topic(topic)
-            if error == NO_ERROR:
-                live = list(self.live_brokers)
-                start = self.rng.randrange(len(live))
-                shift = self.rng.randrange(len(live))
-                placement = assign_replicas(topic.num_partitions, topic.replication_factor, live, start, shift)
-                self.topics[topic.name] = topic
-                created.append(topic)
-                for p, replicas in enumerate(placement):
-                    state = PartitionState(topic.name, p, replicas[0], 0, replicas, replicas, 0)
-                    self.partitions[(topic.name, p)] = state
-                    changed.append(state)
-            results.append((topic.name, error, message))
-        if created:
-            self._push(changed, tuple(created))
-        self.send(src, CreateTopicsResponse(req.correlation_id, tuple(results)))
+        def fail(error: int, message: str) -> None:
+            self.send(src, CreateTopicsResponse(req.correlation_id, tuple((t.name, error, message) for t in req.topics)))
+
+        def run() -> tuple[list, Callable[[], None]]:
+            results, records, seen = [], [], set()
+            for topic in req.topics:
+                error, message = self._check_new_topic(topic, seen)
+                if error == NO_ERROR:
+                    seen.add(topic.name)
+                    live = list(self.image.live_brokers)
+                    start = self.rng.randrange(len(live))
+                    shift = self.rng.randrange(len(live))
+                    placement = assign_replicas(topic.num_partitions, topic.replication_factor, live, start, shift)
+                    topic_id = self._new_topic_id()
+                    records.append(mr.TopicRecord(topic.name, topic_id))
+                    for key, value in topic.configs:
+                        records.append(mr.ConfigRecord(TOPIC_RESOURCE, topic.name, key, value))
+                    for p, replicas in enumerate(placement):
+                        records.append(mr.PartitionRecord(p, topic_id, replicas, replicas, replicas[0], 0, 0))
+                results.append((topic.name, error, message))
+            return records, lambda: self.send(src, CreateTopicsResponse(req.correlation_id, tuple(results),
+                                                                        self.image.offset))
+
+        self._submit(run, fail)
+
+    def _new_topic_id(self) -> str:
+        """Kafka's topic ids: 16 random bytes, URL-safe base64 without padding (22 characters)."""
+        while True:
+            raw = self._ids.getrandbits(128).to_bytes(16, "big")
+            topic_id = base64.urlsafe_b64encode(raw).rstrip(b"=").decode()
+            if topic_id not in self.image.topic_names and not topic_id.startswith(("-", "_")):
+                return topic_id
 
     def _delete_topics(self, src: NodeId, req: DeleteTopicsRequest) -> None:
-        results, deleted = [], []
-        for name in req.topics:
-            if name not in self.topics:
-                results.append((name, UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist"))
-            elif name.startswith("__"):
-                results.append((name, INVALID_TOPIC_EXCEPTION, f"'{name}' is an internal topic and cannot be deleted"))
-            else:
-                n = self.topics.pop(name).num_partitions
-                for p in range(n):
-                    self.partitions.pop((name, p), None)
-                deleted.append(name)
-                results.append((name, NO_ERROR, None))
-        if deleted:
-            self.version += 1
-            update = UpdateMetadata(self.version, self.live_brokers, (), (), endpoints=self._endpoints(),
-                                    deleted_topics=tuple(deleted))
-            for b in self.live_brokers:
-                self.send(b, update)
-        self.send(src, DeleteTopicsResponse(req.correlation_id, tuple(results)))
+        def fail(error: int, message: str) -> None:
+            self.send(src, DeleteTopicsResponse(req.correlation_id, tuple((t, error, message) for t in req.topics)))
 
-    def _check_new_topic(self, topic: TopicConfig) -> tuple[int, str | None]:
+        def run() -> tuple[list, Callable[[], None]]:
+            results, records = [], []
+            for name in req.topics:
+                if name not in self.image.topic_ids:
+                    results.append((name, UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist"))
+                elif name.startswith("__"):
+                    results.append((name, INVALID_TOPIC_EXCEPTION, f"'{name}' is an internal topic and cannot be deleted"))
+                elif any(isinstance(r, mr.RemoveTopicRecord) and r.topicId == self.image.topic_ids[name] for r in records):
+                    results.append((name, NO_ERROR, None))
+                else:
+                    records.append(mr.RemoveTopicRecord(self.image.topic_ids[name]))
+                    results.append((name, NO_ERROR, None))
+            return records, lambda: self.send(src, DeleteTopicsResponse(req.correlation_id, tuple(results),
+                                                                        self.image.offset))
+
+        self._submit(run, fail)
+
+    def _check_new_topic(self, topic: TopicConfig, seen: set[str]) -> tuple[int, str | None]:
         try:
             validate_topic_name(topic.name)
         except InvalidTopicError as e:
             return INVALID_TOPIC_EXCEPTION, str(e)
-        if topic.name in self.topics:
+        if topic.name in self.image.topic_ids or topic.name in seen:
             return TOPIC_ALREADY_EXISTS, f"topic '{topic.name}' already exists"
         if topic.num_partitions < 1:
             return INVALID_PARTITIONS, f"number of partitions must be at least 1, not {topic.num_partitions}"
-        live = len(self.live_brokers)
+        live = len(self.image.live_brokers)
         if topic.replication_factor < 1 or topic.replication_factor > live:
             return INVALID_REPLICATION_FACTOR, (
                 f"replication factor {topic.replication_factor} is not between 1 and the "
@@ -284,32 +452,64 @@ class Controller(StateMachine):
         return NO_ERROR, None
 
     def _alter_partition(self, src: NodeId, req: AlterPartitionRequest) -> None:
-        state = self.partitions.get((req.topic, req.partition))
-        if state is None:
-            error = UNKNOWN_TOPIC_OR_PARTITION
-        elif state.leader != req.broker_id:
-            error = NOT_LEADER_OR_FOLLOWER
-        elif req.leader_epoch != state.leader_epoch:
-            error = FENCED_LEADER_EPOCH
-        elif req.partition_epoch != state.partition_epoch:
-            error = INVALID_UPDATE_VERSION
-        elif (
-            req.broker_id not in req.new_isr
-            or not set(req.new_isr) <= set(state.replicas)
-            or not all(self.is_alive(r) for r in req.new_isr)
-        ):
-            error = INELIGIBLE_REPLICA
-        else:
-            state = self._set(state, isr=tuple(sorted(req.new_isr)))
-            self._push([state])
-            self.send(src, AlterPartitionResponse(req.correlation_id, NO_ERROR, state))
-            return
-        self.send(src, AlterPartitionResponse(req.correlation_id, error, state))
+        def fail(error: int, message: str) -> None:
+            self.send(src, AlterPartitionResponse(req.correlation_id, error, None))
+
+        def run() -> tuple[list, Callable[[], None]]:
+            state = self.image.partitions.get((req.topic, req.partition))
+            if state is None:
+                error = UNKNOWN_TOPIC_OR_PARTITION
+            elif state.leader != req.broker_id:
+                error = NOT_LEADER_OR_FOLLOWER
+            elif req.leader_epoch != state.leader_epoch:
+                error = FENCED_LEADER_EPOCH
+            elif req.partition_epoch != state.partition_epoch:
+                error = INVALID_UPDATE_VERSION
+            elif (
+                req.broker_id not in req.new_isr
+                or not set(req.new_isr) <= set(state.replicas)
+                or not all(self.image.is_alive(r) for r in req.new_isr)
+            ):
+                error = INELIGIBLE_REPLICA
+            else:
+                record = self._change(state, isr=tuple(sorted(req.new_isr)))
+                key = (req.topic, req.partition)
+                return [record], lambda: self.send(src, AlterPartitionResponse(
+                    req.correlation_id, NO_ERROR, self.image.partitions.get(key)))
+            return [], lambda: self.send(src, AlterPartitionResponse(req.correlation_id, error, state))
+
+        self._submit(run, fail)
 
     def _allocate_producer_ids(self, src: NodeId, req: AllocateProducerIdsRequest) -> None:
-        first = self.next_producer_id
-        self.next_producer_id += PRODUCER_ID_BLOCK
-        self.send(src, AllocateProducerIdsResponse(req.correlation_id, NO_ERROR, first, PRODUCER_ID_BLOCK))
+        def fail(error: int, message: str) -> None:
+            self.send(src, AllocateProducerIdsResponse(req.correlation_id, error))
+
+        def run() -> tuple[list, Callable[[], None]]:
+            first = self.image.next_producer_id
+            reg = self.image.brokers.get(req.broker_id)
+            record = mr.ProducerIdsRecord(req.broker_id, reg.incarnation if reg else -1, first + PRODUCER_ID_BLOCK)
+            return [record], lambda: self.send(src, AllocateProducerIdsResponse(
+                req.correlation_id, NO_ERROR, first, PRODUCER_ID_BLOCK))
+
+        self._submit(run, fail)
+
+    def _describe_quorum(self, src: NodeId, req: DescribeQuorumRequest) -> None:
+        self.send(src, self.describe_quorum(req.correlation_id))
+
+    def describe_quorum(self, correlation_id: int = 0) -> DescribeQuorumResponse:
+        raft = self.raft
+        if raft is None or not raft.is_leader:
+            leader = raft.leader_id if raft is not None else None
+            return DescribeQuorumResponse(correlation_id, NOT_CONTROLLER, -1 if leader is None else leader,
+                                          raft.epoch if raft else -1,
+                                          error_message=f"controller {self.node_id} is not the quorum leader")
+        states = raft.replica_states()
+
+        def replicas(rows) -> tuple[QuorumReplica, ...]:
+            return tuple(QuorumReplica(int(r[0]), int(r[1]), int(r[2]), int(r[3])) for r in rows)
+
+        return DescribeQuorumResponse(correlation_id, NO_ERROR, self.node_id, raft.epoch, raft.high_watermark,
+                                      replicas(states.get("voters", ())), replicas(states.get("observers", ())))
 
     _HANDLERS = {
         BrokerHeartbeatRequest: _heartbeat,
@@ -317,4 +517,8 @@ class Controller(StateMachine):
         DeleteTopicsRequest: _delete_topics,
         AlterPartitionRequest: _alter_partition,
         AllocateProducerIdsRequest: _allocate_producer_ids,
+        DescribeQuorumRequest: _describe_quorum,
     }
+
+
+Controller = QuorumController  # the name the first chapters use

@@ -8,9 +8,11 @@ Kafka's numeric error codes (``minikafka.errors``), never as exceptions.
 Every request carries a ``correlation_id`` that its response echoes, as on the wire.
 Record batches travel as opaque ``bytes``.
 
-Two messages are the ZooKeeper-era controller's, not client-facing: ``UpdateMetadata``
-(the controller pushes partition state to brokers, as LeaderAndIsr and UpdateMetadata
-did) and ``BrokerHeartbeat`` (KRaft's name for a broker's liveness signal).
+The broker <-> controller messages are KRaft's and not client-facing: ``BrokerHeartbeat``
+(registration and liveness), ``AlterPartition`` (a leader asks for an ISR change),
+``AllocateProducerIds``, and CreateTopics/DeleteTopics forwarded by a broker. Brokers learn
+the metadata itself by fetching the controllers' metadata log (``minikafka.raft``), not
+from a push.
 """
 
 from __future__ import annotations
@@ -18,7 +20,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 NO_ERROR = 0
-CONTROLLER_ID = 3000  # the controller's node id (KRaft controllers often use 3000+)
+CONTROLLER_ID = 3000  # the first controller's node id (KRaft controllers often use 3000+)
+
+
+def controller_ids(n: int) -> tuple[int, ...]:
+    """The node ids of an ``n``-voter controller quorum: 3000, 3001, ..."""
+    return tuple(range(CONTROLLER_ID, CONTROLLER_ID + n))
 CONSUMER_REPLICA_ID = -1
 
 
@@ -196,6 +203,7 @@ class CreateTopicsRequest:
 class CreateTopicsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
+    metadata_offset: int = -1  # the controller's: the metadata record that made the change
 
 
 @dataclass(frozen=True)
@@ -209,6 +217,7 @@ class DeleteTopicsRequest:
 class DeleteTopicsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
+    metadata_offset: int = -1  # the controller's: the metadata record that made the change
 
 
 @dataclass(frozen=True)
@@ -233,8 +242,8 @@ class DescribeConfigsResponse:
 class BrokerHeartbeatRequest:
     correlation_id: int
     broker_id: int
-    incarnation: int  # new on every start: the controller sees a restart
-    metadata_version: int  # what the broker has applied; behind -> a full resend
+    incarnation: int  # new on every start: the controller sees a restart (KRaft's incarnationId)
+    metadata_offset: int  # the last metadata record the broker has applied (currentMetadataOffset)
     # Where clients reach it (KRaft's BrokerRegistration listeners); empty in the simulation,
     # where node ids are the addresses.
     host: str = ""
@@ -245,19 +254,7 @@ class BrokerHeartbeatRequest:
 class BrokerHeartbeatResponse:
     correlation_id: int
     error: int
-
-
-@dataclass(frozen=True)
-class UpdateMetadata:
-    """Controller -> broker: the partitions' states (all of them when ``full``)."""
-
-    version: int
-    live_brokers: tuple[int, ...]
-    partitions: tuple[PartitionState, ...]
-    topics: tuple[TopicConfig, ...] = ()
-    full: bool = False
-    endpoints: tuple[tuple[int, str, int], ...] = ()  # (broker id, host, port) of every live broker
-    deleted_topics: tuple[str, ...] = ()  # topics gone: brokers drop their partitions and logs
+    is_fenced: bool = True
 
 
 @dataclass(frozen=True)
@@ -292,6 +289,34 @@ class AllocateProducerIdsResponse:
     error: int
     first_producer_id: int = -1
     count: int = 0
+
+
+@dataclass(frozen=True)
+class DescribeQuorumRequest:
+    """DescribeQuorum (api 55): the metadata quorum's leader, epoch, high watermark and each
+    replica's progress, as ``kafka-metadata-quorum describe`` shows them."""
+
+    correlation_id: int
+
+
+@dataclass(frozen=True)
+class QuorumReplica:
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int = -1
+    last_caught_up_timestamp: int = -1
+
+
+@dataclass(frozen=True)
+class DescribeQuorumResponse:
+    correlation_id: int
+    error: int
+    leader_id: int = -1
+    leader_epoch: int = -1
+    high_watermark: int = -1
+    voters: tuple[QuorumReplica, ...] = ()
+    observers: tuple[QuorumReplica, ...] = ()
+    error_message: str | None = None
 
 
 # --- consumer groups (the group coordinator's APIs) -----------------------------------------------------

@@ -150,6 +150,7 @@ class ClusterView:
     controller_cuts: tuple[int, ...]  # brokers cut off from the controller
     other_faults: tuple[str, ...]  # faults involving clients, slow or lossy links
     group: "GroupView | None" = None  # a consumer group to draw with the brokers
+    quorum: "tuple[VoterView, ...]" = ()  # the controller quorum, drawn when it has more than one voter
 
     @property
     def under_replicated(self) -> int:
@@ -203,6 +204,32 @@ class ConsumerView:
 
 
 @dataclass(frozen=True)
+class VoterView:
+    """One controller of the metadata quorum, as its Raft client sees itself."""
+
+    node_id: int
+    alive: bool
+    state: str  # Raft's: leader, follower, candidate, ... ("dead" when down)
+    epoch: int
+    log_end_offset: int
+    high_watermark: int
+    active: bool  # the active controller (leader, and its LeaderChange record committed)
+
+
+def quorum_snapshot(cluster: "Cluster") -> tuple[VoterView, ...]:
+    out = []
+    for c in cluster.controller_ids:
+        node = cluster.world.nodes.get(c) if cluster.world.alive(c) else None
+        raft = getattr(node, "raft", None)
+        if raft is None:
+            out.append(VoterView(c, False, "dead", -1, -1, -1, False))
+        else:
+            out.append(VoterView(c, True, raft.state, raft.epoch, raft.log_end_offset, raft.high_watermark,
+                                 node.active))
+    return tuple(out)
+
+
+@dataclass(frozen=True)
 class GroupPartition:
     topic: str
     partition: int
@@ -240,14 +267,18 @@ def snapshot(cluster: "Cluster", topic: str | None = None, *, group: str | None 
                 replicas.append(_replica_view(cluster, b, s, alive))
         brokers.append(BrokerView(b, alive, tuple(replicas)))
     broker_set = set(cluster.broker_ids)
+    controllers = set(getattr(cluster, "controller_ids", [CONTROLLER_ID]))
+    active = cluster.controller.node_id if any(cluster.alive(c) for c in controllers) else CONTROLLER_ID
     broker_cuts, controller_cuts, other = set(), set(), []
     network = cluster.world.network
     for pair in network.cut:
         a, b = sorted(pair, key=str)
         if a in broker_set and b in broker_set:
             broker_cuts.add((min(a, b), max(a, b)))
-        elif CONTROLLER_ID in pair and (pair - {CONTROLLER_ID}) <= broker_set:
-            controller_cuts.add(next(iter(pair - {CONTROLLER_ID})))
+        elif active in pair and (pair - {active}) <= broker_set:
+            controller_cuts.add(next(iter(pair - {active})))
+        elif len(controllers) > 1 and pair & controllers and (pair - controllers) <= broker_set:
+            continue  # a broker cut off from a controller that is not the active one: nothing to draw
         else:
             other.append(f"{_node_name(a)} <-/-> {_node_name(b)}: partitioned")
     for (src, dst), link in network.links.items():
@@ -263,6 +294,7 @@ def snapshot(cluster: "Cluster", topic: str | None = None, *, group: str | None 
         controller_cuts=tuple(sorted(controller_cuts)),
         other_faults=tuple(sorted(other)),
         group=None if group is None else group_snapshot(cluster, group, topics, states),
+        quorum=quorum_snapshot(cluster) if len(controllers) > 1 else (),
     )
 
 
@@ -468,8 +500,11 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
     dot.attr("edge", fontname=_FONT, fontsize="9")
 
     live = ", ".join(map(str, view.controller_live_brokers)) or "none"
-    dot.node("controller", f"controller\nlive brokers: {live}", shape="box",
-             style="rounded,filled", fillcolor="#fff7bc", color="#d95f0e")
+    if view.quorum:
+        _draw_quorum(dot, view.quorum, live)
+    else:
+        dot.node("controller", f"controller\nlive brokers: {live}", shape="box",
+                 style="rounded,filled", fillcolor="#fff7bc", color="#d95f0e")
 
     anchors: dict[int, str] = {}  # one node per broker box, for edges that end at the box
     for broker in view.brokers:
@@ -535,6 +570,34 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
         dot.node("faults", "network faults\n" + "\n".join(view.other_faults), shape="note",
                  color=_RED, fontcolor=_RED)
     return dot
+
+
+def _draw_quorum(dot: "graphviz.Digraph", quorum: tuple[VoterView, ...], live: str) -> None:
+    """The metadata quorum: one box per voter (Raft state, epoch, log end and HW of the
+    metadata log), the active controller bold; the "controller" node the brokers hang from
+    is the active one's."""
+    active = next((v for v in quorum if v.active), None)
+    with dot.subgraph(name="cluster_quorum") as box:
+        box.attr(label="controller quorum (__cluster_metadata)", style="rounded,dashed", color="#d95f0e",
+                 fontcolor="#d95f0e")
+        box.node("controller", (f"active controller: {active.node_id}" if active else "no active controller")
+                 + f"\nlive brokers: {live}", shape="box", style="rounded,filled", fillcolor="#fff7bc",
+                 color="#d95f0e" if active else _RED, fontcolor="black" if active else _RED)
+        for v in quorum:
+            if not v.alive:
+                box.node(f"voter/{v.node_id}", f"{v.node_id}\ndead", style="filled,dashed", color=_RED,
+                         fontcolor=_RED, fillcolor="#d9d9d9")
+                continue
+            style = dict(style="filled,bold", fillcolor="#fee391", color="#d95f0e", penwidth="2") if v.active \
+                else dict(style="filled", fillcolor="white", color="#d95f0e")
+            box.node(f"voter/{v.node_id}", f"{v.node_id} {v.state}\nepoch {v.epoch}\n"
+                     f"LEO {v.log_end_offset}  HW {v.high_watermark}", **style)
+        with box.subgraph() as row:
+            row.attr(rank="same")
+            for v in quorum:
+                row.node(f"voter/{v.node_id}")
+        for v in quorum:
+            box.edge(f"voter/{v.node_id}", "controller", style="invis")
 
 
 def _last_replica(broker: BrokerView) -> str:

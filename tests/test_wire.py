@@ -133,8 +133,11 @@ def new_topic(cluster, admin):
         name = unique(prefix)
         admin.create_topics([NewTopic(name, partitions, replication_factor,
                                       topic_configs={k.replace("_", "."): str(v) for k, v in configs.items()})])
-        wait_until(lambda: all(p["leader_id"] >= 0 for p in admin.describe_topics([name])[0]["partitions"]),
-                   20, f"leaders for {name}")
+        def led() -> bool:
+            parts = admin.describe_topics([name])[0]["partitions"]
+            return len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts)
+
+        wait_until(led, 20, f"leaders for {name}")
         return name
 
     return create

@@ -29,6 +29,7 @@ from kafka.cluster import ClusterMetadata  # noqa: E402
 from kafka.protocol.admin import (  # noqa: E402
     CreateTopicsRequest as KCreateTopics,
     DeleteGroupsRequest as KDeleteGroups,
+    DescribeQuorumRequest as KDescribeQuorum,
     DeleteTopicsRequest as KDeleteTopics,
     DescribeGroupsRequest as KDescribeGroups,
 )
@@ -56,6 +57,7 @@ from kafka.record.default_records import DefaultRecordBatchBuilder  # noqa: E402
 from kafka.record.memory_records import MemoryRecords as KMemoryRecords  # noqa: E402
 
 from minikafka import messages as m  # noqa: E402
+from minikafka.raft import messages as raft  # noqa: E402
 from minikafka.wire import codec  # noqa: E402
 from minikafka.wire.codec import (  # noqa: E402
     ACCEPTED,
@@ -147,6 +149,7 @@ def client_requests():
         (KInitProducerId(transactional_id=None, transaction_timeout_ms=1, max_version=1), 1),
         (ConfigAdminMixin._describe_configs_request([ConfigResource("topic", "t")]), 3),
         (KDeleteGroups(groups_names=["g"]), 1),
+        (KDescribeQuorum(topics=[]), 1),
         (KApiVersions(client_software_name="x", client_software_version="1"), 3),
     ]
 
@@ -836,9 +839,9 @@ STATE = m.PartitionState("trucks_gps", 3, 2, 5, (2, 1), (2, 1, 3), 9)
 TOPIC = m.TopicConfig("trucks_gps", 10, 3, (("cleanup.policy", "compact"), ("retention.ms", "1000")))
 INTERNAL_SAMPLES = [
     m.BrokerHeartbeatRequest(1, 2, 7, -1),
+    m.BrokerHeartbeatRequest(2, 2, 7, 41, "127.0.0.1", 9092),
     m.BrokerHeartbeatResponse(1, 0),
-    m.UpdateMetadata(12, (1, 2, 3), (STATE, m.PartitionState("b", 0, -1, 0, (1,), ())), (TOPIC,), full=True),
-    m.UpdateMetadata(13, (), ()),
+    m.BrokerHeartbeatResponse(2, m.NOT_CONTROLLER, False),
     m.AlterPartitionRequest(5, 2, "trucks_gps", 3, 5, 9, (2, 1)),
     m.AlterPartitionResponse(5, 0, STATE),
     m.AlterPartitionResponse(6, m.FENCED_LEADER_EPOCH, None),
@@ -849,6 +852,19 @@ INTERNAL_SAMPLES = [
     m.DeleteTopicsRequest(10, ("a", "b"), 5000),
     m.DeleteTopicsResponse(10, (("a", 0, None), ("b", 3, "no such topic"))),
     m.CreateTopicsRequest(-(1 << 31), ()),
+    m.DescribeQuorumRequest(11),
+    m.DescribeQuorumResponse(11, 0, 3001, 4, 57, (m.QuorumReplica(3001, 57, -1, 1700000000000),
+                                                   m.QuorumReplica(3000, 50)), (m.QuorumReplica(1, 57, 5, 6),)),
+    m.DescribeQuorumResponse(12, m.NOT_CONTROLLER, error_message="not the leader"),
+    raft.VoteRequest(20, 3, 3001, 2, 40, True),
+    raft.VoteResponse(20, 0, -1, 3, True),
+    raft.BeginQuorumEpochRequest(21, 3, 3001),
+    raft.BeginQuorumEpochResponse(21, 0, 3001, 3),
+    raft.EndQuorumEpochRequest(22, 3, 3001, (3000, 3002)),
+    raft.EndQuorumEpochResponse(22, 0, 3001, 3),
+    raft.RaftFetchRequest(23, 1, 3, 40, 2, 500),
+    raft.RaftFetchResponse(23, 0, 3001, 3, 40, 0, b"\x00\x01", (2, 38)),
+    raft.RaftFetchResponse(24, m.FENCED_LEADER_EPOCH, 3001, 4, -1, 0, b""),
 ]
 
 
@@ -924,7 +940,7 @@ def private_frame(key: int, body: bytes, corr: int = 1, sender: bytes = b"2", ve
 
 
 HEARTBEAT_KEY = INTERNAL_API_KEYS[m.BrokerHeartbeatRequest]
-GOOD_BODY = {"correlation_id": 1, "broker_id": 2, "incarnation": 7, "metadata_version": -1}
+GOOD_BODY = {"correlation_id": 1, "broker_id": 2, "incarnation": 7, "metadata_offset": -1}
 
 
 @pytest.mark.parametrize("body, why", [

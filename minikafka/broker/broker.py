@@ -3,15 +3,22 @@
 Theory of operation
 -------------------
 The broker is a state machine (see ``minikafka.node``). On start it opens its log
-directory (recovering whatever a crash left) and heartbeats the controller; the
-controller answers with the partitions' states (``UpdateMetadata``), which make it leader
-or follower of each replica it hosts. From then on it serves:
+directory (recovering whatever a crash left), registers with the active controller by
+heartbeating it, and follows the metadata log ``__cluster_metadata`` as a Raft *observer*
+(``minikafka.raft``: it fetches the log from the quorum's leader, keeps a copy in its own
+log directory, and never votes). Every committed metadata record is applied to its
+``MetadataImage``; what changed (a partition's leader or ISR, a topic removed) makes it
+leader or follower of the replicas it hosts, or deletes a removed topic's logs. A log is
+deleted only for a committed topic removal, never because some controller did not
+mention it. After a restart it replays the log from the start, so it comes back with the
+same view as everyone else. From then on it serves:
 
-- clients: Metadata (from its metadata cache), Produce, Fetch, ListOffsets,
-  InitProducerId (ids from blocks the controller allocates), CreateTopics (forwarded to
-  the controller, as KRaft brokers do);
+- clients: Metadata (from its image), Produce, Fetch, ListOffsets, InitProducerId (ids
+  from blocks the controller allocates), CreateTopics and DeleteTopics (forwarded to the
+  active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``),
+  DescribeQuorum (forwarded too);
 - other brokers: Fetch from followers;
-- the controller: UpdateMetadata and AlterPartition answers;
+- the controller: heartbeat and AlterPartition answers;
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
@@ -25,14 +32,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
-from typing import Any, Hashable
+from typing import Any, Callable, Hashable
 
 from minikafka.broker.config import BrokerConfig
+from minikafka.broker.controller_channel import NodeToControllerChannelManager
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.messages import (
     CONTROLLER_ID,
     COORDINATOR_NOT_AVAILABLE,
+    REQUEST_TIMED_OUT,
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
     INVALID_REQUEST,
@@ -48,6 +57,9 @@ from minikafka.messages import (
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    Disconnected,
     DescribeConfigsRequest,
     DescribeConfigsResponse,
     DescribeGroupsRequest,
@@ -73,9 +85,11 @@ from minikafka.messages import (
     ProduceRequest,
     TopicConfig,
     TopicMetadata,
-    UpdateMetadata,
 )
+from minikafka.metadata import records as metadata_records
+from minikafka.metadata.image import MetadataImage
 from minikafka.node import NodeId, StateMachine
+from minikafka.raft import KafkaRaftClient
 from minikafka.storage import LogManager
 from minikafka.topic import TopicPartition
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
@@ -83,28 +97,44 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
-                 advertised: tuple[str, int] | None = None) -> None:
+                 advertised: tuple[str, int] | None = None, controllers: tuple[int, ...] = (CONTROLLER_ID,),
+                 seed: int = 0) -> None:
         super().__init__(broker_id)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
         self.config = config
         self.incarnation = incarnation
         self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
-        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's address, from the controller
-        # metadata cache: what the controller told us
-        self.metadata_version = -1
+        self.controllers = tuple(controllers)  # the metadata quorum's voters
+        self.seed = seed
+        self.raft: KafkaRaftClient | None = None
+        self.image = MetadataImage()  # the committed metadata log, folded
+        self.fenced = True  # as the controller last said
+        # what the image says, in the shapes the handlers use
+        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's address
         self.live_brokers: tuple[int, ...] = ()
         self.topics: dict[str, TopicConfig] = {}
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.controller_channel: NodeToControllerChannelManager | None = None
         self._creating_offsets_topic = False
+        self._heartbeat_in_flight = False
         self._correlation = 0
-        self._forwarded: dict[int, tuple[NodeId, int]] = {}  # our corr -> (client, its corr)
+        self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
         self._producer_ids: list[int] = []  # first id, count of the block we hand out
         self._waiting_for_ids: list[tuple[NodeId, int]] = []
         self._asked_for_ids = False
+
+    @property
+    def metadata_offset(self) -> int:
+        """The last metadata record this broker has applied (-1: none yet)."""
+        return self.image.offset
+
+    @property
+    def active_controller(self) -> int | None:
+        return self.raft.leader_id if self.raft is not None else None
 
     def _next_correlation(self) -> int:
         self._correlation += 1
@@ -116,6 +146,12 @@ class Broker(StateMachine):
         self.log_manager = LogManager(self.log_dir, clock=lambda: self.now)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
         self.group_coordinator = GroupCoordinator(self)
+        self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,
+                                    seed=f"{self.seed}-{self.broker_id}", listener=self)
+        self.controller_channel = NodeToControllerChannelManager(
+            self, self.controllers, lambda: self.raft.leader_id,
+            retry_backoff_ms=max(50, self.config["controller.quorum.retry.backoff.ms"]))
+        self.raft.start()
         self._heartbeat()
         self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
         if self.config["log.cleaner.enable"]:
@@ -124,14 +160,77 @@ class Broker(StateMachine):
         self.set_timer("flush", self.config["log.flush.interval.ms"])
 
     def _heartbeat(self) -> None:
-        host, port = self.advertised or ("", 0)
-        self.send(CONTROLLER_ID, BrokerHeartbeatRequest(
-            self._next_correlation(), self.broker_id, self.incarnation, self.metadata_version, host, port
-        ))
         self.set_timer("heartbeat", self.config["broker.heartbeat.interval.ms"])
+        if self._heartbeat_in_flight:
+            return
+        self._heartbeat_in_flight = True
+        host, port = self.advertised or ("", 0)
+
+        def answered(response: BrokerHeartbeatResponse) -> None:
+            self._heartbeat_in_flight = False
+            if response.error == NO_ERROR:
+                self.fenced = response.is_fenced
+
+        def timed_out() -> None:
+            self._heartbeat_in_flight = False
+
+        self.controller_channel.send(
+            lambda corr: BrokerHeartbeatRequest(corr, self.broker_id, self.incarnation, self.metadata_offset, host, port),
+            answered, timeout_ms=self.config["broker.heartbeat.interval.ms"], on_timeout=timed_out)
+
+    # --- the metadata log: the Raft client's listener -----------------------------------------------
+
+    def handle_commit(self, records: list) -> None:
+        for rec in records:
+            try:
+                decoded = metadata_records.decode(rec.key, rec.value)
+            except Exception:
+                self.image.skipped += 1
+                self.image.offset = rec.offset
+                continue
+            self.image.apply(decoded, rec.offset, rec.timestamp)
+        delta = self.image.take_delta()
+        if delta:
+            self._publish(delta)
+        if self._after_metadata:
+            ready = [then for offset, then in self._after_metadata if offset <= self.image.offset]
+            self._after_metadata = [(o, t) for o, t in self._after_metadata if o > self.image.offset]
+            for then in ready:
+                then()
+        if self.fenced:
+            self._heartbeat()  # caught up further: the controller may unfence us now
+
+    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        pass  # the controller channel asks the Raft client for the leader on every send
+
+    def _publish(self, delta) -> None:
+        """Act on what the committed metadata changed (Kafka's ``BrokerMetadataPublisher``)."""
+        image = self.image
+        if delta.brokers_changed:
+            self.live_brokers = image.live_brokers
+            self.endpoints = image.endpoints()
+        for topic in sorted(delta.removed_topics):
+            self._drop_topic(topic)  # every local copy goes; a re-created topic starts afresh below
+        for topic in sorted(delta.topics):
+            if topic in image.topic_ids:
+                self.topics[topic] = image.topic_config(topic)
+        for key, state in sorted(delta.partitions.items()):
+            if key[0] not in image.topic_ids:
+                continue
+            self.partition_states[key] = state
+            if self.broker_id in state.replicas:
+                self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
+        self.group_coordinator.on_metadata_changed()
+
+    def send_to_controller(self, message: Any) -> None:
+        """A one-shot message to the active controller (AlterPartition: the replica manager
+        has its own timeout and proposes again)."""
+        self.send(self.controller_channel.target(), message)
 
     def on_timer(self, key: Hashable) -> None:
         rm = self.replica_manager
+        if self.raft.on_timer(key) or self.controller_channel.on_timer(key):
+            return
         if key == "heartbeat":
             self._heartbeat()
         elif key == "flush":
@@ -172,6 +271,13 @@ class Broker(StateMachine):
     # --- dispatch --------------------------------------------------------------------------------------
 
     def on_message(self, src: NodeId, message: Any) -> None:
+        if isinstance(message, Disconnected):  # the Raft client and the channel both need to know
+            self.raft.handle(src, message)
+            self.controller_channel.disconnected(message.node)
+            if message.node in self.controllers:
+                self.replica_manager.controller_disconnected()
+        elif self.raft.handle(src, message) or self.controller_channel.handle_response(src, message):
+            return
         handler = self._HANDLERS.get(type(message))
         if handler is not None:
             handler(self, src, message)
@@ -187,32 +293,6 @@ class Broker(StateMachine):
 
     def _alter_partition_response(self, src: NodeId, response: AlterPartitionResponse) -> None:
         self.replica_manager.handle_alter_partition_response(response)
-
-    def _update_metadata(self, src: NodeId, update: UpdateMetadata) -> None:
-        if update.version <= self.metadata_version and not update.full:
-            return
-        if not update.full and update.version != self.metadata_version + 1:
-            return  # we missed one; the next heartbeat tells the controller to resend it all
-        self.metadata_version = update.version
-        self.live_brokers = update.live_brokers
-        if update.endpoints:
-            self.endpoints = {b: (host, port) for b, host, port in update.endpoints}
-        gone = set(update.deleted_topics)
-        if update.full:  # we may have slept through a deletion: what the controller no longer has is gone
-            known = {t.name for t in update.topics}
-            gone |= {t for t in self.topics if t not in known}
-            gone |= {tp.topic for tp in self.log_manager.partitions_on_disk() if tp.topic not in known}
-        for topic in sorted(gone):
-            self._drop_topic(topic)
-        for topic in update.topics:
-            self.topics[topic.name] = topic
-        for state in update.partitions:
-            key = (state.topic, state.partition)
-            self.partition_states[key] = state
-            if self.broker_id in state.replicas:
-                configs = dict(self.topics[state.topic].configs) if state.topic in self.topics else {}
-                self.replica_manager.apply_partition_state(state, configs)
-        self.group_coordinator.on_metadata_changed()
 
     def _drop_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)
@@ -239,7 +319,9 @@ class Broker(StateMachine):
                 error = NO_ERROR if s.leader >= 0 else LEADER_NOT_AVAILABLE
                 parts.append(PartitionMetadata(p, error, s.leader, s.leader_epoch, s.replicas, s.isr))
             topics.append(TopicMetadata(name, NO_ERROR, tuple(parts)))
-        self.send(src, MetadataResponse(request.correlation_id, self.live_brokers, CONTROLLER_ID, tuple(topics)))
+        controller = self.active_controller
+        self.send(src, MetadataResponse(request.correlation_id, self.live_brokers,
+                                        CONTROLLER_ID if controller is None else controller, tuple(topics)))
 
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []
@@ -271,33 +353,66 @@ class Broker(StateMachine):
             self.send(src, InitProducerIdResponse(corr, NO_ERROR, first, 0))
         if self._waiting_for_ids and not self._asked_for_ids:
             self._asked_for_ids = True  # one request at a time: blocks are not to be wasted
-            self.send(CONTROLLER_ID, AllocateProducerIdsRequest(self._next_correlation(), self.broker_id))
 
-    def _allocate_producer_ids_response(self, src: NodeId, response: AllocateProducerIdsResponse) -> None:
+            def timed_out() -> None:
+                self._asked_for_ids = False
+                waiting, self._waiting_for_ids = self._waiting_for_ids, []
+                for src, corr in waiting:
+                    self.send(src, InitProducerIdResponse(corr, REQUEST_TIMED_OUT))
+
+            self.controller_channel.send(lambda corr: AllocateProducerIdsRequest(corr, self.broker_id),
+                                         self._allocate_producer_ids_response,
+                                         timeout_ms=self.config["request.timeout.ms"], on_timeout=timed_out)
+
+    def _allocate_producer_ids_response(self, response: AllocateProducerIdsResponse) -> None:
         self._asked_for_ids = False
         if response.error == NO_ERROR:
             self._producer_ids = [response.first_producer_id, response.count]
         self._hand_out_producer_ids()
 
+    def _forward(self, src: NodeId, request: Any, make: Callable[[int], Any],
+                 answer: Callable[[Any], Any], timed_out: Callable[[str], Any]) -> None:
+        """Send a client's request on to the active controller; its answer goes back to the
+        client under the client's correlation id."""
+        timeout = self.config["request.timeout.ms"]
+
+        def answered(response: Any) -> None:
+            # Read your writes: answer once our own image has the change, so the client's
+            # next Metadata request to this broker already shows the new topic.
+            offset = getattr(response, "metadata_offset", -1)
+            if offset > self.image.offset:
+                self._after_metadata.append((offset, lambda: self.send(src, answer(response))))
+            else:
+                self.send(src, answer(response))
+
+        self.controller_channel.send(
+            make, answered, timeout_ms=timeout,
+            on_timeout=lambda: self.send(src, timed_out(
+                f"no active controller answered within {timeout} ms: is a majority of the controller "
+                f"quorum {list(self.controllers)} up?")))
+
     def _create_topics(self, src: NodeId, request: CreateTopicsRequest) -> None:
-        corr = self._next_correlation()
-        self._forwarded[corr] = (src, request.correlation_id)
         # -1 asks for the broker's defaults, as kafka-topics does without --partitions.
         topics = tuple(replace(
             t, num_partitions=self.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions,
             replication_factor=(self.config["default.replication.factor"] if t.replication_factor == -1
                                 else t.replication_factor)) for t in request.topics)
-        self.send(CONTROLLER_ID, CreateTopicsRequest(corr, topics))
+        self._forward(src, request, lambda corr: CreateTopicsRequest(corr, topics),
+                      lambda r: CreateTopicsResponse(request.correlation_id, r.results),
+                      lambda message: CreateTopicsResponse(request.correlation_id, tuple(
+                          (t.name, REQUEST_TIMED_OUT, message) for t in request.topics)))
 
     def _delete_topics(self, src: NodeId, request: DeleteTopicsRequest) -> None:
-        corr = self._next_correlation()
-        self._forwarded[corr] = (src, request.correlation_id)
-        self.send(CONTROLLER_ID, DeleteTopicsRequest(corr, request.topics, request.timeout_ms))
+        self._forward(src, request, lambda corr: DeleteTopicsRequest(corr, request.topics, request.timeout_ms),
+                      lambda r: DeleteTopicsResponse(request.correlation_id, r.results),
+                      lambda message: DeleteTopicsResponse(request.correlation_id, tuple(
+                          (t, REQUEST_TIMED_OUT, message) for t in request.topics)))
 
-    def _delete_topics_response(self, src: NodeId, response: DeleteTopicsResponse) -> None:
-        client = self._forwarded.pop(response.correlation_id, None)
-        if client is not None:
-            self.send(client[0], DeleteTopicsResponse(client[1], response.results))
+    def _describe_quorum(self, src: NodeId, request: DescribeQuorumRequest) -> None:
+        self._forward(src, request, lambda corr: DescribeQuorumRequest(corr),
+                      lambda r: replace(r, correlation_id=request.correlation_id),
+                      lambda message: DescribeQuorumResponse(request.correlation_id, REQUEST_TIMED_OUT,
+                                                             error_message=message))
 
     def _describe_configs(self, src: NodeId, request: DescribeConfigsRequest) -> None:
         """Kafka's resource types: 2 a topic (its overrides over the broker's defaults), 4 a broker."""
@@ -328,16 +443,6 @@ class Broker(StateMachine):
             results.append((resource_type, name, NO_ERROR, None, tuple(entries)))
         self.send(src, DescribeConfigsResponse(request.correlation_id, tuple(results)))
 
-    def _create_topics_response(self, src: NodeId, response: CreateTopicsResponse) -> None:
-        if any(name == OFFSETS_TOPIC for name, _, _ in response.results):
-            self._creating_offsets_topic = False  # made, or made by another broker: ask again if need be
-        client = self._forwarded.pop(response.correlation_id, None)
-        if client is not None:
-            self.send(client[0], CreateTopicsResponse(client[1], response.results))
-
-    def _heartbeat_response(self, src: NodeId, response: BrokerHeartbeatResponse) -> None:
-        pass
-
     # --- consumer groups ---------------------------------------------------------------------------------
 
     def _find_coordinator(self, src: NodeId, request: FindCoordinatorRequest) -> None:
@@ -366,7 +471,12 @@ class Broker(StateMachine):
         rf = max(1, min(c["offsets.topic.replication.factor"], len(self.live_brokers)))
         topic = TopicConfig(OFFSETS_TOPIC, c["offsets.topic.num.partitions"], rf, (
             ("cleanup.policy", "compact"), ("segment.bytes", str(c["offsets.topic.segment.bytes"]))))
-        self.send(CONTROLLER_ID, CreateTopicsRequest(self._next_correlation(), (topic,)))
+
+        def done(*_: Any) -> None:
+            self._creating_offsets_topic = False  # made, or made by another broker: ask again if need be
+
+        self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, (topic,)), done,
+                                     timeout_ms=self.config["request.timeout.ms"], on_timeout=done)
 
     def _group_request(self, src: NodeId, request: Any) -> None:
         handler = {
@@ -389,15 +499,11 @@ class Broker(StateMachine):
         MetadataRequest: _metadata,
         ListOffsetsRequest: _list_offsets,
         InitProducerIdRequest: _init_producer_id,
-        AllocateProducerIdsResponse: _allocate_producer_ids_response,
         CreateTopicsRequest: _create_topics,
-        CreateTopicsResponse: _create_topics_response,
         DeleteTopicsRequest: _delete_topics,
-        DeleteTopicsResponse: _delete_topics_response,
+        DescribeQuorumRequest: _describe_quorum,
         DescribeConfigsRequest: _describe_configs,
-        UpdateMetadata: _update_metadata,
         AlterPartitionResponse: _alter_partition_response,
-        BrokerHeartbeatResponse: _heartbeat_response,
         FindCoordinatorRequest: _find_coordinator,
         JoinGroupRequest: _group_request,
         SyncGroupRequest: _group_request,
@@ -415,3 +521,5 @@ class Broker(StateMachine):
         flushed, as a power loss would."""
         if self.log_manager is not None:
             self.log_manager.crash(lose_unflushed=lose_unflushed)
+        if self.raft is not None:
+            self.raft.close()

@@ -35,6 +35,13 @@ DEFAULTS: dict[str, Any] = {
     # liveness (KRaft's names)
     "broker.heartbeat.interval.ms": 2_000,
     "broker.session.timeout.ms": 9_000,
+    # the metadata quorum (KRaft): Raft timeouts, and how long a metadata change may take
+    "controller.quorum.election.timeout.ms": 1_000,
+    "controller.quorum.fetch.timeout.ms": 2_000,
+    "controller.quorum.election.backoff.max.ms": 1_000,
+    "controller.quorum.request.timeout.ms": 2_000,
+    "controller.quorum.retry.backoff.ms": 20,
+    "request.timeout.ms": 30_000,
     # topics
     "num.partitions": 1,
     "default.replication.factor": 1,

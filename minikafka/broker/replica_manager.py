@@ -30,7 +30,6 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.broker.partition import Partition
 from minikafka.messages import (
     CONSUMER_REPLICA_ID,
-    CONTROLLER_ID,
     FENCED_LEADER_EPOCH,
     INVALID_REQUIRED_ACKS,
     NO_ERROR,
@@ -356,7 +355,7 @@ class ReplicaManager:
     def _propose_isr(self, p: Partition, new_isr: tuple[int, ...]) -> None:
         corr = self._next_correlation()
         self.alter_in_flight[corr] = p.key
-        self.node.send(CONTROLLER_ID, AlterPartitionRequest(
+        self.node.send_to_controller(AlterPartitionRequest(
             corr, self.broker_id, p.topic, p.partition, p.leader_epoch, p.partition_epoch, new_isr
         ))
         self.node.set_timer(("alter-timeout", corr), self.config["replica.socket.timeout.ms"])
@@ -373,6 +372,14 @@ class ReplicaManager:
             p.apply_isr_update(response.state)
         p.pending_isr = None  # committed, or refused: either way, propose afresh next time
         self._on_high_watermark_maybe_changed(key, p.maybe_increment_high_watermark())
+
+    def controller_disconnected(self) -> None:
+        """A controller died or refused us: an AlterPartition sent to it gets no answer, so
+        every proposal in flight is forgotten and made again (to the active controller) at
+        the next ISR check."""
+        for corr in list(self.alter_in_flight):
+            self.alter_timed_out(corr)
+            self.node.cancel_timer(("alter-timeout", corr))
 
     def alter_timed_out(self, corr: int) -> None:
         key = self.alter_in_flight.pop(corr, None)

@@ -70,7 +70,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Protocol, Sequence
 
-from minikafka.errors import BrokerResponseError, IllegalArgumentError
+from minikafka.errors import BrokerResponseError, IllegalArgumentError, NotLeaderForPartitionError
 from minikafka.messages import (
     FENCED_LEADER_EPOCH,
     NO_ERROR,
@@ -129,12 +129,10 @@ _BEGIN_QUORUM = "begin-quorum"  # resend BeginQuorumEpoch to voters that never f
 _DELIVER = "deliver"  # hand commits and leader changes to the listener
 
 
-class NotLeaderError(BrokerResponseError):
-    """``append`` on a client that is not the leader (the caller should find the leader)."""
-
-    errno = NOT_LEADER_OR_FOLLOWER
-    message = "NOT_LEADER_OR_FOLLOWER"
-    retriable = True
+class NotLeaderError(NotLeaderForPartitionError):
+    """``append`` on a client that is not the leader (the caller should find the leader).
+    A subclass of Kafka's errno-6 error, never a second one: ``errors.for_code(6)`` must
+    keep naming ``NotLeaderForPartitionError`` for every client."""
 
     def __init__(self, detail: str = "", *, leader_id: int | None = None, epoch: int = -1) -> None:
         super().__init__(detail)
@@ -913,11 +911,15 @@ class KafkaRaftClient:
                 self.log.log_start_offset, b"", diverging,
             ))
             return
+        high_watermark = self.high_watermark
         self._update_replica(req.replica_id, req.fetch_offset)
         old = self._parked.pop(req.replica_id, None)
         if old is not None:
             self.host.cancel_timer(("raft", _PARKED, req.replica_id))
-        if req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0:
+        # Parked only if nothing is new for it: a HW this very fetch moved is news too (else
+        # the follower, whose fetch made the majority, would learn of it a long poll later).
+        if (req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0
+                and self.high_watermark == high_watermark):
             self._parked[req.replica_id] = (src, req)
             self.host.set_timer(("raft", _PARKED, req.replica_id), req.max_wait_ms)
         else:

@@ -21,7 +21,7 @@ Four directions, one per runtime role:
   version handshake, which the runtime does itself;
 - client side (a follower fetching from its leader, with real Fetch frames, as in Kafka):
   ``encode_request(message)`` and ``decode_response(api_key, version, frame)``;
-- the controller's own messages (heartbeats, UpdateMetadata, AlterPartition, producer id
+- the controller's own messages (heartbeats, the Raft quorum's, AlterPartition, producer id
   blocks, forwarded CreateTopics/DeleteTopics): Kafka has no public schema we could reuse
   faithfully, so they travel as *private* frames: a request header with an api key of
   10000 or more (``INTERNAL_KEY_BASE``), the sender's node id as client id, and a JSON body
@@ -78,6 +78,8 @@ try:
         DescribeConfigsResponse as _KDescribeConfigsResponse,
         DescribeGroupsRequest as _KDescribeGroupsRequest,
         DescribeGroupsResponse as _KDescribeGroupsResponse,
+        DescribeQuorumRequest as _KDescribeQuorumRequest,
+        DescribeQuorumResponse as _KDescribeQuorumResponse,
         ListGroupsRequest as _KListGroupsRequest,
         ListGroupsResponse as _KListGroupsResponse,
     )
@@ -138,6 +140,8 @@ PRODUCE, FETCH, LIST_OFFSETS, METADATA = 0, 1, 2, 3
 OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROUP = 8, 9, 10, 11, 12, 13
 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
+DESCRIBE_QUORUM = 55
+METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 8),  # v3: record batch v2 + transactional_id; v9 turns flexible
@@ -159,6 +163,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INIT_PRODUCER_ID: (0, 1),  # kafka-python's producer is idempotent by default: it asks first
     DESCRIBE_CONFIGS: (1, 3),  # v1: config_source instead of is_default
     DELETE_GROUPS: (0, 1),
+    DESCRIBE_QUORUM: (0, 1),  # v1: last fetch / caught-up timestamps; v2 adds directory ids and nodes
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -473,6 +478,14 @@ def _delete_groups_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple
     return (m.DeleteGroupsRequest(corr, tuple(r.groups_names)),)
 
 
+def _describe_quorum_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    asked = [(t.topic_name, p.partition_index) for t in r.topics for p in t.partitions]
+    if asked != [(METADATA_TOPIC, 0)]:
+        raise _Reply(m.DescribeQuorumResponse(corr, m.INVALID_REQUEST, error_message=(
+            f"DescribeQuorum describes {METADATA_TOPIC}-0 only, not {asked}")))
+    return (m.DescribeQuorumRequest(corr),)
+
+
 def _api_versions_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (ApiVersionsRequest(corr, r.client_software_name if v >= 3 else None,
                                r.client_software_version if v >= 3 else None),)
@@ -691,6 +704,25 @@ def _delete_groups_out(d: Decoded, resp: m.DeleteGroupsResponse, ctx: BrokerCont
         K.DeletableGroupResult(group_id=group, error_code=error) for group, error in resp.results])
 
 
+def _describe_quorum_out(d: Decoded, resp: m.DescribeQuorumResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KDescribeQuorumResponse
+    T = K.TopicData
+    P = T.PartitionData
+    R = P.ReplicaState
+
+    def replicas(rows: Sequence[m.QuorumReplica]) -> list:
+        return [R(replica_id=r.replica_id, log_end_offset=r.log_end_offset,
+                  last_fetch_timestamp=r.last_fetch_timestamp, last_caught_up_timestamp=r.last_caught_up_timestamp)
+                for r in rows]
+
+    partition = P(partition_index=0, error_code=resp.error, leader_id=resp.leader_id, leader_epoch=resp.leader_epoch,
+                  high_watermark=resp.high_watermark, current_voters=replicas(resp.voters),
+                  observers=replicas(resp.observers))
+    # A refusal of the request itself (not the partition) is the top-level error.
+    top = resp.error if resp.error in (m.INVALID_REQUEST, m.REQUEST_TIMED_OUT) else m.NO_ERROR
+    return K(version=v, error_code=top, topics=[T(topic_name=METADATA_TOPIC, partitions=[partition])])
+
+
 @dataclass(frozen=True)
 class _Api:
     request: Any  # kafka-python request class
@@ -732,6 +764,8 @@ _APIS: dict[int, _Api] = {
                            _describe_configs_in, _describe_configs_out),
     DELETE_GROUPS: _Api(_KDeleteGroupsRequest, _KDeleteGroupsResponse, m.DeleteGroupsResponse,
                         _delete_groups_in, _delete_groups_out),
+    DESCRIBE_QUORUM: _Api(_KDescribeQuorumRequest, _KDescribeQuorumResponse, m.DescribeQuorumResponse,
+                          _describe_quorum_in, _describe_quorum_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
@@ -877,10 +911,12 @@ def decode_response(api_key: int, version: int, frame: bytes) -> Any:
 # --- private frames: the controller's messages ---------------------------------------------------------
 # Stable numbers: both ends of a connection must agree on them. Add new ones at the end.
 
+from minikafka.raft import messages as _raft  # noqa: E402 (the Raft quorum's messages travel privately too)
+
 INTERNAL_API_KEYS: dict[type, int] = {
     m.BrokerHeartbeatRequest: 10000,
     m.BrokerHeartbeatResponse: 10001,
-    m.UpdateMetadata: 10002,
+    # 10002 was the ZooKeeper-era UpdateMetadata push: brokers now fetch the metadata log
     m.AlterPartitionRequest: 10003,
     m.AlterPartitionResponse: 10004,
     m.AllocateProducerIdsRequest: 10005,
@@ -889,6 +925,9 @@ INTERNAL_API_KEYS: dict[type, int] = {
     m.CreateTopicsResponse: 10008,
     m.DeleteTopicsRequest: 10009,
     m.DeleteTopicsResponse: 10010,
+    m.DescribeQuorumRequest: 10011,  # a broker forwarding a client's DescribeQuorum
+    m.DescribeQuorumResponse: 10012,
+    **{cls: 10020 + i for i, cls in enumerate(_raft.RAFT_MESSAGES)},  # Vote, BeginQuorumEpoch, ..., Fetch
 }
 _INTERNAL_CLASSES = {key: cls for cls, key in INTERNAL_API_KEYS.items()}
 _INT64 = (-(1 << 63), (1 << 63) - 1)

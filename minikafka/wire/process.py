@@ -1,14 +1,25 @@
-"""A real multi-process cluster on this machine: one OS process per broker, one controller.
+"""A real multi-process cluster on this machine: one OS process per broker and per controller.
 
 Theory of operation
 -------------------
 ``minikafka server`` runs one broker (``Broker`` in a ``NodeRuntime``) and ``minikafka
-controller`` runs the controller; ``launch(brokers=3)`` starts a controller and N brokers as
-child processes of the Python process that calls it and returns a ``LocalCluster``:
-``bootstrap_servers`` for any Kafka client, ``kill`` (SIGKILL: the process dies at once, its
-connections are reset by the kernel, its log directory stays), ``restart`` (a new process on
-the same port and directory: it recovers its logs and rejoins), ``pause``/``resume``
-(SIGSTOP/SIGCONT: alive but silent, as a long GC pause), and ``close``.
+controller`` one voter of the metadata quorum (``QuorumController``); ``launch(brokers=3)``
+starts three controllers (node ids 3000-3002) and N brokers as child processes of the Python
+process that calls it, waits until every broker is registered, and returns a
+``LocalCluster``: ``bootstrap_servers`` for any Kafka client, ``kill`` (SIGKILL: the process
+dies at once, its connections are reset by the kernel, its log directory stays), ``restart``
+(a new process on the same port and directory: it recovers its logs and rejoins),
+``pause``/``resume`` (SIGSTOP/SIGCONT: alive but silent, as a long GC pause), and ``close``;
+each takes any node id, a broker's or a controller's.
+
+Why dedicated controllers, not combined broker+controller processes: a lecture kills a
+controller and shows that no broker noticed, and kills a majority of the quorum and shows
+that the data plane goes on while metadata changes fail; with combined processes every
+controller kill would also kill a broker and blur both lessons (Kafka, too, recommends
+dedicated controllers in production). ``minikafka server`` alone, without
+``--controller-quorum-voters``, runs Kafka 4's quickstart shape instead: one process in
+combined mode (``run_combined``). Every node keeps its state on disk, so restarting a whole
+cluster on the same ``dir`` brings every topic and record back.
 
 No process outlives the one that launched it: ``close()`` runs at exit, and each child also
 holds a *lifeline*, the read end of a pipe whose only write end stays in the launching
@@ -26,9 +37,9 @@ broker's and topics' defaults, and ``socket.request.max.bytes``, which belongs t
 server (``NodeRuntime``): a request frame larger than that closes its connection.
 
 Everything binds 127.0.0.1 unless told otherwise. Log directories live under ``dir`` (a
-temporary directory by default, removed by ``close()``), one per broker, as in the
+temporary directory by default, removed by ``close()``), one per node, as in the
 simulated ``Cluster``; next to them, each process's output (``out_file``: ``broker-1.out``,
-``controller.out``), where its warnings go, a closed connection's reason among them. A
+``controller-3000.out``), where its warnings go, a closed connection's reason among them. A
 process that fails to start is reported with the last lines it wrote there.
 """
 
@@ -148,44 +159,95 @@ def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], int]
     return node_config, max_bytes
 
 
-def _serve(runtime) -> None:
+def parse_voters(text: str) -> dict[int, tuple[str, int]]:
+    """Kafka's ``controller.quorum.voters``: ``3000@127.0.0.1:9093,3001@127.0.0.1:9094``."""
+    voters: dict[int, tuple[str, int]] = {}
+    for item in (text or "").split(","):
+        node, sep, address = item.strip().partition("@")
+        if not sep or not node.strip().lstrip("-").isdigit():
+            raise IllegalArgumentError(f"expected ID@HOST:PORT (e.g. 3000@127.0.0.1:9093), not {item.strip()!r}")
+        voters[int(node)] = parse_address(address)
+    if not voters:
+        raise IllegalArgumentError("controller.quorum.voters names no voter")
+    return voters
+
+
+def format_voters(voters: Mapping[int, tuple[str, int]]) -> str:
+    return ",".join(f"{node}@{host}:{port}" for node, (host, port) in sorted(voters.items()))
+
+
+def _serve(*runtimes) -> None:
+    """Run one or more nodes (combined mode: a broker and a controller) on one event loop."""
+    async def main() -> None:
+        for runtime in runtimes:
+            await runtime.start()
+        await asyncio.gather(*(runtime._server.serve_forever() for runtime in runtimes))
+
     try:
-        asyncio.run(runtime.serve_forever())
+        asyncio.run(main())
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: leave quietly
         pass
 
 
-def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, controller: tuple[str, int],
-               config: Mapping[str, Any] | None = None) -> None:
-    """Serve one broker until killed (``minikafka server``)."""
+def _broker_runtime(broker_id: int, host: str, port: int, log_dir: str | Path,
+                    voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], max_bytes: int):
     from minikafka.broker.broker import Broker
     from minikafka.broker.config import BrokerConfig
-    from minikafka.messages import CONTROLLER_ID
     from minikafka.wire.runtime import NodeRuntime, wall_clock_ms
 
-    node_config, max_bytes = split_config(config)
     broker = Broker(broker_id, log_dir, BrokerConfig(node_config), incarnation=wall_clock_ms(),
-                    advertised=(host, port))
-    runtime = NodeRuntime(broker, host, port, addresses={CONTROLLER_ID: controller},
-                          context=lambda: broker_context(broker, host, port),
-                          resolve=lambda node: broker.endpoints.get(node), max_request_bytes=max_bytes)
-    _serve(runtime)
+                    advertised=(host, port), controllers=tuple(sorted(voters)))
+    return NodeRuntime(broker, host, port, addresses=dict(voters),
+                       context=lambda: broker_context(broker, host, port),
+                       resolve=lambda node: broker.endpoints.get(node), max_request_bytes=max_bytes)
 
 
-def run_controller(host: str, port: int, config: Mapping[str, Any] | None = None, *, seed: int = 0) -> None:
-    """Serve the controller until killed (``minikafka controller``)."""
+def _controller_runtime(node_id: int, host: str, port: int, log_dir: str | Path,
+                        voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], max_bytes: int):
     from minikafka.broker.config import BrokerConfig
-    from minikafka.controller import Controller
+    from minikafka.controller import QuorumController
     from minikafka.wire.runtime import NodeRuntime
 
-    node_config, max_bytes = split_config(config)
-    controller = Controller(BrokerConfig(node_config), seed=seed)
-    def resolve(node):  # brokers register their address in every heartbeat
-        reg = controller.brokers.get(node)
+    controller = QuorumController(log_dir, BrokerConfig(node_config), node_id=node_id, voters=tuple(sorted(voters)))
+
+    def resolve(node):  # brokers register their address; an unregistered one is answered on its connection
+        reg = controller.image.brokers.get(node)
         return (reg.host, reg.port) if reg is not None and reg.host else None
 
-    runtime = NodeRuntime(controller, host, port, resolve=resolve, max_request_bytes=max_bytes)
-    _serve(runtime)
+    return NodeRuntime(controller, host, port, addresses={v: a for v, a in voters.items() if v != node_id},
+                       resolve=resolve, max_request_bytes=max_bytes)
+
+
+def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
+               config: Mapping[str, Any] | None = None) -> None:
+    """Serve one broker until killed (``minikafka server --controller-quorum-voters ...``)."""
+    node_config, max_bytes = split_config(config)
+    _serve(_broker_runtime(broker_id, host, port, log_dir, voters, node_config, max_bytes))
+
+
+def run_controller(node_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
+                   config: Mapping[str, Any] | None = None) -> None:
+    """Serve one controller (a voter of the metadata quorum) until killed (``minikafka controller``)."""
+    node_config, max_bytes = split_config(config)
+    if node_id not in voters:
+        raise IllegalArgumentError(f"controller {node_id} is not one of the voters {sorted(voters)}")
+    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, max_bytes))
+
+
+def run_combined(broker_id: int, host: str, port: int, controller_port: int, log_dir: str | Path,
+                 config: Mapping[str, Any] | None = None) -> None:
+    """Kafka's combined mode (``process.roles=broker,controller``): one process, a broker on
+    ``port`` and the only voter of a one-node metadata quorum on ``controller_port``. The
+    controller keeps the metadata log in ``log_dir/controller``; the broker its copy and its
+    partitions in ``log_dir``: the same command on the same directory brings everything back."""
+    from minikafka.messages import CONTROLLER_ID
+
+    node_config, max_bytes = split_config(config)
+    voters = {CONTROLLER_ID: (host, controller_port)}
+    controller = _controller_runtime(CONTROLLER_ID, host, controller_port, Path(log_dir) / "controller", voters,
+                                     node_config, max_bytes)
+    broker = _broker_runtime(broker_id, host, port, log_dir, voters, node_config, max_bytes)
+    _serve(controller, broker)
 
 
 def broker_context(broker, host: str, port: int) -> dict:
@@ -218,24 +280,28 @@ def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen
 
 
 class LocalCluster:
-    """A controller and N broker processes on this machine (see ``launch``)."""
+    """A metadata quorum of controller processes and N broker processes on this machine (see ``launch``)."""
 
-    def __init__(self, brokers: int = 3, *, base_port: int | None = None, host: str = LOCALHOST,
-                 dir: str | Path | None = None, config: Mapping[str, Any] | None = None,
-                 startup_timeout_s: float = 30.0) -> None:
+    def __init__(self, brokers: int = 3, *, controllers: int = 3, base_port: int | None = None,
+                 host: str = LOCALHOST, dir: str | Path | None = None, config: Mapping[str, Any] | None = None,
+                 startup_timeout_s: float = 60.0) -> None:
+        from minikafka.messages import controller_ids
+
         if not isinstance(brokers, int) or brokers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
+        if not isinstance(controllers, int) or controllers < 1:
+            raise IllegalArgumentError(f"a cluster needs at least 1 controller, not {controllers!r}")
         self.host = host
         self.config = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
         self.broker_ids = list(range(1, brokers + 1))
+        self.controller_ids = list(controller_ids(controllers))
         if base_port is None:
-            self.ports = {b: free_port(host) for b in self.broker_ids}
-            self.controller_port = free_port(host)
+            self.ports = {n: free_port(host) for n in self.broker_ids + self.controller_ids}
         else:
             self.ports = {b: base_port + b - 1 for b in self.broker_ids}
-            self.controller_port = base_port + brokers
+            self.ports.update({c: base_port + brokers + i for i, c in enumerate(self.controller_ids)})
         self.startup_timeout_s = startup_timeout_s
         self._procs: dict[Any, subprocess.Popen] = {}
         self._closed = False
@@ -244,9 +310,11 @@ class LocalCluster:
         self._lifeline_read, self._lifeline_write = os.pipe()
         atexit.register(self.close)
         try:
-            self._start("controller")
-            for b in self.broker_ids:
-                self._start(b)
+            for node in self.controller_ids + self.broker_ids:  # all at once: each takes a while to import
+                self._spawn(node)
+            for node in self.controller_ids + self.broker_ids:
+                self._wait_listening(node)
+            self.wait_until_ready()
         except BaseException:  # one failed to start: stop the ones that did
             self.close()
             raise
@@ -255,22 +323,35 @@ class LocalCluster:
     def bootstrap_servers(self) -> str:
         return ",".join(f"{self.host}:{self.ports[b]}" for b in self.broker_ids)
 
-    def _command(self, who: Any) -> list[str]:
+    @property
+    def voters(self) -> dict[int, tuple[str, int]]:
+        """``controller.quorum.voters``: each controller's id and address."""
+        return {c: (self.host, self.ports[c]) for c in self.controller_ids}
+
+    @property
+    def node_ids(self) -> list[int]:
+        return self.broker_ids + self.controller_ids
+
+    def _command(self, who: int) -> list[str]:
         base = [sys.executable, "-m", "minikafka.cli"]
-        extra_flags = ["--exit-with-parent"]
         extra = [arg for k, v in sorted(self.config.items()) for arg in ("--override", f"{k}={v}")]
-        if who == "controller":
-            return base + ["controller", "--host", self.host, "--port", str(self.controller_port), *extra,
-                           *extra_flags]
+        voters = ["--controller-quorum-voters", format_voters(self.voters)]
+        if who in self.controller_ids:
+            return base + ["controller", "--node-id", str(who), "--host", self.host, "--port", str(self.ports[who]),
+                           "--log-dir", str(self.dir / f"controller-{who}"), *voters, *extra, "--exit-with-parent"]
         return base + ["server", "--broker-id", str(who), "--host", self.host, "--port", str(self.ports[who]),
-                       "--log-dir", str(self.dir / f"broker-{who}"),
-                       "--controller", f"{self.host}:{self.controller_port}", *extra, *extra_flags]
+                       "--log-dir", str(self.dir / f"broker-{who}"), *voters, *extra, "--exit-with-parent"]
 
     def out_file(self, who: Any) -> Path:
         """Where a process's stdout and stderr go (its log: warnings, closed connections)."""
-        return self.dir / f"{'controller' if who == 'controller' else f'broker-{who}'}.out"
+        who = self._node(who)
+        return self.dir / (f"controller-{who}.out" if who in self.controller_ids else f"broker-{who}.out")
 
-    def _start(self, who: Any) -> None:
+    def _start(self, who: int) -> None:
+        self._spawn(who)
+        self._wait_listening(who)
+
+    def _spawn(self, who: int) -> None:
         out = open(self.out_file(who), "ab")
         env = {**os.environ, LIFELINE_ENV: str(self._lifeline_read),
                MAIN_THREAD_ENV: "1" if threading.current_thread() is threading.main_thread() else "0"}
@@ -279,46 +360,70 @@ class LocalCluster:
                                 pass_fds=(self._lifeline_read,), env=env)
         out.close()
         self._procs[who] = proc
-        port = self.controller_port if who == "controller" else self.ports[who]
+
+    def _wait_listening(self, who: int) -> None:
         try:
-            wait_for_port(self.host, port, self.startup_timeout_s, proc)
+            wait_for_port(self.host, self.ports[who], self.startup_timeout_s, self._procs[who])
         except KafkaTimeoutError as e:  # say why: the last lines the process wrote
             tail = self.out_file(who).read_text(errors="replace").strip().splitlines()[-5:]
             raise KafkaTimeoutError("\n".join([str(e), *tail])) from None
 
-    def _proc(self, broker_id: int) -> subprocess.Popen:
-        if broker_id not in self.broker_ids:
-            raise IllegalArgumentError(f"no broker {broker_id}; brokers are {self.broker_ids}")
-        return self._procs[broker_id]
+    def wait_until_ready(self, timeout_s: float | None = None) -> None:
+        """Wait until every running broker is registered and unfenced: each one's Metadata
+        lists all the running brokers (so a topic with RF = N can be created at once)."""
+        from minikafka.wire.admin_probe import live_brokers
+
+        deadline = time.monotonic() + (self.startup_timeout_s if timeout_s is None else timeout_s)
+        want = sorted(b for b in self.broker_ids if self.alive(b))
+        seen: dict[int, list[int] | None] = {}
+        while time.monotonic() < deadline:
+            seen = {b: live_brokers(self.host, self.ports[b]) for b in want}
+            if all(v == want for v in seen.values()):
+                return
+            time.sleep(0.05)
+        raise KafkaTimeoutError(f"the brokers did not all register with the controller quorum within "
+                                f"{timeout_s or self.startup_timeout_s} s (each broker's view of the live brokers: "
+                                f"{seen}); see the *.out files in {self.dir}")
+
+    def _node(self, who: Any) -> int:
+        if who == "controller":  # the name of the single controller before KRaft
+            return self.controller_ids[0]
+        if who not in self.broker_ids and who not in self.controller_ids:
+            raise IllegalArgumentError(f"no node {who!r}; brokers are {self.broker_ids}, "
+                                       f"controllers {self.controller_ids}")
+        return who
+
+    def _proc(self, who: Any) -> subprocess.Popen:
+        return self._procs[self._node(who)]
 
     def pid(self, who: Any) -> int:
-        """The OS process id of a broker, or of ``"controller"``."""
-        return (self._procs["controller"] if who == "controller" else self._proc(who)).pid
+        """The OS process id of a broker or a controller."""
+        return self._proc(who).pid
 
-    def alive(self, broker_id: int) -> bool:
-        return self._proc(broker_id).poll() is None
+    def alive(self, who: Any) -> bool:
+        return self._proc(who).poll() is None
 
-    def kill(self, broker_id: int) -> None:
-        """SIGKILL the broker's process (its log directory stays, for ``restart``)."""
-        proc = self._proc(broker_id)
+    def kill(self, who: Any) -> None:
+        """SIGKILL a broker's or a controller's process (its log directory stays, for ``restart``)."""
+        proc = self._proc(who)
         if proc.poll() is not None:
-            raise IllegalArgumentError(f"broker {broker_id} is not running")
+            raise IllegalArgumentError(f"node {who} is not running")
         proc.send_signal(signal.SIGCONT)  # a paused process must be able to die
         proc.kill()
         proc.wait()
 
-    def restart(self, broker_id: int) -> None:
-        """Start a killed broker again: same port, same log directory."""
-        if self.alive(broker_id):
-            raise IllegalArgumentError(f"broker {broker_id} is running; kill it first")
-        self._start(broker_id)
+    def restart(self, who: Any) -> None:
+        """Start a killed broker or controller again: same port, same log directory."""
+        if self.alive(who):
+            raise IllegalArgumentError(f"node {who} is running; kill it first")
+        self._start(self._node(who))
 
-    def pause(self, broker_id: int) -> None:
+    def pause(self, who: Any) -> None:
         """SIGSTOP: the process is alive but does nothing (no heartbeats, no answers)."""
-        self._proc(broker_id).send_signal(signal.SIGSTOP)
+        self._proc(who).send_signal(signal.SIGSTOP)
 
-    def resume(self, broker_id: int) -> None:
-        self._proc(broker_id).send_signal(signal.SIGCONT)
+    def resume(self, who: Any) -> None:
+        self._proc(who).send_signal(signal.SIGCONT)
 
     def close(self) -> None:
         if self._closed:
@@ -353,9 +458,13 @@ class LocalCluster:
 
     def __repr__(self) -> str:
         alive = [b for b in self.broker_ids if self.alive(b)]
-        return f"LocalCluster(bootstrap_servers={self.bootstrap_servers!r}, alive={alive})"
+        controllers = [c for c in self.controller_ids if self.alive(c)]
+        return (f"LocalCluster(bootstrap_servers={self.bootstrap_servers!r}, alive={alive}, "
+                f"controllers={controllers})")
 
 
 def launch(brokers: int = 3, **kwargs: Any) -> LocalCluster:
-    """Start a local multi-process cluster: ``with minikafka.launch(brokers=3) as cluster: ...``"""
+    """Start a local multi-process cluster, a 3-voter controller quorum and ``brokers``
+    brokers: ``with minikafka.launch(brokers=3) as cluster: ...``; returns once every broker
+    is registered."""
     return LocalCluster(brokers, **kwargs)

@@ -33,7 +33,10 @@ asyncio event loop, and does for it what the world does in a simulation:
   the node's other effects (answers to other clients, timers) from being applied.
 - **Peers.** One outgoing connection per peer node, opened on first use. If it cannot be
   opened or breaks, the node is told ``Disconnected(peer)``, as in the simulation, and the
-  next send opens it again. Answers from peers are not held to ``socket.request.max.bytes``
+  next send opens it again. A node whose address this one does not know (a broker that has
+  not registered yet, fetching the metadata log from a controller) is answered over the
+  connection its private frames came in on, and private frames arriving on an outgoing
+  connection are delivered like any other. Answers from peers are not held to ``socket.request.max.bytes``
   (a follower's Fetch answer may be up to its ``max_bytes``, 50 MB; Kafka's clients read
   responses of any size): peers are other nodes of this cluster.
 
@@ -114,6 +117,7 @@ class NodeRuntime:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._counter = itertools.count(2)
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
+        self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
         self.stats = {"requests": 0, "bad_frames": 0, "connections": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
@@ -197,6 +201,9 @@ class NodeRuntime:
             self._answer(conn, message)
         elif dst in self.addresses or dst in self._peers or self._lookup(dst) is not None:
             self._send_to_peer(dst, message)
+        elif dst in self._inbound and not self._inbound[dst].closed:
+            frame, _ = codec.encode_outgoing(message, sender=self.node.node_id)
+            self._inbound[dst].writer.write(frame)
         elif isinstance(dst, str) and dst.startswith("/"):
             pass  # the client hung up before its answer was ready
         else:
@@ -241,6 +248,8 @@ class NodeRuntime:
     def _on_frame(self, conn: _Connection, frame: bytes) -> None:
         if codec.is_internal(frame):
             src, message = codec.decode_internal(frame)
+            if src is not None and not isinstance(src, str) and self._lookup(src) is None:
+                self._inbound[src] = conn
             self._deliver(src, message)
             return
         decoded = codec.decode_request(frame)
@@ -305,6 +314,8 @@ class NodeRuntime:
             return
         conn.closed = True
         self._connections.pop(conn.name, None)
+        for node in [n for n, c in self._inbound.items() if c is conn]:
+            del self._inbound[node]
         if conn.requests:  # the node may still answer them: keep the name from a newcomer
             self._retired[conn.name] = None
             if len(self._retired) > RETIRED_NAMES_KEPT:
@@ -360,6 +371,9 @@ class NodeRuntime:
                 corr = int.from_bytes(frame[:4], "big", signed=True)
                 expect = peer.expecting.pop(corr, None)
                 if expect is None:
+                    if codec.is_internal(frame):  # the peer answers us here: it has no address for us
+                        sender, message = codec.decode_internal(frame)
+                        self._deliver(peer.node if sender is None else sender, message)
                     continue  # an answer to a request we gave up on
                 message = codec.decode_response(*expect, frame)
                 self._deliver(peer.node, message)

@@ -1,0 +1,134 @@
+"""A broker's requests to the active controller: Kafka's ``NodeToControllerChannelManager``.
+
+Theory of operation
+-------------------
+A broker does not know for sure which controller is active: the Raft layer tells it the
+leader it last heard of, and that one may have died a moment ago. So every request meant
+for the controller (a heartbeat, a CreateTopics forwarded for a client, a block of
+producer ids) goes through this channel, which sends it to the best guess and, when the
+answer is ``NOT_CONTROLLER`` or the connection is refused, sends it again (after
+``controller.quorum.retry.backoff.ms``) to the leader the Raft layer names then, or to the
+next voter when it names none. Until ``timeout_ms`` runs out: then the caller's
+``on_timeout`` runs once and a late answer is dropped.
+
+Each request keeps its correlation id across retries, so whatever answer comes back is
+matched to it; an answer from an attempt already given up on is dropped.
+
+Never: answer a caller twice, or retry a request whose answer has been delivered.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from minikafka.messages import NOT_CONTROLLER
+
+
+@dataclass
+class _Pending:
+    make: Callable[[int], Any]  # correlation id -> the request
+    on_response: Callable[[Any], None]
+    on_timeout: Callable[[], None] | None
+    sent_to: int | None = None
+
+
+def response_error(response: Any) -> int:
+    """The error a controller's answer carries (for CreateTopics/DeleteTopics: the one every
+    topic got, if they all got the same)."""
+    error = getattr(response, "error", None)
+    if error is not None:
+        return error
+    results = getattr(response, "results", None)
+    if results:
+        errors = {r[1] for r in results}
+        if len(errors) == 1:
+            return errors.pop()
+    return 0
+
+
+class NodeToControllerChannelManager:
+    def __init__(self, node, controllers: Sequence[int], leader: Callable[[], int | None], *,
+                 retry_backoff_ms: int = 50, first_correlation: int = 1_000_000) -> None:
+        self.node = node
+        self.controllers = tuple(controllers)
+        self.leader = leader  # the Raft layer's current belief, or None
+        self.retry_backoff_ms = max(1, retry_backoff_ms)
+        self._pending: dict[int, _Pending] = {}
+        self._correlation = itertools.count(first_correlation)
+        self._rotation = 0
+        self._refused: set[int] = set()  # controllers that refused lately (cleared on any answer)
+
+    def target(self) -> int:
+        """Where a request to the controller goes now."""
+        leader = self.leader()
+        if leader is not None and leader not in self._refused:
+            return leader
+        for _ in range(len(self.controllers)):
+            candidate = self.controllers[self._rotation % len(self.controllers)]
+            self._rotation += 1
+            if candidate not in self._refused or len(self._refused) >= len(self.controllers):
+                return candidate
+        return self.controllers[0]
+
+    def send(self, make: Callable[[int], Any], on_response: Callable[[Any], None], *,
+             timeout_ms: int, on_timeout: Callable[[], None] | None = None) -> int:
+        corr = next(self._correlation)
+        self._pending[corr] = _Pending(make, on_response, on_timeout)
+        self.node.set_timer(("controller-timeout", corr), timeout_ms)
+        self._attempt(corr)
+        return corr
+
+    def _attempt(self, corr: int) -> None:
+        pending = self._pending.get(corr)
+        if pending is None:
+            return
+        pending.sent_to = self.target()
+        self.node.send(pending.sent_to, pending.make(corr))
+
+    def pending_count(self) -> int:
+        return len(self._pending)
+
+    # --- what the broker routes here -------------------------------------------------------------------
+
+    def handle_response(self, src: Any, response: Any) -> bool:
+        """True if ``response`` answers one of the channel's requests (delivered or retried)."""
+        corr = getattr(response, "correlation_id", None)
+        pending = self._pending.get(corr)
+        if pending is None:
+            return False
+        if response_error(response) == NOT_CONTROLLER:
+            self._refused.add(src)
+            self.node.set_timer(("controller-retry", corr), self.retry_backoff_ms)
+            return True
+        self._refused.discard(src)
+        del self._pending[corr]
+        self.node.cancel_timer(("controller-timeout", corr))
+        pending.on_response(response)
+        return True
+
+    def disconnected(self, node: Any) -> None:
+        """A controller refused the connection or died: what was sent to it goes elsewhere."""
+        if node not in self.controllers:
+            return
+        self._refused.add(node)
+        for corr, pending in list(self._pending.items()):
+            if pending.sent_to == node:
+                pending.sent_to = None
+                self.node.set_timer(("controller-retry", corr), self.retry_backoff_ms)
+
+    def on_timer(self, key: Any) -> bool:
+        if not (isinstance(key, tuple) and key and key[0] in ("controller-retry", "controller-timeout")):
+            return False
+        corr = key[1]
+        if key[0] == "controller-retry":
+            if len(self._refused) >= len(self.controllers):
+                self._refused.clear()  # everyone refused once: start over
+            self._attempt(corr)
+        else:
+            pending = self._pending.pop(corr, None)
+            self.node.cancel_timer(("controller-retry", corr))
+            if pending is not None and pending.on_timeout is not None:
+                pending.on_timeout()
+        return True
