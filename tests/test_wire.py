@@ -1,6 +1,6 @@
 """The real-world runtime: minikafka's brokers as OS processes, unmodified Kafka clients.
 
-What is proved here, against ``minikafka.wire.process.launch`` (a controller and N broker
+What is proved here, against ``minikafka.wire.process.launch`` (a 3-voter controller quorum and N broker
 processes speaking Kafka's protocol over TCP):
 
 - kafka-python 3.0.12, as students use it: the producer (idempotent by default; acks 0, 1,
@@ -831,7 +831,7 @@ def test_fuzzed_frames_leave_the_broker_alive_serving_and_with_every_acknowledge
     assert sum(received) > 0  # the valid ones were answered
 
     # The broker (and the controller) are alive, and real clients still work.
-    assert c.alive(1) and running(c.pid("controller"))
+    assert c.alive(1) and all(running(c.pid(n)) for n in c.controller_ids)
     more = produce_values(c, topic, [b"after-%d" % i for i in range(10)])
     with RawConnection(address) as conn:  # ...and so does a plain connection
         assert conn.request(api_versions_request(), 3).error_code == 0
@@ -979,18 +979,19 @@ def test_minikafka_cluster_up_prints_the_bootstrap_servers_and_leaves_nothing_be
         assert first.startswith("bootstrap servers: "), (first, proc.stderr.read() if proc.poll() else "")
         servers = first.removeprefix("bootstrap servers: ").split(",")
         assert len(servers) == 2
+        assert proc.stdout.readline().startswith("controller quorum voters: 3000@")
         directory = proc.stdout.readline().split("log directories under ", 1)[1].split(";")[0]
         for server in servers:  # real Kafka endpoints
             host, port = server.rsplit(":", 1)
             with RawConnection((host, int(port))) as conn:
                 assert conn.request(api_versions_request(), 3).error_code == 0
         children = children_of(proc.pid)
-        assert len(children) == 3  # a controller and two brokers
+        assert len(children) == 5  # three controllers and two brokers
         proc.send_signal(stop_signal)
         assert proc.wait(timeout=30) == 0
         assert gone(children)
         assert not os.path.exists(directory)  # its temporary log directories too
-        # Nothing but the two lines on stdout, nothing at all on stderr: a quiet exit.
+        # Nothing but the three lines on stdout, nothing at all on stderr: a quiet exit.
         assert proc.stdout.read() == "" and proc.stderr.read() == ""
     finally:
         if proc.poll() is None:
@@ -1026,7 +1027,7 @@ def test_no_broker_outlives_the_python_process_that_launched_it(how):
     try:
         servers = proc.stdout.readline().strip().split(",")
         children = children_of(proc.pid)
-        assert len(children) == 3 and all(running(p) for p in children)
+        assert len(children) == 5 and all(running(p) for p in children)  # 3 controllers, 2 brokers
         host, port = servers[1].rsplit(":", 1)
         with RawConnection((host, int(port))) as conn:  # alive (after the launching thread ended)
             assert conn.request(api_versions_request(), 3).error_code == 0
@@ -1046,11 +1047,13 @@ def test_close_stops_every_process_and_removes_the_log_directories():
     c = launch(brokers=2)
     try:
         mine = sorted(set(children_of(os.getpid())) - before)
-        assert len(mine) == 3 and all(running(p) for p in mine)
+        assert len(mine) == 5 and all(running(p) for p in mine)  # 3 controllers, 2 brokers
         c.kill(2)
         c.restart(2)  # a restarted broker is a new process: close() must stop it too
+        c.kill(3001)
+        c.restart(3001)  # a controller too
         mine = sorted(set(children_of(os.getpid())) - before)
-        assert len(mine) == 3
+        assert len(mine) == 5
     finally:
         c.close()
     assert gone(mine)
