@@ -20,6 +20,7 @@ from minikafka.checker.raft import (
     COMMITTED_CHANGED,
     COMMITTED_LOST,
     DELIVERY_ORDER,
+    DOUBLE_VOTE,
     FAST_RAFT_CONFIG,
     TWO_LEADERS,
     Commit,
@@ -146,7 +147,7 @@ def test_a_crashed_leader_is_replaced_in_a_higher_epoch_and_nothing_committed_is
     for n in h.nodes:
         if h.alive(n):
             assert user_values(h.records(n)) == [b"a", b"b", b"c"]
-    h.restart(old)
+    assert h.restart(old).client.state == RESIGNED  # it led its old epoch: never again
     assert h.settle()
     assert user_values(h.records(old)) == [b"a", b"b", b"c"]  # replayed from its log, then caught up
     assert h.client(old).state == FOLLOWER and h.client(old).leader_id == new
@@ -314,10 +315,11 @@ def test_a_quorum_of_one_commits_at_once_and_replays_its_log_after_a_restart(quo
     offsets = [h.append(f"v-{i}".encode()) for i in range(3)]
     assert h.client(1).high_watermark == offsets[-1] + 1  # committed on append
     assert h.settle()
+    t0 = h.world.now
     h.restart(1)
-    assert h.client(1).state == RESIGNED  # it led that epoch: it must not lead it again
     h.wait_for_leader()
-    assert h.client(1).epoch == 2
+    assert h.world.now == t0  # at once again,
+    assert h.client(1).epoch == 2  # but in a new epoch: it led epoch 1 and must not lead it twice
     assert h.settle()
     assert user_values(h.records(1)) == [b"v-0", b"v-1", b"v-2"]  # the new incarnation replayed all
     assert user_values(h.records(101)) == [b"v-0", b"v-1", b"v-2"]
@@ -367,7 +369,7 @@ def test_the_messages_fit_the_wire_codecs_private_frames():
 
 
 def test_a_seeded_fault_campaign_finds_no_violation():
-    report = raft_campaign(200, seed=0)
+    report = raft_campaign(200, seed=0, duration_ms=2_000)
     assert report.ok, report.table()
     assert report.schedules == 200
     assert report.elections > 400 and report.committed > 2_000  # it did exercise the quorum
@@ -394,6 +396,11 @@ def test_the_checker_catches_two_leaders_in_one_epoch():
     assert "epoch 3" in report.violations[0].detail
 
 
+def test_the_checker_catches_a_voter_that_votes_twice_in_an_epoch():
+    report = check_raft(RaftHistory(votes=[(0, 1, 4, 2), (5, 1, 4, 2), (9, 1, 4, 3), (10, 1, 5, 3)]))
+    assert [v.kind for v in report.violations] == [DOUBLE_VOTE]
+
+
 def test_the_checker_catches_a_changed_a_lost_and_a_misordered_committed_record():
     ok = [Commit(0, 1, 1, i, 1, None, f"v-{i}".encode()) for i in range(3)]
     changed = [Commit(0, 2, 1, 0, 1, None, b"v-0"), Commit(0, 2, 1, 1, 2, None, b"other")]
@@ -418,13 +425,13 @@ def test_the_campaign_catches_voters_that_forget_their_votes(monkeypatch):
         real(self, src, req)
 
     monkeypatch.setattr(KafkaRaftClient, "_handle_vote_request", forgetful)
-    report = raft_campaign(100, seed=0)
-    assert report.count(TWO_LEADERS) > 0, report.table()
+    report = raft_campaign(30, seed=0)
+    assert report.count(TWO_LEADERS) > 0 and report.count(DOUBLE_VOTE) > 0, report.table()
 
 
 def test_the_campaign_catches_a_quorum_that_votes_without_comparing_logs(monkeypatch):
     monkeypatch.setattr(KafkaRaftClient, "_log_is_up_to_date", lambda self, epoch, offset: True)
-    report = raft_campaign(40, seed=0)
+    report = raft_campaign(20, seed=0)
     assert not report.ok
     assert {v.kind for v in report.violations} & {COMMITTED_CHANGED, COMMITTED_LOST, ASSERTION}
 

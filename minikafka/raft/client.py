@@ -352,10 +352,9 @@ class KafkaRaftClient:
                 self._send_fetch()
             else:
                 self.state = UNATTACHED
-                if self.voters == (me,):
-                    self._become_prospective()  # a quorum of one needs nobody's word
-                else:
-                    self._set_election_timer()
+                self._set_election_timer()
+            if self.voters == (me,) and self.state != LEADER:
+                self._become_prospective()  # a quorum of one needs nobody's word: lead at once
             logger.info("raft %s: started %s in epoch %d", me, self.state, self.epoch)
             self._schedule_delivery()
         finally:
