@@ -443,7 +443,7 @@ def run_raft_schedule(
 ) -> RaftReport:
     """One seeded run (3 or 5 voters unless ``voters`` says): appends through the leader every
     step, random faults now and then (crash, restart, crash-and-restart at once, partition,
-    isolate the leader, heal), then heal and restart everything, settle, and check."""
+    isolate the leader, a lossy link one way, heal), then heal and restart everything, settle, and check."""
     rng = random.Random(f"raft-faults/{seed}")
     if voters is None:
         voters = rng.choice((3, 3, 5))
@@ -482,6 +482,9 @@ def run_raft_schedule(
                     harness.isolate(leader)  # an old leader in a minority of one
                 elif roll < 0.24:
                     harness.heal()
+                elif roll < 0.27:
+                    a, b = rng.sample(nodes, 2)  # a lossy link: requests time out, answers go missing
+                    harness.world.network.set_link(a, b, loss=rng.choice((0.3, 1.0)))
             harness.heal()
             for x in harness.nodes:
                 if not harness.alive(x):

@@ -15,9 +15,13 @@ itself), **leader**, **follower**, **resigned** (a leader stepping down: it neve
 epoch again), **observer**. Transitions:
 
 - election timeout (randomised in [t, 2t), seeded) as unattached/voted/resigned, or no good
-  fetch answer for ``fetch.timeout.ms`` as follower -> prospective; a majority of pre-votes
-  -> candidate; a majority of votes -> leader. A round that fails (timeout, or a majority
-  says no) backs off randomly up to ``election.backoff.max.ms`` and starts a new pre-vote.
+  fetch answer for ``fetch.timeout.ms`` (plus a seeded jitter of up to t/2, so followers
+  that lost the same leader at the same instant do not split the vote) as follower ->
+  prospective; a majority of pre-votes -> candidate; a majority of votes -> leader. A round
+  that fails (timeout, or a majority says no) backs off randomly up to
+  ``election.backoff.max.ms`` and starts a new pre-vote; a prospective that a majority
+  refuses while it still knows its epoch's leader follows that leader again (it was the one
+  cut off). A quorum of one skips all this and leads at once.
 - any message showing a higher epoch -> follower of its leader, or unattached in it if it
   names none; a leader named in our own epoch -> follower (one leader per epoch).
 - a leader resigns (``resign()``, or check-quorum: no fetch from a majority within
@@ -27,8 +31,8 @@ epoch again), **observer**. Transitions:
 Vote rule (Raft's): granted iff the candidate's epoch is >= ours (a higher one first moves us
 to unattached in it), we know no leader and voted for nobody else in that epoch, and its
 log is at least as up to date as ours ((last epoch, log end) compared). A pre-vote is judged
-the same way without changing anything, and refused also while we follow a leader we have
-heard from within ``fetch.timeout.ms``. The quorum state is persisted (``quorum_state.py``)
+the same way without changing anything, and refused also by a leader and while we follow a
+leader we have heard from within ``fetch.timeout.ms``. The quorum state is persisted (``quorum_state.py``)
 before any vote is answered or sent and before a new epoch is acted on.
 
 Replication is pulled: followers and observers fetch (fetch offset = their log end, which
@@ -38,6 +42,9 @@ the high watermark moves), or, if the fetcher's history disagrees with its leade
 cache, with ``diverging_epoch``: the fetcher truncates there and fetches again (the same
 KIP-320 rule the partitions use). A non-leader answers NOT_LEADER_OR_FOLLOWER and names the
 leader it knows: that is how an observer finds the leader, asking voters in turn.
+
+Restart: the quorum state decides (``quorum_state.py``): a node that led its epoch comes
+back resigned (it never leads that epoch again), a vote stands, a known leader is followed.
 
 Commit: the leader's high watermark is the largest offset a majority of voters (its own
 flushed log end included) have, and it moves only once that offset is past the start of the
