@@ -100,6 +100,32 @@ def test_one_leader_is_elected_and_appends_reach_every_listener_in_order(quorum)
     assert sorted(h.client(n).state for n in h.voters) == [FOLLOWER, FOLLOWER, LEADER]
 
 
+def test_observers_never_count_for_the_high_watermark(quorum):
+    h = quorum(voters=3, observers=2, seed=15)
+    leader = h.wait_for_leader()
+    assert h.settle()
+    hw = h.client(leader).high_watermark
+    for n in h.voters:
+        if n != leader:
+            h.crash(n)
+    h.append(b"only-observers-have-it")
+    assert h.run_until(lambda: all(h.client(o).log_end_offset == h.client(leader).log_end_offset for o in h.observers), 1_000)
+    assert h.client(leader).high_watermark == hw  # two observers are not a majority of voters
+    assert all(h.client(o).high_watermark == hw for o in h.observers)
+
+
+def test_a_parked_fetch_is_answered_as_soon_as_the_leader_appends(quorum):
+    h = quorum(voters=3, observers=1, seed=16)
+    h.wait_for_leader()
+    assert h.settle()
+    h.run(250)  # every fetcher is now parked in the middle of its 500 ms long poll
+    t0 = h.world.now
+    h.append(b"now")
+    assert h.settle()
+    assert h.world.now - t0 <= 10  # a few network hops, not a long poll
+    assert user_values(h.records(101)) == [b"now"]
+
+
 def test_the_leader_tells_its_listener_it_leads_only_after_replaying_what_came_before(quorum):
     h = quorum(voters=3, seed=2)
     first = h.wait_for_leader()

@@ -175,6 +175,7 @@ class ReplicaState:
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     last_fetch_leader_leo: int = -1  # the leader's log end at its previous fetch
+    sent_high_watermark: int = -1  # the HW our last answer told it
 
     def as_tuple(self) -> tuple[int, int, int, int]:
         return (self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms)
@@ -919,11 +920,16 @@ class KafkaRaftClient:
                 self.log.log_start_offset, b"", diverging,
             ))
             return
-        self._update_replica(req.replica_id, req.fetch_offset)
         old = self._parked.pop(req.replica_id, None)
         if old is not None:
             self.host.cancel_timer(("raft", _PARKED, req.replica_id))
-        if req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0:
+        replica = self._update_replica(req.replica_id, req.fetch_offset)
+        # Park only if there is nothing to tell: no records, and the fetcher already has our
+        # HW (else the fetcher whose fetch completed a commit would be the last to hear of it).
+        if (
+            req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0
+            and replica.sent_high_watermark == self.high_watermark
+        ):
             self._parked[req.replica_id] = (src, req)
             self.host.set_timer(("raft", _PARKED, req.replica_id), req.max_wait_ms)
         else:
@@ -941,7 +947,8 @@ class KafkaRaftClient:
             return (epoch, end)
         return None
 
-    def _update_replica(self, replica_id: int, fetch_offset: int) -> None:
+    def _update_replica(self, replica_id: int, fetch_offset: int) -> ReplicaState:
+        """Note a valid fetch (it may move the high watermark)."""
         now = self.host.now
         is_voter = replica_id in self.voters
         table = self._replicas if is_voter else self._observers
@@ -960,6 +967,7 @@ class KafkaRaftClient:
         if is_voter and self._maybe_advance_high_watermark():
             self._deliver()
             self._complete_parked()  # followers learn the new HW without waiting out a long poll
+        return replica
 
     def _complete_parked(self) -> None:
         parked, self._parked = self._parked, {}
@@ -968,6 +976,9 @@ class KafkaRaftClient:
             self._answer_fetch(src, req)
 
     def _answer_fetch(self, src: Any, req: RaftFetchRequest) -> None:
+        replica = self._replicas.get(req.replica_id) or self._observers.get(req.replica_id)
+        if replica is not None:
+            replica.sent_high_watermark = self.high_watermark
         records = b""
         if req.fetch_offset < self.log.log_end_offset:
             records = bytes(self.log.read(req.fetch_offset, self.fetch_max_bytes))
