@@ -126,6 +126,27 @@ def test_a_parked_fetch_is_answered_as_soon_as_the_leader_appends(quorum):
     assert user_values(h.records(101)) == [b"now"]
 
 
+def test_a_new_leader_commits_older_records_only_with_one_of_its_own_epoch(quorum):
+    # Raft's commit rule (the "figure 8" case): records of earlier epochs that a majority holds
+    # are not committed by counting replicas; the leader's own LeaderChange must get there too.
+    h = quorum(voters=3, seed=17)
+    h.wait_for_leader()
+    h.append(b"a", b"b")
+    assert h.settle()
+    h.crash(h.leader())
+    leader = h.wait_for_leader()
+    c = h.client(leader)
+    start = c.epoch_start_offset
+    assert start == 3
+    followers = [n for n in h.voters if n != leader]
+    c.high_watermark = 0  # as if nothing before the epoch were known to be committed
+    for f in followers:
+        c._replicas[f].log_end_offset = start  # everything before the LeaderChange, not it
+    assert not c._maybe_advance_high_watermark() and c.high_watermark == 0
+    c._replicas[followers[0]].log_end_offset = start + 1
+    assert c._maybe_advance_high_watermark() and c.high_watermark == start + 1
+
+
 def test_the_leader_tells_its_listener_it_leads_only_after_replaying_what_came_before(quorum):
     h = quorum(voters=3, seed=2)
     first = h.wait_for_leader()
@@ -480,3 +501,14 @@ def test_fast_config_keys_are_kafkas():
     assert set(FAST_RAFT_CONFIG) <= set(DEFAULT_CONFIG)
     assert DEFAULT_CONFIG["controller.quorum.election.timeout.ms"] == 1000
     assert DEFAULT_CONFIG["controller.quorum.fetch.timeout.ms"] == 2000
+
+
+def test_controller_quorum_voters_parse_as_kafka_writes_them():
+    from minikafka.raft import parse_quorum_voters
+
+    assert parse_quorum_voters("1@localhost:9093, 2@10.0.0.2:9094,3@[::1]:9095") == {
+        1: ("localhost", 9093), 2: ("10.0.0.2", 9094), 3: ("::1", 9095),
+    }
+    for bad in ("", "1@localhost", "x@h:1", "1@h:1,1@h:2"):
+        with pytest.raises(KafkaError):
+            parse_quorum_voters(bad)

@@ -115,6 +115,29 @@ DEFAULT_CONFIG: dict[str, int] = {
 
 LEADER_CHANGE_KEY = b"LeaderChange"
 
+
+def parse_quorum_voters(value: str) -> dict[int, tuple[str, int]]:
+    """Kafka's ``controller.quorum.voters`` (``"1@localhost:9093,2@host:9094"``) as
+    ``{id: (host, port)}``."""
+    voters: dict[int, tuple[str, int]] = {}
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        try:
+            node, address = entry.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            node_id, port_number = int(node), int(port)
+        except ValueError:
+            raise IllegalArgumentError(
+                f"controller.quorum.voters entry {entry!r} is not id@host:port (e.g. 1@localhost:9093)"
+            ) from None
+        if node_id in voters:
+            raise IllegalArgumentError(f"controller.quorum.voters names voter {node_id} twice")
+        voters[node_id] = (host.strip("[]"), port_number)
+    if not voters:
+        raise IllegalArgumentError("controller.quorum.voters is empty: a quorum needs at least one voter")
+    return voters
+
 UNATTACHED = "unattached"
 VOTED = "voted"
 PROSPECTIVE = "prospective"
@@ -1074,5 +1097,5 @@ class KafkaRaftClient:
 __all__ = [
     "CANDIDATE", "DEFAULT_CONFIG", "FOLLOWER", "LEADER", "LEADER_CHANGE_KEY", "OBSERVER", "PROSPECTIVE",
     "RESIGNED", "STATES", "UNATTACHED", "VOTED", "CommittedRecord", "KafkaRaftClient", "NotLeaderError",
-    "RaftListener", "ReplicaState",
+    "RaftListener", "ReplicaState", "parse_quorum_voters",
 ]
