@@ -96,6 +96,8 @@ def test_one_leader_is_elected_and_appends_reach_every_listener_in_order(quorum)
         assert json.loads(first.value) == {"leaderId": leader, "leaderEpoch": epoch, "voters": [1, 2, 3]}
         assert h.client(n).leader_id == leader
         assert (leader, epoch) in h.node(n).listener.leader_changes
+        assert h.client(n).read_committed() == records  # what a notebook reads back
+        assert h.client(n).read_committed(3) == records[3:]
     assert h.client(101).state == h.client(102).state == OBSERVER
     assert sorted(h.client(n).state for n in h.voters) == [FOLLOWER, FOLLOWER, LEADER]
 
