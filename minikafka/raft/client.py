@@ -38,10 +38,11 @@ leader we have heard from within ``fetch.timeout.ms``. The quorum state is persi
 Replication is pulled: followers and observers fetch (fetch offset = their log end, which
 they flushed first; last fetched epoch) and the leader answers with records, or parks the
 fetch up to ``max_wait_ms`` when it has nothing new for the fetcher (no records, and the
-fetcher already has its HW), answering at once when it appends or the HW moves; or, if the fetcher's history disagrees with its leader-epoch
-cache, with ``diverging_epoch``: the fetcher truncates there and fetches again (the same
-KIP-320 rule the partitions use). A non-leader answers NOT_LEADER_OR_FOLLOWER and names the
-leader it knows: that is how an observer finds the leader, asking voters in turn.
+fetcher already has its HW), answering at once when it appends or the HW moves; or, if
+the fetcher's history disagrees with its leader-epoch cache, with ``diverging_epoch``: the
+fetcher truncates there and fetches again (the same KIP-320 rule the partitions use). A
+non-leader answers NOT_LEADER_OR_FOLLOWER and names the leader it knows: that is how an
+observer finds the leader, asking voters in turn.
 
 Restart: the quorum state decides (``quorum_state.py``): a node that led its epoch comes
 back resigned (it never leads that epoch again), a vote stands, a known leader is followed.
@@ -79,7 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Protocol, Sequence
 
-from minikafka.errors import BrokerResponseError, IllegalArgumentError
+from minikafka.errors import BrokerResponseError, IllegalArgumentError, NotLeaderForPartitionError
 from minikafka.messages import (
     FENCED_LEADER_EPOCH,
     NO_ERROR,
@@ -161,12 +162,10 @@ _BEGIN_QUORUM = "begin-quorum"  # resend BeginQuorumEpoch to voters that never f
 _DELIVER = "deliver"  # hand commits and leader changes to the listener
 
 
-class NotLeaderError(BrokerResponseError):
-    """``append`` on a client that is not the leader (the caller should find the leader)."""
-
-    errno = NOT_LEADER_OR_FOLLOWER
-    message = "NOT_LEADER_OR_FOLLOWER"
-    retriable = True
+class NotLeaderError(NotLeaderForPartitionError):
+    """``append`` on a client that is not the leader (the caller should find the leader).
+    A subclass of Kafka's errno-6 error, never a second one: ``errors.for_code(6)`` must
+    keep naming ``NotLeaderForPartitionError`` for every client."""
 
     def __init__(self, detail: str = "", *, leader_id: int | None = None, epoch: int = -1) -> None:
         super().__init__(detail)
