@@ -451,8 +451,8 @@ def run_raft_schedule(
     root = Path(_scratch_dir() if own_root else root)
     history = RaftHistory()
     harness = RaftHarness(
-        root, voters=voters, observers=observers, seed=seed, config=config or FAST_RAFT_CONFIG, history=history,
-        latency_ms=latency_ms, jitter_ms=jitter_ms,
+        root, voters=voters, observers=observers, seed=seed, history=history, latency_ms=latency_ms,
+        jitter_ms=jitter_ms, config=FAST_RAFT_CONFIG if config is None else config,  # {}: Kafka's defaults
     )
     try:
         n = 0

@@ -32,16 +32,17 @@ Vote rule (Raft's): granted iff the candidate's epoch is >= ours (a higher one f
 to unattached in it), we know no leader and voted for nobody else in that epoch, and its
 log is at least as up to date as ours ((last epoch, log end) compared). A pre-vote is judged
 the same way without changing anything, and refused also by a leader and while we follow a
-leader we have heard from within ``fetch.timeout.ms``. The quorum state is persisted (``quorum_state.py``)
-before any vote is answered or sent and before a new epoch is acted on.
+leader we have heard from within ``fetch.timeout.ms``. The quorum state is persisted
+(``quorum_state.py``) before any vote is answered or sent and before a new epoch is acted on.
 
 Replication is pulled: followers and observers fetch (fetch offset = their log end, which
 they flushed first; last fetched epoch) and the leader answers with records, or parks the
-fetch up to ``max_wait_ms`` when there is nothing new (answering at once when it appends or
-the high watermark moves), or, if the fetcher's history disagrees with its leader-epoch
-cache, with ``diverging_epoch``: the fetcher truncates there and fetches again (the same
-KIP-320 rule the partitions use). A non-leader answers NOT_LEADER_OR_FOLLOWER and names the
-leader it knows: that is how an observer finds the leader, asking voters in turn.
+fetch up to ``max_wait_ms`` when it has nothing new for the fetcher (no records, and the
+fetcher already has its HW), answering at once when it appends or the HW moves; or, if
+the fetcher's history disagrees with its leader-epoch cache, with ``diverging_epoch``: the
+fetcher truncates there and fetches again (the same KIP-320 rule the partitions use). A
+non-leader answers NOT_LEADER_OR_FOLLOWER and names the leader it knows: that is how an
+observer finds the leader, asking voters in turn.
 
 Restart: the quorum state decides (``quorum_state.py``): a node that led its epoch comes
 back resigned (it never leads that epoch again), a vote stands, a known leader is followed.
@@ -54,7 +55,9 @@ end), and never move it backwards. The listener gets every record strictly below
 in offset order, each once per client object; a restarted client replays its log from the
 start as soon as it learns the HW. A leader reports itself to the listener
 (``handle_leader_change(own id)``) only once the listener has every record below its
-epoch's start, so whatever state machine sits on top acts on a complete state.
+epoch's start, so whatever state machine sits on top acts on a complete state; every other
+change of (leader, epoch) as this node sees it is reported at once, ``(None, epoch)`` while
+no leader is known (an election, a resigned leader).
 
 Invariants (the checker in ``minikafka.checker.raft`` tests them): at most one leader per
 epoch; a committed record is never truncated (asserted: a follower never truncates below
