@@ -78,6 +78,7 @@ from minikafka.wire import codec  # noqa: E402
 from minikafka.wire.process import launch  # noqa: E402
 
 from wire_helpers import (  # noqa: E402
+    NumberedProducer,
     RawConnection,
     api_versions_request,
     batch,
@@ -88,6 +89,7 @@ from wire_helpers import (  # noqa: E402
     kill_all,
     leader_of,
     metadata_request,
+    now_ms,
     out_text,
     poll_until,
     produce_request,
@@ -858,42 +860,6 @@ def test_fuzzed_frames_leave_the_broker_alive_serving_and_with_every_acknowledge
 # default, 9 s, makes a producer stall about 13 s: 8 s to the election, then kafka-python's
 # metadata back-off); shorter here to keep the test short.
 KILL_CONFIG = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
-
-
-class NumberedProducer(threading.Thread):
-    """kafka-python, acks=all (and idempotent), sending "v-0", "v-1", ... as fast as it is
-    allowed, every send and its outcome recorded in a checker ``History``."""
-
-    def __init__(self, cluster, topic: str, history: History) -> None:
-        super().__init__(daemon=True)
-        self.producer = producer(cluster, acks="all", linger_ms=5)
-        self.topic, self.history = topic, history
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        i = 0
-        try:
-            while not self.stopping.is_set():
-                self.history.send(self.producer, self.topic, f"v-{i}".encode(), partition=0)
-                i += 1
-                time.sleep(0.001)
-        except BaseException as e:  # reported by the test
-            self.error = e
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=30)
-        self.producer.flush(timeout=60)
-        self.producer.close()
-        assert self.error is None, self.error
-
-    def acked_after(self, ms: int) -> int:
-        return sum(1 for op in self.history.sends if op.status == "ok" and op.invoke_ms > ms)
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def test_sigkill_of_the_leader_under_acks_all_load_loses_no_acknowledged_write():
