@@ -435,6 +435,8 @@ class QuorumController(StateMachine):
             validate_topic_name(topic.name)
         except InvalidTopicError as e:
             return INVALID_TOPIC_EXCEPTION, str(e)
+        if topic.name == "__cluster_metadata":
+            return INVALID_TOPIC_EXCEPTION, "'__cluster_metadata' is the controllers' metadata log, not a topic"
         if topic.name in self.image.topic_ids or topic.name in seen:
             return TOPIC_ALREADY_EXISTS, f"topic '{topic.name}' already exists"
         if topic.num_partitions < 1:

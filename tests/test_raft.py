@@ -20,6 +20,7 @@ from minikafka.checker.raft import (
     COMMITTED_CHANGED,
     COMMITTED_LOST,
     DELIVERY_ORDER,
+    DOUBLE_VOTE,
     FAST_RAFT_CONFIG,
     TWO_LEADERS,
     Commit,
@@ -95,8 +96,57 @@ def test_one_leader_is_elected_and_appends_reach_every_listener_in_order(quorum)
         assert json.loads(first.value) == {"leaderId": leader, "leaderEpoch": epoch, "voters": [1, 2, 3]}
         assert h.client(n).leader_id == leader
         assert (leader, epoch) in h.node(n).listener.leader_changes
+        assert h.client(n).read_committed() == records  # what a notebook reads back
+        assert h.client(n).read_committed(3) == records[3:]
     assert h.client(101).state == h.client(102).state == OBSERVER
     assert sorted(h.client(n).state for n in h.voters) == [FOLLOWER, FOLLOWER, LEADER]
+
+
+def test_observers_never_count_for_the_high_watermark(quorum):
+    h = quorum(voters=3, observers=2, seed=15)
+    leader = h.wait_for_leader()
+    assert h.settle()
+    hw = h.client(leader).high_watermark
+    for n in h.voters:
+        if n != leader:
+            h.crash(n)
+    h.append(b"only-observers-have-it")
+    assert h.run_until(lambda: all(h.client(o).log_end_offset == h.client(leader).log_end_offset for o in h.observers), 1_000)
+    assert h.client(leader).high_watermark == hw  # two observers are not a majority of voters
+    assert all(h.client(o).high_watermark == hw for o in h.observers)
+
+
+def test_a_parked_fetch_is_answered_as_soon_as_the_leader_appends(quorum):
+    h = quorum(voters=3, observers=1, seed=16)
+    h.wait_for_leader()
+    assert h.settle()
+    h.run(250)  # every fetcher is now parked in the middle of its 500 ms long poll
+    t0 = h.world.now
+    h.append(b"now")
+    assert h.settle()
+    assert h.world.now - t0 <= 10  # a few network hops, not a long poll
+    assert user_values(h.records(101)) == [b"now"]
+
+
+def test_a_new_leader_commits_older_records_only_with_one_of_its_own_epoch(quorum):
+    # Raft's commit rule (the "figure 8" case): records of earlier epochs that a majority holds
+    # are not committed by counting replicas; the leader's own LeaderChange must get there too.
+    h = quorum(voters=3, seed=17)
+    h.wait_for_leader()
+    h.append(b"a", b"b")
+    assert h.settle()
+    h.crash(h.leader())
+    leader = h.wait_for_leader()
+    c = h.client(leader)
+    start = c.epoch_start_offset
+    assert start == 3
+    followers = [n for n in h.voters if n != leader]
+    c.high_watermark = 0  # as if nothing before the epoch were known to be committed
+    for f in followers:
+        c._replicas[f].log_end_offset = start  # everything before the LeaderChange, not it
+    assert not c._maybe_advance_high_watermark() and c.high_watermark == 0
+    c._replicas[followers[0]].log_end_offset = start + 1
+    assert c._maybe_advance_high_watermark() and c.high_watermark == start + 1
 
 
 def test_the_leader_tells_its_listener_it_leads_only_after_replaying_what_came_before(quorum):
@@ -146,7 +196,7 @@ def test_a_crashed_leader_is_replaced_in_a_higher_epoch_and_nothing_committed_is
     for n in h.nodes:
         if h.alive(n):
             assert user_values(h.records(n)) == [b"a", b"b", b"c"]
-    h.restart(old)
+    assert h.restart(old).client.state == RESIGNED  # it led its old epoch: never again
     assert h.settle()
     assert user_values(h.records(old)) == [b"a", b"b", b"c"]  # replayed from its log, then caught up
     assert h.client(old).state == FOLLOWER and h.client(old).leader_id == new
@@ -314,10 +364,11 @@ def test_a_quorum_of_one_commits_at_once_and_replays_its_log_after_a_restart(quo
     offsets = [h.append(f"v-{i}".encode()) for i in range(3)]
     assert h.client(1).high_watermark == offsets[-1] + 1  # committed on append
     assert h.settle()
+    t0 = h.world.now
     h.restart(1)
-    assert h.client(1).state == RESIGNED  # it led that epoch: it must not lead it again
     h.wait_for_leader()
-    assert h.client(1).epoch == 2
+    assert h.world.now == t0  # at once again,
+    assert h.client(1).epoch == 2  # but in a new epoch: it led epoch 1 and must not lead it twice
     assert h.settle()
     assert user_values(h.records(1)) == [b"v-0", b"v-1", b"v-2"]  # the new incarnation replayed all
     assert user_values(h.records(101)) == [b"v-0", b"v-1", b"v-2"]
@@ -367,7 +418,7 @@ def test_the_messages_fit_the_wire_codecs_private_frames():
 
 
 def test_a_seeded_fault_campaign_finds_no_violation():
-    report = raft_campaign(200, seed=0)
+    report = raft_campaign(200, seed=0, duration_ms=2_000)
     assert report.ok, report.table()
     assert report.schedules == 200
     assert report.elections > 400 and report.committed > 2_000  # it did exercise the quorum
@@ -394,6 +445,11 @@ def test_the_checker_catches_two_leaders_in_one_epoch():
     assert "epoch 3" in report.violations[0].detail
 
 
+def test_the_checker_catches_a_voter_that_votes_twice_in_an_epoch():
+    report = check_raft(RaftHistory(votes=[(0, 1, 4, 2), (5, 1, 4, 2), (9, 1, 4, 3), (10, 1, 5, 3)]))
+    assert [v.kind for v in report.violations] == [DOUBLE_VOTE]
+
+
 def test_the_checker_catches_a_changed_a_lost_and_a_misordered_committed_record():
     ok = [Commit(0, 1, 1, i, 1, None, f"v-{i}".encode()) for i in range(3)]
     changed = [Commit(0, 2, 1, 0, 1, None, b"v-0"), Commit(0, 2, 1, 1, 2, None, b"other")]
@@ -418,13 +474,13 @@ def test_the_campaign_catches_voters_that_forget_their_votes(monkeypatch):
         real(self, src, req)
 
     monkeypatch.setattr(KafkaRaftClient, "_handle_vote_request", forgetful)
-    report = raft_campaign(100, seed=0)
-    assert report.count(TWO_LEADERS) > 0, report.table()
+    report = raft_campaign(30, seed=0)
+    assert report.count(TWO_LEADERS) > 0 and report.count(DOUBLE_VOTE) > 0, report.table()
 
 
 def test_the_campaign_catches_a_quorum_that_votes_without_comparing_logs(monkeypatch):
     monkeypatch.setattr(KafkaRaftClient, "_log_is_up_to_date", lambda self, epoch, offset: True)
-    report = raft_campaign(40, seed=0)
+    report = raft_campaign(20, seed=0)
     assert not report.ok
     assert {v.kind for v in report.violations} & {COMMITTED_CHANGED, COMMITTED_LOST, ASSERTION}
 
@@ -447,3 +503,14 @@ def test_fast_config_keys_are_kafkas():
     assert set(FAST_RAFT_CONFIG) <= set(DEFAULT_CONFIG)
     assert DEFAULT_CONFIG["controller.quorum.election.timeout.ms"] == 1000
     assert DEFAULT_CONFIG["controller.quorum.fetch.timeout.ms"] == 2000
+
+
+def test_controller_quorum_voters_parse_as_kafka_writes_them():
+    from minikafka.raft import parse_quorum_voters
+
+    assert parse_quorum_voters("1@localhost:9093, 2@10.0.0.2:9094,3@[::1]:9095") == {
+        1: ("localhost", 9093), 2: ("10.0.0.2", 9094), 3: ("::1", 9095),
+    }
+    for bad in ("", "1@localhost", "x@h:1", "1@h:1,1@h:2"):
+        with pytest.raises(KafkaError):
+            parse_quorum_voters(bad)

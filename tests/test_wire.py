@@ -1,6 +1,6 @@
 """The real-world runtime: minikafka's brokers as OS processes, unmodified Kafka clients.
 
-What is proved here, against ``minikafka.wire.process.launch`` (a controller and N broker
+What is proved here, against ``minikafka.wire.process.launch`` (a 3-voter controller quorum and N broker
 processes speaking Kafka's protocol over TCP):
 
 - kafka-python 3.0.12, as students use it: the producer (idempotent by default; acks 0, 1,
@@ -78,6 +78,7 @@ from minikafka.wire import codec  # noqa: E402
 from minikafka.wire.process import launch  # noqa: E402
 
 from wire_helpers import (  # noqa: E402
+    NumberedProducer,
     RawConnection,
     api_versions_request,
     batch,
@@ -88,6 +89,7 @@ from wire_helpers import (  # noqa: E402
     kill_all,
     leader_of,
     metadata_request,
+    now_ms,
     out_text,
     poll_until,
     produce_request,
@@ -831,7 +833,7 @@ def test_fuzzed_frames_leave_the_broker_alive_serving_and_with_every_acknowledge
     assert sum(received) > 0  # the valid ones were answered
 
     # The broker (and the controller) are alive, and real clients still work.
-    assert c.alive(1) and running(c.pid("controller"))
+    assert c.alive(1) and all(running(c.pid(n)) for n in c.controller_ids)
     more = produce_values(c, topic, [b"after-%d" % i for i in range(10)])
     with RawConnection(address) as conn:  # ...and so does a plain connection
         assert conn.request(api_versions_request(), 3).error_code == 0
@@ -858,42 +860,6 @@ def test_fuzzed_frames_leave_the_broker_alive_serving_and_with_every_acknowledge
 # default, 9 s, makes a producer stall about 13 s: 8 s to the election, then kafka-python's
 # metadata back-off); shorter here to keep the test short.
 KILL_CONFIG = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500}
-
-
-class NumberedProducer(threading.Thread):
-    """kafka-python, acks=all (and idempotent), sending "v-0", "v-1", ... as fast as it is
-    allowed, every send and its outcome recorded in a checker ``History``."""
-
-    def __init__(self, cluster, topic: str, history: History) -> None:
-        super().__init__(daemon=True)
-        self.producer = producer(cluster, acks="all", linger_ms=5)
-        self.topic, self.history = topic, history
-        self.stopping = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        i = 0
-        try:
-            while not self.stopping.is_set():
-                self.history.send(self.producer, self.topic, f"v-{i}".encode(), partition=0)
-                i += 1
-                time.sleep(0.001)
-        except BaseException as e:  # reported by the test
-            self.error = e
-
-    def stop(self) -> None:
-        self.stopping.set()
-        self.join(timeout=30)
-        self.producer.flush(timeout=60)
-        self.producer.close()
-        assert self.error is None, self.error
-
-    def acked_after(self, ms: int) -> int:
-        return sum(1 for op in self.history.sends if op.status == "ok" and op.invoke_ms > ms)
-
-
-def now_ms() -> int:
-    return int(time.monotonic() * 1000)
 
 
 def test_sigkill_of_the_leader_under_acks_all_load_loses_no_acknowledged_write():
@@ -979,18 +945,19 @@ def test_minikafka_cluster_up_prints_the_bootstrap_servers_and_leaves_nothing_be
         assert first.startswith("bootstrap servers: "), (first, proc.stderr.read() if proc.poll() else "")
         servers = first.removeprefix("bootstrap servers: ").split(",")
         assert len(servers) == 2
+        assert proc.stdout.readline().startswith("controller quorum voters: 3000@")
         directory = proc.stdout.readline().split("log directories under ", 1)[1].split(";")[0]
         for server in servers:  # real Kafka endpoints
             host, port = server.rsplit(":", 1)
             with RawConnection((host, int(port))) as conn:
                 assert conn.request(api_versions_request(), 3).error_code == 0
         children = children_of(proc.pid)
-        assert len(children) == 3  # a controller and two brokers
+        assert len(children) == 5  # three controllers and two brokers
         proc.send_signal(stop_signal)
         assert proc.wait(timeout=30) == 0
         assert gone(children)
         assert not os.path.exists(directory)  # its temporary log directories too
-        # Nothing but the two lines on stdout, nothing at all on stderr: a quiet exit.
+        # Nothing but the three lines on stdout, nothing at all on stderr: a quiet exit.
         assert proc.stdout.read() == "" and proc.stderr.read() == ""
     finally:
         if proc.poll() is None:
@@ -1026,7 +993,7 @@ def test_no_broker_outlives_the_python_process_that_launched_it(how):
     try:
         servers = proc.stdout.readline().strip().split(",")
         children = children_of(proc.pid)
-        assert len(children) == 3 and all(running(p) for p in children)
+        assert len(children) == 5 and all(running(p) for p in children)  # 3 controllers, 2 brokers
         host, port = servers[1].rsplit(":", 1)
         with RawConnection((host, int(port))) as conn:  # alive (after the launching thread ended)
             assert conn.request(api_versions_request(), 3).error_code == 0
@@ -1046,11 +1013,13 @@ def test_close_stops_every_process_and_removes_the_log_directories():
     c = launch(brokers=2)
     try:
         mine = sorted(set(children_of(os.getpid())) - before)
-        assert len(mine) == 3 and all(running(p) for p in mine)
+        assert len(mine) == 5 and all(running(p) for p in mine)  # 3 controllers, 2 brokers
         c.kill(2)
         c.restart(2)  # a restarted broker is a new process: close() must stop it too
+        c.kill(3001)
+        c.restart(3001)  # a controller too
         mine = sorted(set(children_of(os.getpid())) - before)
-        assert len(mine) == 3
+        assert len(mine) == 5
     finally:
         c.close()
     assert gone(mine)

@@ -1,4 +1,4 @@
-"""Helpers for tests/test_wire.py: raw Kafka connections, record batches, polling, processes.
+"""Helpers for tests/test_wire*.py: raw Kafka connections, record batches, polling, processes.
 
 A ``RawConnection`` speaks the Kafka protocol with kafka-python's own framing
 (``KafkaProtocol``): it is how a test sends what no well-behaved client would (a corrupt
@@ -12,15 +12,18 @@ import itertools
 import os
 import socket
 import struct
+import threading
 import time
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-from kafka import KafkaConsumer, TopicPartition
+from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.protocol.metadata import ApiVersionsRequest, MetadataRequest
 from kafka.protocol.parser import KafkaProtocol
 from kafka.protocol.producer import ProduceRequest
 from kafka.record.default_records import DefaultRecordBatchBuilder
+
+from minikafka.checker import History
 
 CLIENT_ID = "minikafka-wire-test"
 
@@ -247,3 +250,39 @@ def kill_all(pids: Iterable[int]) -> None:
             os.kill(pid, 9)
         except OSError:
             pass
+
+
+class NumberedProducer(threading.Thread):
+    """kafka-python, acks=all (and idempotent), sending "v-0", "v-1", ... as fast as it is
+    allowed, every send and its outcome recorded in a checker ``History``."""
+
+    def __init__(self, cluster, topic: str, history: History) -> None:
+        super().__init__(daemon=True)
+        self.producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+        self.topic, self.history = topic, history
+        self.stopping = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        i = 0
+        try:
+            while not self.stopping.is_set():
+                self.history.send(self.producer, self.topic, f"v-{i}".encode(), partition=0)
+                i += 1
+                time.sleep(0.001)
+        except BaseException as e:  # reported by the test
+            self.error = e
+
+    def stop(self) -> None:
+        self.stopping.set()
+        self.join(timeout=30)
+        self.producer.flush(timeout=60)
+        self.producer.close()
+        assert self.error is None, self.error
+
+    def acked_after(self, ms: int) -> int:
+        return sum(1 for op in self.history.sends if op.status == "ok" and op.invoke_ms > ms)
+
+
+def now_ms() -> int:
+    return int(time.monotonic() * 1000)

@@ -319,6 +319,8 @@ class Broker(StateMachine):
                 error = NO_ERROR if s.leader >= 0 else LEADER_NOT_AVAILABLE
                 parts.append(PartitionMetadata(p, error, s.leader, s.leader_epoch, s.replicas, s.isr))
             topics.append(TopicMetadata(name, NO_ERROR, tuple(parts)))
+        # The active controller, as far as this broker knows. Clients cannot reach it over TCP:
+        # the wire codec names the answering broker instead (it forwards), as KRaft brokers do.
         controller = self.active_controller
         self.send(src, MetadataResponse(request.correlation_id, self.live_brokers,
                                         CONTROLLER_ID if controller is None else controller, tuple(topics)))

@@ -8,7 +8,10 @@ A run is reduced to a ``RaftHistory``: every leader change every node's listener
 incarnation, offset, epoch, key, value), plus, at the end, each voter's whole log. Then
 ``check_raft`` looks for Raft's safety violations:
 
-- ``two-leaders``: two nodes were told of different leaders for one epoch (Election Safety);
+- ``two-leaders``: two nodes were told of different leaders for one epoch, or two hosts
+  saw their clients lead one epoch (Election Safety);
+- ``double-vote``: a voter voted for two candidates in one epoch, across restarts too (what
+  its quorum-state file is for);
 - ``delivery-order``: one listener (one client object) got offsets out of order, twice, with
   a gap, or not from the log start (each committed record once, in order, replayed after a
   restart);
@@ -45,12 +48,13 @@ from minikafka.raft.client import LEADER, CommittedRecord, KafkaRaftClient, NotL
 from minikafka.sim.world import World
 
 TWO_LEADERS = "two-leaders"
+DOUBLE_VOTE = "double-vote"
 DELIVERY_ORDER = "delivery-order"
 COMMITTED_CHANGED = "committed-changed"
 COMMITTED_LOST = "committed-lost"
 ASSERTION = "assertion"
 NO_CONVERGENCE = "no-convergence"
-VIOLATIONS = (TWO_LEADERS, DELIVERY_ORDER, COMMITTED_CHANGED, COMMITTED_LOST, ASSERTION, NO_CONVERGENCE)
+VIOLATIONS = (TWO_LEADERS, DOUBLE_VOTE, DELIVERY_ORDER, COMMITTED_CHANGED, COMMITTED_LOST, ASSERTION, NO_CONVERGENCE)
 
 # Kafka's quorum timeouts scaled down five-fold, so a schedule of a few simulated seconds
 # sees several elections.
@@ -95,6 +99,7 @@ class Commit:
 class RaftHistory:
     leader_changes: list[LeaderChange] = field(default_factory=list)
     commits: list[Commit] = field(default_factory=list)
+    votes: list[tuple[int, int, int, int]] = field(default_factory=list)  # (time, node, epoch, candidate)
     # node -> every record in its log at the end: (offset, epoch, key, value)
     final_logs: dict[int, list[tuple[int, int, bytes | None, bytes | None]]] = field(default_factory=dict)
     log_start_offsets: dict[int, int] = field(default_factory=dict)  # where each listener's replay starts
@@ -166,6 +171,11 @@ def check_raft(history: RaftHistory) -> RaftReport:
             out.append(Violation(TWO_LEADERS, f"epoch {epoch} had leaders {sorted(leaders)}"))
         report.leaders[epoch] = min(leaders)
     report.elections = len(report.leaders)
+    voted: dict[tuple[int, int], int] = {}
+    for time, node, epoch, candidate in history.votes:
+        earlier = voted.setdefault((node, epoch), candidate)
+        if earlier != candidate:
+            out.append(Violation(DOUBLE_VOTE, f"node {node} voted for {earlier} and then {candidate} in epoch {epoch}"))
     # Each listener: from its log start, in order, once each, no gap.
     per_listener: dict[tuple[int, int], list[Commit]] = {}
     for c in history.commits:
@@ -239,6 +249,7 @@ class RaftNode(StateMachine):
         super().__init__(node_id)
         self.incarnation = incarnation
         self._claimed = -1  # the last epoch it reported leading
+        self._vote: tuple[int, int | None] = (-1, None)  # the last vote it reported
         self.listener = RecordingListener(self, history)
         self.client = KafkaRaftClient(
             self, node_id, voters, log_dir, config=config, seed=f"{seed}/{incarnation}", listener=self.listener,
@@ -262,6 +273,11 @@ class RaftNode(StateMachine):
         # leader in its epoch would be a violation all the same: the host reports every
         # epoch in which its client says it leads.
         client = self.client
+        history = self.listener.history
+        vote = (client.epoch, client.election.voted_id)
+        if vote != self._vote and vote[1] is not None and history is not None:
+            history.votes.append((self.now, self.node_id, *vote))
+        self._vote = vote
         if client.is_leader and client.epoch != self._claimed:
             self._claimed = client.epoch
             if self.listener.history is not None:
@@ -427,7 +443,7 @@ def run_raft_schedule(
 ) -> RaftReport:
     """One seeded run (3 or 5 voters unless ``voters`` says): appends through the leader every
     step, random faults now and then (crash, restart, crash-and-restart at once, partition,
-    isolate the leader, heal), then heal and restart everything, settle, and check."""
+    isolate the leader, a lossy link one way, heal), then heal and restart everything, settle, and check."""
     rng = random.Random(f"raft-faults/{seed}")
     if voters is None:
         voters = rng.choice((3, 3, 5))
@@ -435,8 +451,8 @@ def run_raft_schedule(
     root = Path(_scratch_dir() if own_root else root)
     history = RaftHistory()
     harness = RaftHarness(
-        root, voters=voters, observers=observers, seed=seed, config=config or FAST_RAFT_CONFIG, history=history,
-        latency_ms=latency_ms, jitter_ms=jitter_ms,
+        root, voters=voters, observers=observers, seed=seed, history=history, latency_ms=latency_ms,
+        jitter_ms=jitter_ms, config=FAST_RAFT_CONFIG if config is None else config,  # {}: Kafka's defaults
     )
     try:
         n = 0
@@ -466,6 +482,9 @@ def run_raft_schedule(
                     harness.isolate(leader)  # an old leader in a minority of one
                 elif roll < 0.24:
                     harness.heal()
+                elif roll < 0.27:
+                    a, b = rng.sample(nodes, 2)  # a lossy link: requests time out, answers go missing
+                    harness.world.network.set_link(a, b, loss=rng.choice((0.3, 1.0)))
             harness.heal()
             for x in harness.nodes:
                 if not harness.alive(x):
@@ -494,7 +513,7 @@ def raft_campaign(schedules: int = 200, *, seed: int = 0, **kwargs: Any) -> Raft
 
 
 __all__ = [
-    "ASSERTION", "COMMITTED_CHANGED", "COMMITTED_LOST", "DELIVERY_ORDER", "FAST_RAFT_CONFIG", "NO_CONVERGENCE",
+    "ASSERTION", "COMMITTED_CHANGED", "COMMITTED_LOST", "DELIVERY_ORDER", "DOUBLE_VOTE", "FAST_RAFT_CONFIG", "NO_CONVERGENCE",
     "TWO_LEADERS", "VIOLATIONS", "Commit", "LeaderChange", "RaftHarness", "RaftHistory", "RaftNode",
     "RaftReport", "RecordingListener", "Violation", "check_raft", "raft_campaign", "run_raft_schedule",
 ]

@@ -34,6 +34,7 @@ from minikafka.raft.client import (
     NotLeaderError,
     RaftListener,
     ReplicaState,
+    parse_quorum_voters,
 )
 from minikafka.raft.messages import (
     NO_LEADER,
@@ -55,5 +56,5 @@ __all__ = [
     "BeginQuorumEpochRequest", "BeginQuorumEpochResponse", "CommittedRecord", "ElectionState",
     "EndQuorumEpochRequest", "EndQuorumEpochResponse", "KafkaRaftClient", "NotLeaderError",
     "QuorumStateStore", "RaftFetchRequest", "RaftFetchResponse", "RaftListener", "ReplicaState",
-    "VoteRequest", "VoteResponse",
+    "VoteRequest", "VoteResponse", "parse_quorum_voters",
 ]

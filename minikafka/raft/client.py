@@ -15,9 +15,13 @@ itself), **leader**, **follower**, **resigned** (a leader stepping down: it neve
 epoch again), **observer**. Transitions:
 
 - election timeout (randomised in [t, 2t), seeded) as unattached/voted/resigned, or no good
-  fetch answer for ``fetch.timeout.ms`` as follower -> prospective; a majority of pre-votes
-  -> candidate; a majority of votes -> leader. A round that fails (timeout, or a majority
-  says no) backs off randomly up to ``election.backoff.max.ms`` and starts a new pre-vote.
+  fetch answer for ``fetch.timeout.ms`` (plus a seeded jitter of up to t/2, so followers
+  that lost the same leader at the same instant do not split the vote) as follower ->
+  prospective; a majority of pre-votes -> candidate; a majority of votes -> leader. A round
+  that fails (timeout, or a majority says no) backs off randomly up to
+  ``election.backoff.max.ms`` and starts a new pre-vote; a prospective that a majority
+  refuses while it still knows its epoch's leader follows that leader again (it was the one
+  cut off). A quorum of one skips all this and leads at once.
 - any message showing a higher epoch -> follower of its leader, or unattached in it if it
   names none; a leader named in our own epoch -> follower (one leader per epoch).
 - a leader resigns (``resign()``, or check-quorum: no fetch from a majority within
@@ -27,17 +31,21 @@ epoch again), **observer**. Transitions:
 Vote rule (Raft's): granted iff the candidate's epoch is >= ours (a higher one first moves us
 to unattached in it), we know no leader and voted for nobody else in that epoch, and its
 log is at least as up to date as ours ((last epoch, log end) compared). A pre-vote is judged
-the same way without changing anything, and refused also while we follow a leader we have
-heard from within ``fetch.timeout.ms``. The quorum state is persisted (``quorum_state.py``)
-before any vote is answered or sent and before a new epoch is acted on.
+the same way without changing anything, and refused also by a leader and while we follow a
+leader we have heard from within ``fetch.timeout.ms``. The quorum state is persisted
+(``quorum_state.py``) before any vote is answered or sent and before a new epoch is acted on.
 
 Replication is pulled: followers and observers fetch (fetch offset = their log end, which
 they flushed first; last fetched epoch) and the leader answers with records, or parks the
-fetch up to ``max_wait_ms`` when there is nothing new (answering at once when it appends or
-the high watermark moves), or, if the fetcher's history disagrees with its leader-epoch
-cache, with ``diverging_epoch``: the fetcher truncates there and fetches again (the same
-KIP-320 rule the partitions use). A non-leader answers NOT_LEADER_OR_FOLLOWER and names the
-leader it knows: that is how an observer finds the leader, asking voters in turn.
+fetch up to ``max_wait_ms`` when it has nothing new for the fetcher (no records, and the
+fetcher already has its HW), answering at once when it appends or the HW moves; or, if
+the fetcher's history disagrees with its leader-epoch cache, with ``diverging_epoch``: the
+fetcher truncates there and fetches again (the same KIP-320 rule the partitions use). A
+non-leader answers NOT_LEADER_OR_FOLLOWER and names the leader it knows: that is how an
+observer finds the leader, asking voters in turn.
+
+Restart: the quorum state decides (``quorum_state.py``): a node that led its epoch comes
+back resigned (it never leads that epoch again), a vote stands, a known leader is followed.
 
 Commit: the leader's high watermark is the largest offset a majority of voters (its own
 flushed log end included) have, and it moves only once that offset is past the start of the
@@ -47,7 +55,9 @@ end), and never move it backwards. The listener gets every record strictly below
 in offset order, each once per client object; a restarted client replays its log from the
 start as soon as it learns the HW. A leader reports itself to the listener
 (``handle_leader_change(own id)``) only once the listener has every record below its
-epoch's start, so whatever state machine sits on top acts on a complete state.
+epoch's start, so whatever state machine sits on top acts on a complete state; every other
+change of (leader, epoch) as this node sees it is reported at once, ``(None, epoch)`` while
+no leader is known (an election, a resigned leader).
 
 Invariants (the checker in ``minikafka.checker.raft`` tests them): at most one leader per
 epoch; a committed record is never truncated (asserted: a follower never truncates below
@@ -108,6 +118,29 @@ DEFAULT_CONFIG: dict[str, int] = {
 
 LEADER_CHANGE_KEY = b"LeaderChange"
 
+
+def parse_quorum_voters(value: str) -> dict[int, tuple[str, int]]:
+    """Kafka's ``controller.quorum.voters`` (``"1@localhost:9093,2@host:9094"``) as
+    ``{id: (host, port)}``."""
+    voters: dict[int, tuple[str, int]] = {}
+    for entry in (e.strip() for e in value.split(",")):
+        if not entry:
+            continue
+        try:
+            node, address = entry.split("@", 1)
+            host, port = address.rsplit(":", 1)
+            node_id, port_number = int(node), int(port)
+        except ValueError:
+            raise IllegalArgumentError(
+                f"controller.quorum.voters entry {entry!r} is not id@host:port (e.g. 1@localhost:9093)"
+            ) from None
+        if node_id in voters:
+            raise IllegalArgumentError(f"controller.quorum.voters names voter {node_id} twice")
+        voters[node_id] = (host.strip("[]"), port_number)
+    if not voters:
+        raise IllegalArgumentError("controller.quorum.voters is empty: a quorum needs at least one voter")
+    return voters
+
 UNATTACHED = "unattached"
 VOTED = "voted"
 PROSPECTIVE = "prospective"
@@ -166,6 +199,7 @@ class ReplicaState:
     last_fetch_ms: int = -1
     last_caught_up_ms: int = -1
     last_fetch_leader_leo: int = -1  # the leader's log end at its previous fetch
+    sent_high_watermark: int = -1  # the HW our last answer told it
 
     def as_tuple(self) -> tuple[int, int, int, int]:
         return (self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms)
@@ -350,10 +384,9 @@ class KafkaRaftClient:
                 self._send_fetch()
             else:
                 self.state = UNATTACHED
-                if self.voters == (me,):
-                    self._become_prospective()  # a quorum of one needs nobody's word
-                else:
-                    self._set_election_timer()
+                self._set_election_timer()
+            if self.voters == (me,) and self.state != LEADER:
+                self._become_prospective()  # a quorum of one needs nobody's word: lead at once
             logger.info("raft %s: started %s in epoch %d", me, self.state, self.epoch)
             self._schedule_delivery()
         finally:
@@ -911,15 +944,16 @@ class KafkaRaftClient:
                 self.log.log_start_offset, b"", diverging,
             ))
             return
-        high_watermark = self.high_watermark
-        self._update_replica(req.replica_id, req.fetch_offset)
         old = self._parked.pop(req.replica_id, None)
         if old is not None:
             self.host.cancel_timer(("raft", _PARKED, req.replica_id))
-        # Parked only if nothing is new for it: a HW this very fetch moved is news too (else
-        # the follower, whose fetch made the majority, would learn of it a long poll later).
-        if (req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0
-                and self.high_watermark == high_watermark):
+        replica = self._update_replica(req.replica_id, req.fetch_offset)
+        # Park only if there is nothing to tell: no records, and the fetcher already has our
+        # HW (else the fetcher whose fetch completed a commit would be the last to hear of it).
+        if (
+            req.fetch_offset >= self.log.log_end_offset and req.max_wait_ms > 0
+            and replica.sent_high_watermark == self.high_watermark
+        ):
             self._parked[req.replica_id] = (src, req)
             self.host.set_timer(("raft", _PARKED, req.replica_id), req.max_wait_ms)
         else:
@@ -937,7 +971,8 @@ class KafkaRaftClient:
             return (epoch, end)
         return None
 
-    def _update_replica(self, replica_id: int, fetch_offset: int) -> None:
+    def _update_replica(self, replica_id: int, fetch_offset: int) -> ReplicaState:
+        """Note a valid fetch (it may move the high watermark)."""
         now = self.host.now
         is_voter = replica_id in self.voters
         table = self._replicas if is_voter else self._observers
@@ -956,6 +991,7 @@ class KafkaRaftClient:
         if is_voter and self._maybe_advance_high_watermark():
             self._deliver()
             self._complete_parked()  # followers learn the new HW without waiting out a long poll
+        return replica
 
     def _complete_parked(self) -> None:
         parked, self._parked = self._parked, {}
@@ -964,6 +1000,9 @@ class KafkaRaftClient:
             self._answer_fetch(src, req)
 
     def _answer_fetch(self, src: Any, req: RaftFetchRequest) -> None:
+        replica = self._replicas.get(req.replica_id) or self._observers.get(req.replica_id)
+        if replica is not None:
+            replica.sent_high_watermark = self.high_watermark
         records = b""
         if req.fetch_offset < self.log.log_end_offset:
             records = bytes(self.log.read(req.fetch_offset, self.fetch_max_bytes))
@@ -1059,5 +1098,5 @@ class KafkaRaftClient:
 __all__ = [
     "CANDIDATE", "DEFAULT_CONFIG", "FOLLOWER", "LEADER", "LEADER_CHANGE_KEY", "OBSERVER", "PROSPECTIVE",
     "RESIGNED", "STATES", "UNATTACHED", "VOTED", "CommittedRecord", "KafkaRaftClient", "NotLeaderError",
-    "RaftListener", "ReplicaState",
+    "RaftListener", "ReplicaState", "parse_quorum_voters",
 ]

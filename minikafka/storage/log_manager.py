@@ -22,6 +22,7 @@ from minikafka.storage.log import Log, LogConfig, wall_clock_ms
 from minikafka.topic import TopicPartition
 
 logger = logging.getLogger("minikafka.storage.cleaner")
+METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: kept by the Raft client, never a partition
 
 
 class LogManager:
@@ -60,13 +61,16 @@ class LogManager:
             shutil.rmtree(doomed, ignore_errors=True)
 
     def partitions_on_disk(self) -> list[TopicPartition]:
-        """Every partition directory in the log dir, open or not."""
+        """Every partition directory in the log dir, open or not (the broker's copy of the
+        metadata log, ``__cluster_metadata-0``, is the Raft client's, not a partition)."""
         out = []
         for path in sorted(p for p in self.log_dir.iterdir() if p.is_dir()):
             try:
-                out.append(TopicPartition.from_dir_name(path.name))
+                tp = TopicPartition.from_dir_name(path.name)
             except ValueError:
                 continue
+            if tp.topic != METADATA_TOPIC:
+                out.append(tp)
         return out
 
     def load_existing(self, configs: Mapping[str, LogConfig] | None = None) -> list[TopicPartition]:
@@ -77,6 +81,8 @@ class LogManager:
                 tp = TopicPartition.from_dir_name(path.name)
             except ValueError:
                 continue  # not a partition directory
+            if tp.topic == METADATA_TOPIC:
+                continue
             self.get_or_create_log(tp.topic, tp.partition, (configs or {}).get(tp.topic))
             opened.append(tp)
         return opened

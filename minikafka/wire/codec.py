@@ -933,6 +933,11 @@ _INTERNAL_CLASSES = {key: cls for cls, key in INTERNAL_API_KEYS.items()}
 _INT64 = (-(1 << 63), (1 << 63) - 1)
 
 
+def is_private(message: Any) -> bool:
+    """Does ``message`` travel as one of our private frames?"""
+    return type(message) in INTERNAL_API_KEYS
+
+
 def is_internal(frame: bytes) -> bool:
     """Is this frame (after the length prefix) one of our private ones?"""
     return len(frame) >= 2 and struct.unpack_from(">h", frame, 0)[0] >= INTERNAL_KEY_BASE

@@ -295,6 +295,7 @@ class LocalCluster:
         self.config = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
+        self.dir.mkdir(parents=True, exist_ok=True)  # a new --dir is made, as Kafka makes log.dirs
         self.broker_ids = list(range(1, brokers + 1))
         self.controller_ids = list(controller_ids(controllers))
         if base_port is None:

@@ -33,10 +33,10 @@ asyncio event loop, and does for it what the world does in a simulation:
   the node's other effects (answers to other clients, timers) from being applied.
 - **Peers.** One outgoing connection per peer node, opened on first use. If it cannot be
   opened or breaks, the node is told ``Disconnected(peer)``, as in the simulation, and the
-  next send opens it again. A node whose address this one does not know (a broker that has
-  not registered yet, fetching the metadata log from a controller) is answered over the
-  connection its private frames came in on, and private frames arriving on an outgoing
-  connection are delivered like any other. Answers from peers are not held to ``socket.request.max.bytes``
+  next send opens it again. A node that has sent us private frames is answered over the
+  connection they came in on (a broker fetching the metadata log from a controller may
+  not have registered its address yet, or may have restarted on another port), and
+  private frames arriving on an outgoing connection are delivered like any other. Answers from peers are not held to ``socket.request.max.bytes``
   (a follower's Fetch answer may be up to its ``max_bytes``, 50 MB; Kafka's clients read
   responses of any size): peers are other nodes of this cluster.
 
@@ -197,13 +197,16 @@ class NodeRuntime:
 
     def _route(self, dst: NodeId, message: Any) -> None:
         conn = self._connections.get(dst) if isinstance(dst, str) else None
+        inbound = self._inbound.get(dst)
         if conn is not None:
             self._answer(conn, message)
+        elif inbound is not None and not inbound.closed and codec.is_private(message):
+            # The peer's own connection, the one it is reading: surer than an address
+            # learned earlier (a restarted process may listen elsewhere now).
+            frame, _ = codec.encode_outgoing(message, sender=self.node.node_id)
+            inbound.writer.write(frame)
         elif dst in self.addresses or dst in self._peers or self._lookup(dst) is not None:
             self._send_to_peer(dst, message)
-        elif dst in self._inbound and not self._inbound[dst].closed:
-            frame, _ = codec.encode_outgoing(message, sender=self.node.node_id)
-            self._inbound[dst].writer.write(frame)
         elif isinstance(dst, str) and dst.startswith("/"):
             pass  # the client hung up before its answer was ready
         else:
@@ -248,7 +251,7 @@ class NodeRuntime:
     def _on_frame(self, conn: _Connection, frame: bytes) -> None:
         if codec.is_internal(frame):
             src, message = codec.decode_internal(frame)
-            if src is not None and not isinstance(src, str) and self._lookup(src) is None:
+            if src is not None and not isinstance(src, str):
                 self._inbound[src] = conn
             self._deliver(src, message)
             return
