@@ -40,6 +40,13 @@ real poll loop. What each consumer got is counted (``consumed``, by consumer nod
 poll blocks only when the consumer commits before a rebalance (auto commit): that can run
 the world past the slice, as a blocked send can; time never goes back.
 
+With a controller quorum (``Cluster(controllers=3)``), a row of controller buttons kills
+and restarts each voter (``cluster.kill``/``restart`` of a controller id; the active one is
+marked); the event log notes each change of active controller (its node id and Raft epoch),
+and a time with none. The last live controller cannot be killed from the dashboard: every
+picture is read from a controller's copy of the metadata (the data plane would go on
+without one, but there would be nothing to draw it from).
+
 The consumers section has a row per consumer with a kill/restart button
 (``cluster.kill_consumer``/``restart_consumer``: a killed consumer keeps its partitions
 until ``session_timeout_ms`` passes), an "add consumer" button (``add_consumer()``: a new
@@ -299,6 +306,7 @@ class Dashboard(_RunToggle):
         self.errors: Counter[str] = Counter()
         self.losses = LossTracker()
         self._elections_seen = len(cluster.controller.elections)
+        self._active_seen = self._active_controller()
         self._live_seen = tuple(cluster.controller.live_brokers)
         self._isr_seen = {s.partition: tuple(s.isr) for s in cluster.partitions_of(topic)}
         self._thread: threading.Thread | None = None
@@ -341,6 +349,14 @@ class Dashboard(_RunToggle):
             button = w.Button(layout=w.Layout(width="150px"))
             button.on_click(lambda _, b=b: self.toggle_broker(b))
             self.broker_buttons[b] = button
+        # Controller buttons, only for a quorum: with one controller the lesson of notebook 03
+        # (a controller that never fails) stays as it was.
+        self.controller_buttons: dict[int, w.Button] = {}
+        if len(c.controller_ids) > 1:
+            for n in c.controller_ids:
+                button = w.Button(layout=w.Layout(width="230px"))
+                button.on_click(lambda _, n=n: self.toggle_controller(n))
+                self.controller_buttons[n] = button
         self.power_loss = w.Checkbox(value=False, description="power loss (lose unflushed bytes)",
                                      indent=False, layout=w.Layout(width="260px"))
 
@@ -395,6 +411,7 @@ class Dashboard(_RunToggle):
         children = [
             self.title,
             row(*self.broker_buttons.values(), self.power_loss),
+            *([row(*self.controller_buttons.values())] if self.controller_buttons else []),
             row(self.isolate_broker, self.isolate_from, self.cut_button, self.heal_button),
             row(self.produce_toggle, self.rate, self.acks),
             row(self.run_toggle, self.speed, self.step_button),
@@ -428,6 +445,31 @@ class Dashboard(_RunToggle):
                 self._note(f"you restarted broker {broker_id}")
         self.refresh()
 
+    def toggle_controller(self, node_id: int) -> None:
+        """Kill a live controller (a voter of the metadata quorum), restart a dead one. The
+        last live controller is not killed (the dashboard reads the metadata from it)."""
+        with self.lock:
+            c = self.cluster
+            if node_id not in c.controller_ids:
+                raise IllegalArgumentError(f"no controller {node_id}; controllers are {c.controller_ids}")
+            if c.world.alive(node_id):
+                if not any(c.world.alive(n) for n in c.controller_ids if n != node_id):
+                    self._note(f"controller {node_id} is the last one alive: the dashboard reads the "
+                               "metadata from it, so it stays (restart another one first)")
+                else:
+                    was_active = self._active_controller() == node_id
+                    c.kill(node_id)
+                    self._note(f"you killed controller {node_id}" + (" (the active controller)" if was_active else ""))
+            else:
+                c.restart(node_id)
+                self._note(f"you restarted controller {node_id}")
+        self.refresh()
+
+    def _active_controller(self) -> int | None:
+        """The active controller's node id, or None while the quorum has none."""
+        active = self.cluster._active_controller()
+        return None if active is None else active.node_id
+
     def isolate(self, broker_id: int, from_: str = "cluster") -> None:
         """Cut ``broker_id`` off: from the ``"cluster"`` (other brokers and the controller;
         clients still reach it, so it can go on taking writes as a stale leader),
@@ -435,9 +477,10 @@ class Dashboard(_RunToggle):
         with self.lock:
             c = self.cluster
             others = [b for b in c.broker_ids if b != broker_id]
-            clients = sorted((n for n in c.world.factories if n != CONTROLLER_ID and n not in c.broker_ids), key=str)
-            side = {"cluster": others + [CONTROLLER_ID], "everyone": others + [CONTROLLER_ID] + clients,
-                    "brokers": others, "controller": [CONTROLLER_ID]}[from_]
+            controllers = list(getattr(c, "controller_ids", [CONTROLLER_ID]))  # the whole quorum
+            clients = sorted((n for n in c.world.factories if n not in controllers and n not in c.broker_ids), key=str)
+            side = {"cluster": others + controllers, "everyone": others + controllers + clients,
+                    "brokers": others, "controller": controllers}[from_]
             c.partition([broker_id], side)
             self._note(f"you cut broker {broker_id} off {_ISOLATE_TEXT[from_]}")
         self.refresh()
@@ -593,6 +636,8 @@ class Dashboard(_RunToggle):
             self.losses.update(self.cluster)
             view = viz.snapshot(self.cluster, self.topic, group=self.group)
             alive = {b: self.cluster.alive(b) for b in self.cluster.broker_ids}
+            alive.update({n: self.cluster.world.alive(n) for n in self.controller_buttons})
+            active = self._active_controller()
             if view.group is not None:
                 self._watch_group(view.group)
                 if sample:
@@ -601,7 +646,7 @@ class Dashboard(_RunToggle):
             samples = self.lag_samples[-_CHART_SAMPLES:]
             self._seq += 1
             seq = self._seq
-        self._show(seq, view, alive, dict(self.counters), samples)
+        self._show(seq, view, alive, dict(self.counters), samples, active)
 
     def _count(self, view: viz.ClusterView) -> dict[str, Any]:
         return {
@@ -616,6 +661,8 @@ class Dashboard(_RunToggle):
             "isr_sizes": {p.partition: len(p.isr) for p in view.partitions},
             "leaders": {p.partition: p.leader for p in view.partitions},
             "elections": len(self.cluster.controller.elections),
+            **({"active_controller": self._active_seen,
+                "controller_epoch": self.cluster.controller.raft.epoch} if self.controller_buttons else {}),
             "errors": dict(sorted(self.errors.items())),
             **(self._count_group(view.group) if view.group is not None else {}),
         }
@@ -644,6 +691,15 @@ class Dashboard(_RunToggle):
     def _watch(self) -> None:
         """Turn what the controller did since the last look into lines of the event log."""
         ctl = self.cluster.controller
+        if self.controller_buttons:
+            active = self._active_controller()
+            if active != self._active_seen:
+                if active is None:
+                    self._note("controller quorum: no active controller (an election, or no majority)")
+                else:
+                    self._note(f"controller quorum: {active} is the active controller "
+                               f"(epoch {self.cluster.controller_node(active).raft.epoch})")
+                self._active_seen = active
         live = tuple(ctl.live_brokers)
         for b in sorted(set(self._live_seen) - set(live)):
             self._note(f"controller: broker {b} is dead (no heartbeat for broker.session.timeout.ms)")
@@ -656,7 +712,8 @@ class Dashboard(_RunToggle):
                 how = "UNCLEAN election" if unclean else "election"
                 new_text = "nobody: partition offline" if new < 0 else f"broker {new}"
                 self._note(f"{how} {topic}-{p}: leader {old} -> {new_text}")
-        self._elections_seen = len(ctl.elections)
+        # max: a controller that is not active may be a little behind; never note an election twice
+        self._elections_seen = max(self._elections_seen, len(ctl.elections))
         for s in self.cluster.partitions_of(self.topic):
             old = self._isr_seen.get(s.partition)
             if old is not None and sorted(old) != sorted(s.isr):
@@ -695,7 +752,7 @@ class Dashboard(_RunToggle):
         _log_line(self.log, f"t={self.cluster.now / 1000:9.3f}s  {text}")
 
     def _show(self, seq: int, view: viz.ClusterView, alive: dict[int, bool], counters: dict,
-              samples: list[dict] = ()) -> None:
+              samples: list[dict] = (), active: int | None = None) -> None:
         with self._show_lock:
             if seq <= self._shown_seq:
                 return  # a newer picture is already on screen
@@ -705,6 +762,15 @@ class Dashboard(_RunToggle):
                 button.description = f"kill broker {b}" if alive[b] else f"restart broker {b}"
                 button.button_style = "danger" if alive[b] else "success"
                 button.icon = "skull" if alive[b] else "redo"
+            last = sum(alive[n] for n in self.controller_buttons) == 1
+            for n, button in self.controller_buttons.items():
+                role = " (active)" if n == active else ""
+                button.description = f"kill controller {n}{role}" if alive[n] else f"restart controller {n}"
+                button.button_style = "danger" if alive[n] else "success"
+                button.icon = "skull" if alive[n] else "redo"
+                button.disabled = alive[n] and last
+                button.tooltip = "the last live controller: the dashboard reads the metadata from it" \
+                    if button.disabled else ""
             self.counters_html.value = _counters_html(counters, self.running)
             self.partitions_html.value = _partitions_html(view)
             if view.group is not None:
@@ -871,6 +937,9 @@ def _counters_html(c: dict, running: bool) -> str:
         ("under-replicated partitions", c["under_replicated"]), ("offline partitions", c["offline"]),
         ("elections", c["elections"]),
     ]
+    if "active_controller" in c:
+        active = c["active_controller"]
+        rows.append(("active controller", "none" if active is None else f"{active} (epoch {c['controller_epoch']})"))
     rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["errors"].items()]
     if "consumed" in c:
         rows.append(("consumed", c["consumed"]))

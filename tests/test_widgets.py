@@ -344,3 +344,89 @@ def _walk_widgets(widget):
     from minikafka.widgets import _walk
 
     return _walk(widget)
+
+
+# --- a controller quorum: buttons for the controllers -------------------------------------------------
+
+
+@pytest.fixture
+def make_quorum_dashboard(tmp_path):
+    made = []
+
+    def make(**kwargs):
+        c = Cluster(3, controllers=3, seed=7, config=CONFIG, dir=tmp_path / f"quorum-{len(made)}")
+        c.create_topic("t", partitions=3, replication_factor=3)
+        d = Dashboard(c, "t", **kwargs)
+        made.append((c, d))
+        return c, d
+
+    yield make
+    for c, d in made:
+        d.close()
+        c.close()
+
+
+def test_kill_the_active_controller_a_new_one_is_named_restart_it(make_quorum_dashboard):
+    c, d = make_quorum_dashboard(rate_per_s=50)
+    assert sorted(d.controller_buttons) == c.controller_ids
+    ticks(d, 2)
+    first = c.controller.node_id
+    epoch = c.controller.raft.epoch
+    button = d.controller_buttons[first]
+    assert button.description == f"kill controller {first} (active)"
+    assert d.counters["active_controller"] == first
+    assert f"active controller: {first}" in d.diagram_source
+
+    button.click()
+    assert not c.world.alive(first)
+    assert button.description == f"restart controller {first}"
+    assert f"you killed controller {first} (the active controller)" in log_text(d)
+    assert f'"voter/{first}" [label="{first}\ndead"' in d.diagram_source
+
+    ticks(d, 10)  # 5 s: past controller.quorum.fetch.timeout.ms, an election
+    new = c.controller.node_id
+    assert new != first and c.controller.raft.epoch > epoch
+    assert d.counters["active_controller"] == new
+    assert f"controller quorum: {new} is the active controller (epoch {c.controller.raft.epoch})" in log_text(d)
+    assert f"active controller: {new}" in d.diagram_source
+    assert d.controller_buttons[new].description == f"kill controller {new} (active)"
+    # The brokers never noticed: no partition changed leader, the producer went on.
+    assert d.counters["elections"] == 0 and d.counters["failed"] == 0
+    acked = d.counters["acknowledged"]
+    ticks(d, 2)
+    assert d.counters["acknowledged"] > acked
+
+    button.click()
+    assert c.world.alive(first) and button.description == f"kill controller {first}"
+    assert f"you restarted controller {first}" in log_text(d)
+    ticks(d, 4)
+    assert f'"voter/{first}" [label="{first} follower' in d.diagram_source
+
+
+def test_the_last_live_controller_stays(make_quorum_dashboard):
+    c, d = make_quorum_dashboard(producing=False)
+    a, b, last = c.controller_ids
+    d.controller_buttons[a].click()
+    d.controller_buttons[b].click()
+    assert d.controller_buttons[last].disabled
+    d.toggle_controller(last)  # from code: refused with a note, nothing killed
+    assert c.world.alive(last) and "is the last one alive" in log_text(d)
+    ticks(d, 8)  # 4 s, past check-quorum (1.5 x fetch.timeout.ms): no majority, no active controller
+    assert d.counters["active_controller"] is None
+    assert "no active controller" in d.diagram_source
+    d.controller_buttons[a].click()
+    assert not d.controller_buttons[last].disabled
+    ticks(d, 10)
+    assert d.counters["active_controller"] in c.controller_ids
+
+
+def test_one_controller_no_controller_buttons(make_dashboard):
+    c, d = make_dashboard()
+    assert d.controller_buttons == {} and "active_controller" not in d.counters
+
+
+def test_isolate_a_broker_from_the_whole_quorum(make_quorum_dashboard):
+    c, d = make_quorum_dashboard(producing=False)
+    d.isolate(2, "controller")
+    assert {frozenset((2, n)) for n in c.controller_ids} <= set(c.world.network.cut)
+    d.heal()
