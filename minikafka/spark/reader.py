@@ -43,7 +43,7 @@ from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, T
 from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
 
 ROWS_PER_ARROW_BATCH = 10_000
-ROWS_PER_TASK = 50_000  # about half a second of reading for one task: its start-up cost is small beside it
+ROWS_PER_TASK = 500_000  # about half a second of reading for one task (~1M rows/s): its start-up cost (~0.2 s) is small beside it
 
 Offsets = dict[TopicPartition, int]
 
