@@ -153,10 +153,11 @@ def _arrow_schema(include_headers: bool):
 
 
 # Consumers kept by each Python worker between tasks, as Spark's Kafka connector pools its
-# consumers: a new one costs a bootstrap (ApiVersions, Metadata) and kafka-python's idle
-# back-off sleeps before its first fetch, which at one task per partition per micro-batch
-# would be most of a small batch's time. A worker runs one task at a time; a consumer is
-# taken out of the pool while a task uses it and put back only if the task ended cleanly.
+# consumers: a new one costs a bootstrap (ApiVersions, Metadata, connections to the leaders),
+# which at one task per partition per micro-batch would be most of a small batch's time. A
+# task uses only its connections and metadata (``data_consumer`` sends the Fetch requests);
+# a worker runs one task at a time; a consumer is taken out of the pool while a task uses it
+# and put back only if the task ended cleanly.
 _POOL: dict[tuple, list] = {}
 
 
@@ -165,10 +166,9 @@ def _take_consumer(options: KafkaSourceOptions):
     free = _POOL.setdefault(key, [])
     if free:
         return key, free.pop()
-    overrides = {"auto_offset_reset": "none", "max_poll_records": ROWS_PER_ARROW_BATCH,
-                 "max_partition_fetch_bytes": max(8 << 20, options.consumer_config.get("max_partition_fetch_bytes", 0))}
+    overrides = {"auto_offset_reset": "none"}
     if "retry_backoff_ms" not in options.consumer_config:
-        overrides["retry_backoff_ms"] = 20  # kafka-python sleeps this long whenever it has nothing to fetch yet
+        overrides["retry_backoff_ms"] = 20  # the pause before retrying a fetch after a leader change
     return key, connect_consumer(options, **overrides)
 
 
