@@ -1,7 +1,7 @@
 # minikafka: one command to install and test, one to install and teach.
 #   make test   creates .venv, installs everything, runs every test (what CI runs)
 #   make lab    the same install, then JupyterLab on notebooks/
-#   make bench  the benchmarks; figures go to benchmarks/RESULTS.md
+#   make bench  the benchmarks (and the optional `bench` extra: Tansu, a peer broker); figures go to benchmarks/RESULTS.md
 
 PYTHON ?= python3.11
 VENV   := .venv
@@ -32,6 +32,7 @@ lab: $(STAMP)
 	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 bench: $(STAMP)
+	@$(PY) -m pip install --quiet -e '.[bench]' || echo "the optional bench extra (Tansu, a peer broker) did not install: the peer benchmark will say it did not run"
 	$(PY) -m benchmarks
 
 exercises: $(STAMP)

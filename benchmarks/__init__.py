@@ -8,7 +8,9 @@
 Benchmarks: ``append`` (Log.append against raw os.write), ``read`` (Log.read against raw
 os.read), ``recovery`` (opening a 1 GB log with a torn tail, and with no recovery point),
 ``simulation`` (fault campaigns), ``consumer`` (group rebalances and drains, simulated),
-``wire`` (kafka-python and confluent-kafka against a multi-process cluster), ``spark`` (the
+``wire`` (kafka-python and confluent-kafka against a multi-process cluster), ``peer`` (the
+same confluent-kafka workloads and a raw Fetch ceiling against minikafka and Tansu, a peer
+broker from the optional ``bench`` extra: `pip install -e '.[bench]'`), ``spark`` (the
 "minikafka" Spark source against Spark's JSON-lines file source, and end-to-end latency),
 ``notebooks`` (executing notebooks/*.ipynb; skipped by --quick unless named).
 
