@@ -89,7 +89,7 @@ def verdict(run, options: dict, expected: list, patterns: OrderedDict) -> tuple[
     """(passed, message) for one check cell, by nbval's rules, against the `expected` outputs."""
     if options["skip"]:
         return True, "skipped (NBVAL_SKIP)"
-    if run.status in ("timeout", "not run"):
+    if run.status in ("timeout", "died", "not run"):
         return False, run.reason
     expected = coalesce_streams([nbformat.from_dict(copy.deepcopy(o)) for o in expected])
     if run.status == "error" and not options["check_exception"]:

@@ -174,7 +174,8 @@ def build_program(reference, submission) -> tuple[list[tuple[str, dict | None]],
     ref_ids = {cell.get("id") for cell in reference["cells"]}
     theirs = [c for c in _code(submission) if EXERCISE_TAG in cell_tags(c)]
     by_id = {cell["id"]: cell for cell in _code(submission) if "id" in cell}
-    if by_id and not (set(by_id) & ref_ids):
+    ref_exercise_ids = {c.get("id") for c in _code(reference) if EXERCISE_TAG in cell_tags(c)}
+    if by_id and not (set(by_id) & ref_exercise_ids):
         raise NotGradable("none of its cells belong to this exercise notebook: is it the right "
                           "notebook (or was it rebuilt from scratch)?")
     # Cells the student added, placed after the nearest cell before them that the reference has.
@@ -260,23 +261,30 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
 
-    # The grader's own cells at the end: provenance per exercise, then the canary.
-    extra: list[tuple[str, list, Exercise | None]] = []
+    # The grader's own cells: after each exercise's last check, its provenance check; at the
+    # end, the canary. (Run early, a provenance check cannot be dodged by killing the kernel later.)
+    provenance: dict[int, tuple[str, list, Exercise]] = {}
     for exercise, checks in planned:
-        names = [n for cell in _exercise_cells_of(reference, exercise, planned)
+        names = [n for cell in _exercise_cells_of(reference, exercise)
                  for n in defined_names(source_text(cell))]
-        if names and not from_metadata:
+        if names and checks:
             code, want = _provenance_cell(names)
-            extra.append((code, want, exercise))
+            provenance[id(checks[-1])] = (code, want, exercise)
     rng = random.SystemRandom()
     a, b = rng.randrange(10**9, 10**10), rng.randrange(10**9, 10**10)
-    extra.append((f"print({a} * {b})", [{"output_type": "stream", "name": "stdout", "text": f"{a * b}\n"}], None))
+    steps: list[tuple[str, dict | None, tuple | None]] = []   # (source, reference cell, grader's check)
+    for source, cell in program:
+        steps.append((source, cell, None))
+        if cell is not None and id(cell) in provenance:
+            code, want, exercise = provenance[id(cell)]
+            steps.append((code, None, (want, exercise)))
+    steps.append((f"print({a} * {b})", None,
+                  ([{"output_type": "stream", "name": "stdout", "text": f"{a * b}\n"}], None)))
 
-    sources = [source for source, _ in program] + [code for code, _, _ in extra]
     with Sandbox(settings.slot, limits, settings.hide) as box:
-        runs = run_cells(box, sources, cell_timeout=cell_timeout, budget=budget)
+        runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
     patterns = load_sanitize(settings.sanitize)
-    by_cell = {id(cell): run for (_, cell), run in zip(program, runs) if cell is not None}
+    by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
     for exercise, cells in planned:
         visible = hidden = 0
         for cell in cells:
@@ -289,9 +297,12 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
             passed, message = verdict(run, cell_options(cell), expected_outputs(cell, from_metadata) or [],
                                       patterns)
             exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message))
-    for (code, want, exercise), run in zip(extra, runs[len(program):]):
-        options = {"check": True, "skip": False, "check_exception": False}
-        passed, message = verdict(run, options, want, patterns)
+    grader_options = {"check": True, "skip": False, "check_exception": False}
+    for (_, _, own), run in zip(steps, runs):
+        if own is None:
+            continue
+        want, exercise = own
+        passed, message = verdict(run, grader_options, want, patterns)
         if exercise is not None:
             exercise.checks.append(Check("your own code", None, True, passed,
                                          "defined in the notebook" if passed else
@@ -309,7 +320,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     return result
 
 
-def _exercise_cells_of(reference, exercise: Exercise, planned) -> list[dict]:
+def _exercise_cells_of(reference, exercise: Exercise) -> list[dict]:
     """The `exercise` cells under the heading of `exercise`."""
     cells, inside = [], False
     for cell in reference["cells"]:

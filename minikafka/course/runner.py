@@ -27,7 +27,7 @@ INTERRUPT_GRACE = 5.0  # seconds an interrupted cell gets to stop before the ker
 
 @dataclass
 class CellRun:
-    status: str = "not run"          # ok | error | timeout | not run
+    status: str = "not run"          # ok | error | timeout | died | not run
     outputs: list = field(default_factory=list)
     reason: str = ""
     seconds: float = 0.0
@@ -106,7 +106,7 @@ def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) ->
                 if not _collect(box, msg_id, time.monotonic() + INTERRUPT_GRACE, CellRun()):
                     stopped = "not run: the kernel did not stop after a timeout"
         except _KernelDied:
-            run.status = "error"
+            run.status = "died"
             run.reason = "the kernel died while running this cell (os._exit, a crash or a resource limit)"
             stopped = "not run: the kernel had died"
         run.outputs[:] = coalesce_streams(run.outputs)
