@@ -114,7 +114,10 @@ def run_grade(args) -> int:
         if not path.exists():
             print(f"error: {label} {path} does not exist", file=sys.stderr)
             return 2
-    settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget)
+    # The project's own solutions/ stay hidden from the sandbox too, whatever --reference says.
+    hide = tuple(p for p in (root / "solutions",) if p.is_dir())
+    settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget,
+                        hide=hide)
     jobs = args.jobs or default_jobs()
     print(isolation(), file=sys.stderr)
     results = grade_all(args.path, reference, settings, jobs=jobs, assignment=args.assignment,

@@ -75,6 +75,7 @@ for name, attempt in [
     ("list the other students", lambda: os.listdir(CLASS)),
     ("write next to the submissions", lambda: open(os.path.join(CLASS, "pwned.txt"), "w").write("x")),
     ("write into the repository", lambda: open(os.path.join(REPO, "pwned-by-liam.txt"), "w").write("x")),
+    ("leave a file in /tmp", lambda: open("/tmp/pwned-by-liam-7d1f.txt", "w").write("x")),
     ("reach the network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=2)),
 ]:
     try:
@@ -133,6 +134,8 @@ def submissions(folder: Path) -> dict[str, Path]:
         "pete": put("pete", exercise("def lookup(index, target):\n    return last_at_most(index, target)",
                                      GOOD_START, [("exercise-lookup", "pete-helper", "def last_at_most(index, target):\n"
                                                   "    return max((e for e in index if e[0] <= target), default=None)")])),
+        "rose": put("rose", exercise("def lookup(index, target):\n    hog = bytearray(6 * 1024 ** 3)\n"
+                                     "    return None", GOOD_START)),
         "quinn": put("quinn", exercise("def lookup(index, target):\n    import signal\n"
                                        "    signal.signal(signal.SIGINT, signal.SIG_IGN)  # no interrupting me\n"
                                        "    while True:\n        pass", None)),
@@ -200,6 +203,7 @@ def test_loops_and_kernel_deaths_are_bounded_and_named(graded):
         assert "timed out in: Exercise 1: where does a read start?" in result.notes
     assert "timed out after 5 s" in by["judy"].exercises[0].checks[0].message
     assert "did not stop after a timeout" in by["quinn"].exercises[0].checks[1].message
+    assert by["rose"].exercises[0].checks[0].message == "raised MemoryError: "  # the 4 GiB limit
     kyle = by["kyle"]
     assert points(kyle) == (2, 3)
     assert "the kernel died" in kyle.exercises[1].checks[0].message
@@ -222,6 +226,7 @@ def test_the_sandbox_holds(graded):
     folder, by = graded
     assert points(by["liam"]) == (3, 3)
     assert not (folder / "pwned.txt").exists() and not (ROOT / "pwned-by-liam.txt").exists()
+    assert not Path("/tmp/pwned-by-liam-7d1f.txt").exists()  # its /tmp was private
     leftovers = []
     for pid in filter(str.isdigit, os.listdir("/proc")):
         try:

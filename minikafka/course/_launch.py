@@ -7,7 +7,8 @@ This process, still with the grader's privileges, builds the cage and then execs
 2. new namespaces where the OS allows them: PID (the kernel is process 1 of its namespace, so when
    it dies the OS kills everything the submission started, daemons and `setsid` included), mount
    (the reference solutions and the other submissions are covered by empty read-only tmpfs mounts,
-   and /proc is remounted to show only the sandbox's processes) and network (only a loopback
+   /tmp, /var/tmp and /dev/shm by fresh private ones, and /proc is remounted to show only the
+   sandbox's processes) and network (only a loopback
    interface: notebooks can still talk to brokers they start themselves, nothing outside).
    Without root it asks for a user namespace to get the same; if that is refused too it goes on
    with what it got and says so on stderr (the grader reports the isolation level);
@@ -80,6 +81,13 @@ def _isolate(config) -> list[str]:
                        "size=4k,mode=000")
     except OSError as exc:
         missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
+    try:  # a /tmp (and /var/tmp, /dev/shm) of its own: nothing written there outlives the sandbox
+        for path in config.get("private_tmp", []):
+            if os.path.isdir(path):
+                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+                       f"size={config['limits'].get('file_bytes') or 1 << 30},mode=1777")
+    except OSError as exc:
+        missing.append(f"no private {path} ({exc.strerror})")
     try:
         for number, path in enumerate(config.get("expose", [])):
             _expose(path, os.path.join(config["scratch"], f".expose{number}"))

@@ -37,6 +37,8 @@ from nbval.kernel import CURRENT_ENV_KERNEL_NAME, NbvalKernelspecManager
 
 LAUNCHER = Path(__file__).with_name("_launch.py")
 USER_PREFIX = "minikafka-grade"
+RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, see _start)
+PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 GiB = 1024 ** 3
 
 
@@ -147,7 +149,11 @@ class Sandbox:
         self.close()
 
     def _start(self) -> None:
-        self.scratch = Path(tempfile.mkdtemp(prefix="minikafka-sandbox-"))
+        # As root the scratch folder lives outside /tmp, which the sandbox gets a private copy of.
+        base = RUN_DIR if self.user else None
+        if base is not None:
+            base.mkdir(mode=0o711, exist_ok=True)
+        self.scratch = Path(tempfile.mkdtemp(prefix="minikafka-sandbox-", dir=base))
         if self.user:
             os.chown(self.scratch, *self.user)
         env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(self.scratch),
@@ -162,6 +168,7 @@ class Sandbox:
         config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                   "scratch": str(self.scratch), "env": env, "limits": limits,
                   "network": self.limits.network, "hide": [str(p) for p in self.hide],
+                  "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
                   # The interpreter may live where the sandbox user cannot go (pyenv under /root).
                   "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                     str(Path(sys.executable).resolve().parent)})}
