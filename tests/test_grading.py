@@ -134,6 +134,7 @@ def submissions(folder: Path) -> dict[str, Path]:
         "pete": put("pete", exercise("def lookup(index, target):\n    return last_at_most(index, target)",
                                      GOOD_START, [("exercise-lookup", "pete-helper", "def last_at_most(index, target):\n"
                                                   "    return max((e for e in index if e[0] <= target), default=None)")])),
+        "sam": put("sam", exercise(GOOD_LOOKUP, "while True:\n    pass")),
         "rose": put("rose", exercise("def lookup(index, target):\n    hog = bytearray(6 * 1024 ** 3)\n"
                                      "    return None", GOOD_START)),
         "quinn": put("quinn", exercise("def lookup(index, target):\n    import signal\n"
@@ -202,11 +203,14 @@ def test_loops_and_kernel_deaths_are_bounded_and_named(graded):
         assert result.status == "graded" and points(result) == (0, 3)
         assert "timed out in: Exercise 1: where does a read start?" in result.notes
     assert "timed out after 5 s" in by["judy"].exercises[0].checks[0].message
+    sam = by["sam"]  # `while True: pass` in the exercise cell itself
+    assert points(sam) == (2, 3) and "timed out in: Exercise 2: the first byte to read" in sam.notes
     assert "did not stop after a timeout" in by["quinn"].exercises[0].checks[1].message
     assert by["rose"].exercises[0].checks[0].message == "raised MemoryError: "  # the 4 GiB limit
     kyle = by["kyle"]
     assert points(kyle) == (2, 3)
     assert "the kernel died" in kyle.exercises[1].checks[0].message
+    assert "the kernel died in: Exercise 2: the first byte to read" in kyle.notes
 
 
 @pytest.mark.notebooks
@@ -300,3 +304,27 @@ def test_check_refuses_a_notebook_without_expectations(tmp_path, capsys):
     plain.write_text(json.dumps(nb))
     assert main(["check", str(plain)]) == 2
     assert "holds no expected outputs" in capsys.readouterr().err
+
+
+@pytest.mark.notebooks
+def test_the_library_in_place_of_the_exercise_earns_nothing():
+    """Issue 12's cheat on the real notebook 02: `murmur2 = minikafka.murmur2` (minikafka is the
+    setup cell's name for minikafka.partitioner), the other two exercises solved properly."""
+    solution = json.loads((ROOT / "solutions" / "02-topics-and-partitions.ipynb").read_text())
+    submission = json.loads((ROOT / "exercises" / "02-topics-and-partitions.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    for cell in submission["cells"]:
+        if cell["id"] in ("ex2", "ex3"):
+            cell["source"] = solved[cell["id"]]
+        elif cell["id"] == "ex1":
+            cell["source"] = "murmur2 = minikafka.murmur2"
+    folder = Path(pytest.importorskip("tempfile").mkdtemp(prefix="minikafka-02-"))
+    try:
+        path = folder / "02-topics-and-partitions.ipynb"
+        path.write_text(json.dumps(submission))
+        [result] = grade_all(path, ROOT / "solutions", Settings(sanitize=SANITIZE))
+    finally:
+        shutil.rmtree(folder)
+    assert points(result) == (7, 10), feedback(result)
+    first = result.exercises[0]
+    assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "your own code"]

@@ -260,9 +260,43 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     planned = plan(reference, from_metadata)
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
+    steps = _with_grader_cells(reference, planned, program)
+    with Sandbox(settings.slot, limits, settings.hide) as box:
+        runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
+    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
+    flagged = flagged or cheated
+    # Name the exercise where time ran out or the kernel died, whichever cell it was in.
+    where = _sections(reference)
+    for status, words in (("timeout", "timed out in"), ("died", "the kernel died in")):
+        names = [where[id(cell)] for (_, cell, _), run in zip(steps, runs)
+                 if run.status == status and cell is not None and where.get(id(cell))]
+        if names:
+            result.notes.append(f"{words}: " + ", ".join(dict.fromkeys(names)))
+    if flagged:
+        result.status, result.error = "flagged", flagged
+    return result
 
-    # The grader's own cells: after each exercise's last check, its provenance check; at the
-    # end, the canary. (Run early, a provenance check cannot be dodged by killing the kernel later.)
+
+def _sections(reference) -> dict[int, str]:
+    """{id(cell): name of the exercise whose heading it is under}, for the reference's code cells."""
+    where, current = {}, None
+    for cell in reference["cells"]:
+        if cell["cell_type"] == "markdown":
+            heading = exercise_heading(source_text(cell))
+            if heading or re.match(r"^#{1,3}\s", source_text(cell)):
+                current = heading[1] if heading else None
+        elif current:
+            where[id(cell)] = current
+    return where
+
+
+def _with_grader_cells(reference, planned, program) -> list[tuple[str, dict | None, tuple | None]]:
+    """The program plus the grader's own cells: [(source, reference cell, (expected, exercise))].
+
+    After each exercise's last check comes its provenance check (run early, it cannot be dodged
+    by killing the kernel later); at the very end the canary, a product of two random numbers
+    that a kernel running the code it is sent must print.
+    """
     provenance: dict[int, tuple[str, list, Exercise]] = {}
     for exercise, checks in planned:
         names = [n for cell in _exercise_cells_of(reference, exercise)
@@ -270,20 +304,21 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
         if names and checks:
             code, want = _provenance_cell(names)
             provenance[id(checks[-1])] = (code, want, exercise)
-    rng = random.SystemRandom()
-    a, b = rng.randrange(10**9, 10**10), rng.randrange(10**9, 10**10)
-    steps: list[tuple[str, dict | None, tuple | None]] = []   # (source, reference cell, grader's check)
+    steps: list[tuple[str, dict | None, tuple | None]] = []
     for source, cell in program:
         steps.append((source, cell, None))
         if cell is not None and id(cell) in provenance:
             code, want, exercise = provenance[id(cell)]
             steps.append((code, None, (want, exercise)))
+    rng = random.SystemRandom()
+    a, b = rng.randrange(10**9, 10**10), rng.randrange(10**9, 10**10)
     steps.append((f"print({a} * {b})", None,
                   ([{"output_type": "stream", "name": "stdout", "text": f"{a * b}\n"}], None)))
+    return steps
 
-    with Sandbox(settings.slot, limits, settings.hide) as box:
-        runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
-    patterns = load_sanitize(settings.sanitize)
+
+def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
+    """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
     for exercise, cells in planned:
         visible = hidden = 0
@@ -297,6 +332,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
             passed, message = verdict(run, cell_options(cell), expected_outputs(cell, from_metadata) or [],
                                       patterns)
             exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message))
+    flagged = None
     grader_options = {"check": True, "skip": False, "check_exception": False}
     for (_, _, own), run in zip(steps, runs):
         if own is None:
@@ -309,15 +345,9 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
                                          "its functions must be defined in the notebook, not taken "
                                          "from the minikafka package" if run.status == "ok" else message))
         elif not passed and run.status == "ok":
-            flagged = flagged or ("the kernel did not run the grader's code as sent (an input "
-                                  "transformer or a patched kernel?)")
-    timed_out = [e.name for e, cells in planned for c in cells
-                 if by_cell.get(id(c)) is not None and by_cell[id(c)].status == "timeout"]
-    if timed_out:
-        result.notes.append("timed out in: " + ", ".join(dict.fromkeys(timed_out)))
-    if flagged:
-        result.status, result.error = "flagged", flagged
-    return result
+            flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
+                       "a patched kernel?)")
+    return flagged
 
 
 def _exercise_cells_of(reference, exercise: Exercise) -> list[dict]:
