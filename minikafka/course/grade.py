@@ -10,11 +10,11 @@ earns nothing where an exercise has a hidden check.
 
 `grade_notebook(reference, submission, ...)` builds the program to run: the reference's cells
 with the submission's `exercise` cell sources put in (matched by cell id, else by position among
-exercise cells), plus any code cells the student added (run where they were, never compared);
-then two cells of the grader's own at the end: a canary (a random product the kernel must print:
-a kernel that does not run the code it is sent, e.g. an input transformer replaying outputs, is
-flagged) and, per exercise, a provenance check (the functions and classes it defines must be
-defined in the notebook, not taken from the minikafka package). The program runs in a `Sandbox`
+exercise cells), plus any code cells the student added (run where they were, never compared),
+plus cells of the grader's own: after each exercise, a provenance check (the functions and
+classes its solution defines must be defined in the notebook, not taken from the minikafka
+package), and at the end a canary (a random product the kernel must print: a kernel that does
+not run the code it is sent, e.g. an input transformer replaying outputs, is flagged). The program runs in a `Sandbox`
 (sandbox.py) by `run_cells` (runner.py); outputs are judged by nbval's rules (compare.py), in this
 process, from the kernel's messages.
 
