@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 from minikafka.broker.broker import Broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.controller import QuorumController
+from minikafka.metadata.image import MetadataImage
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError, for_code
 from minikafka.messages import (
     CONTROLLER_ID,
@@ -93,6 +94,7 @@ class Cluster:
         self.broker_ids = list(range(1, brokers + 1))
         self.controller_ids = list(controller_ids(controllers))
         self.raft_history = raft_history  # a checker's RaftHistory, if the quorum is to be judged
+        self._last_image = MetadataImage()
         self._controller_incarnations = {c: 0 for c in self.controller_ids}
         self._incarnations = {b: 0 for b in self.broker_ids}
         self._client_counter = itertools.count(1)
@@ -171,11 +173,12 @@ class Cluster:
         none (an election, a majority down), the most advanced one any live node applied."""
         active = self._active_controller()
         if active is not None:
+            self._last_image = active.image
             return active.image
         nodes = [self.world.nodes[n] for n in self.controller_ids + self.broker_ids if self.world.alive(n)]
-        if not nodes:
-            raise IllegalArgumentError("every node of the cluster is dead")
-        return max(nodes, key=lambda n: (n.image.offset, -n.node_id)).image
+        if nodes:
+            self._last_image = max(nodes, key=lambda n: (n.image.offset, -n.node_id)).image
+        return self._last_image  # every node dead (or the cluster closed): what was known last
 
     def controller_node(self, node_id: int) -> QuorumController:
         if node_id not in self.controller_ids:
@@ -400,6 +403,8 @@ class Cluster:
     # --- cleanup --------------------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if any(self.world.alive(n) for n in self.broker_ids + self.controller_ids):
+            self._last_image = self.image  # what a closed cluster still says about itself
         for b in self.broker_ids + self.controller_ids:
             if self.world.alive(b):
                 self.world.nodes[b].close()
