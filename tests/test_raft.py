@@ -514,3 +514,52 @@ def test_controller_quorum_voters_parse_as_kafka_writes_them():
     for bad in ("", "1@localhost", "x@h:1", "1@h:1,1@h:2"):
         with pytest.raises(KafkaError):
             parse_quorum_voters(bad)
+
+
+def test_a_fetcher_whose_every_record_is_from_a_newer_epoch_than_the_leaders_cuts_its_whole_log(tmp_path):
+    """A leader of epoch 5 wrote two records only to itself and died; the leader of epoch 6
+    holds three records of epoch 2 there. A fetcher with only those epoch-5 records has no
+    epoch at or below the diverging one: all it has goes, then it copies the leader's log."""
+    from minikafka.raft import ElectionState, KafkaRaftClient, QuorumStateStore
+    from minikafka.records import RecordBatch
+    from minikafka.storage.log import Log
+
+    class Host:
+        def __init__(self):
+            self.now, self.sent = 0, []
+
+        def send(self, dst, message):
+            self.sent.append((dst, message))
+
+        def set_timer(self, key, delay_ms):
+            pass
+
+        def cancel_timer(self, key):
+            pass
+
+    def client(node, epochs, election):
+        d = tmp_path / f"n{node}"
+        log = Log(d / KafkaRaftClient.METADATA_DIR, clock=lambda: 0)
+        for e in epochs:
+            log.append(RecordBatch.build([(b"k", b"v")], timestamp=0, partition_leader_epoch=e), leader_epoch=e)
+        log.flush()
+        log.close()
+        QuorumStateStore(d / KafkaRaftClient.METADATA_DIR, (1,)).write(election)
+        host = Host()
+        c = KafkaRaftClient(host, node, (1,), d)
+        c.start()
+        return c, host
+
+    leader, lh = client(1, [2, 2, 2], ElectionState(5))  # a quorum of one: leads epoch 6 at once
+    fetcher, fh = client(2, [5, 5], ElectionState())  # an observer
+    lh.sent.clear()
+    nodes = {1: (leader, lh), 2: (fetcher, fh)}
+    for _ in range(20):
+        mail = [(src, dst, m) for src, (_, h) in nodes.items() for dst, m in h.sent]
+        for _, h in nodes.values():
+            h.sent.clear()
+        for src, dst, m in mail:
+            nodes[dst][0].handle(src, m)
+    assert leader.epoch == 6 and fetcher.log_end_offset == leader.log_end_offset == 4
+    assert [e for _, e, _, _ in __import__("minikafka.checker.raft", fromlist=["read_log"]).read_log(fetcher.log)] \
+        == [2, 2, 2, 6]

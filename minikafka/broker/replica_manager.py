@@ -437,7 +437,8 @@ class ReplicaManager:
             if part.diverging_epoch is not None:
                 epoch, end = part.diverging_epoch
                 my_epoch, my_end = p.log.leader_epoch_cache.end_offset_for(epoch, p.log_end_offset)
-                target = min(end, my_end) if my_epoch >= 0 else end
+                # No epoch of ours at or below the leader's: all we have diverges.
+                target = min(end, my_end) if my_epoch >= 0 else p.log.log_start_offset
                 p.truncate_to(max(target, 0))
             elif part.error == OFFSET_OUT_OF_RANGE and part.log_start_offset > p.log_end_offset:
                 p.log.truncate_fully_and_start_at(part.log_start_offset)

@@ -889,7 +889,9 @@ class KafkaRaftClient:
 
     def _truncate_to_diverging(self, epoch: int, end_offset: int) -> None:
         my_epoch, my_end = self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
-        target = max(min(end_offset, my_end) if my_epoch >= 0 else end_offset, 0)
+        # No epoch of ours at or below the leader's: every record we have was written in an
+        # epoch the leader's log does not hold there, so all of it goes.
+        target = max(min(end_offset, my_end) if my_epoch >= 0 else self.log.log_start_offset, 0)
         logger.info("raft %s: log diverges from the leader's at epoch %d: truncating to %d", self.node_id, epoch, target)
         self.log.truncate_to(target)
         if self.log.log_end_offset < max(self._next_delivery, self.high_watermark):
