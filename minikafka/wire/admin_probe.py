@@ -49,6 +49,13 @@ def _read(sock: socket.socket, n: int) -> bytes:
 def live_brokers(host: str, port: int) -> list[int] | None:
     """The broker ids a broker's Metadata answer lists (its live brokers), or None if it
     does not answer."""
+    listed = live_endpoints(host, port)
+    return None if listed is None else sorted(listed)
+
+
+def live_endpoints(host: str, port: int) -> dict[int, tuple[str, int]] | None:
+    """{broker id: (host, port)} as a broker's Metadata answer lists them, or None if it does
+    not answer."""
     from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
     try:
@@ -56,4 +63,4 @@ def live_brokers(host: str, port: int) -> list[int] | None:
                              MetadataResponse, 4, timeout_s=1.0)
     except OSError:
         return None
-    return sorted(b.node_id for b in response.brokers)
+    return {b.node_id: (b.host, b.port) for b in response.brokers}

@@ -371,14 +371,16 @@ class LocalCluster:
 
     def wait_until_ready(self, timeout_s: float | None = None) -> None:
         """Wait until every running broker is registered and unfenced: each one's Metadata
-        lists all the running brokers (so a topic with RF = N can be created at once)."""
-        from minikafka.wire.admin_probe import live_brokers
+        lists all the running brokers, at the addresses they listen on now (so a topic with
+        RF = N can be created at once, and no client is sent to where a broker of an earlier
+        run on the same ``dir`` listened)."""
+        from minikafka.wire.admin_probe import live_endpoints
 
         deadline = time.monotonic() + (self.startup_timeout_s if timeout_s is None else timeout_s)
-        want = sorted(b for b in self.broker_ids if self.alive(b))
-        seen: dict[int, list[int] | None] = {}
+        want = {b: (self.host, self.ports[b]) for b in self.broker_ids if self.alive(b)}
+        seen: dict[int, dict | None] = {}
         while time.monotonic() < deadline:
-            seen = {b: live_brokers(self.host, self.ports[b]) for b in want}
+            seen = {b: live_endpoints(self.host, self.ports[b]) for b in want}
             if all(v == want for v in seen.values()):
                 return
             time.sleep(0.05)
