@@ -1,7 +1,10 @@
 # minikafka: one command to install and test, one to install and teach.
 #   make test   creates .venv, installs everything, runs every test (what CI runs)
-#   make lab    the same install, then JupyterLab on notebooks/
-#   make bench  the benchmarks; figures go to benchmarks/RESULTS.md
+#   make lab    the same install, then JupyterLab on the repository (the lectures, notebooks/, first)
+#   make check NB=exercises/01-the-log.ipynb   a student's check (what the grader will say)
+#   make grade NB=submissions/ [CSV=grades.csv]  the grader (instructors)
+#   make release OUT=../minikafka-students     what students get: no solutions, no hidden checks
+#   make bench  the benchmarks (and the optional `bench` extra: Tansu, a peer broker); figures go to benchmarks/RESULTS.md
 
 PYTHON ?= python3.11
 VENV   := .venv
@@ -9,7 +12,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
 
-.PHONY: install test test-fast lab bench exercises grade clean
+.PHONY: install test test-fast lab bench exercises check grade release clean
 
 install: $(STAMP)
 
@@ -28,18 +31,31 @@ test: $(STAMP)
 test-fast: $(STAMP)
 	$(PY) -m pytest -m "not notebooks"
 
+# Rooted at the repository so exercises/ is reachable too; the file browser opens on notebooks/.
+# .venv/bin goes first on PATH so `minikafka check ...` works in JupyterLab's terminal and in `!` cells.
 lab: $(STAMP)
-	$(VENV)/bin/jupyter lab --notebook-dir=notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
+	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
+		--LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
 bench: $(STAMP)
+	@$(PY) -m pip install --quiet -e '.[bench]' || echo "the optional bench extra (Tansu, a peer broker) did not install: the peer benchmark will say it did not run"
 	$(PY) -m benchmarks
 
 exercises: $(STAMP)
 	$(VENV)/bin/minikafka exercises
 
+check: $(STAMP)
+	@test -n "$(NB)" || { echo "usage: make check NB=exercises/NN-name.ipynb"; exit 2; }
+	$(VENV)/bin/minikafka check $(NB)
+
 grade: $(STAMP)
-	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submission.ipynb (or a folder of them)"; exit 2; }
-	$(VENV)/bin/minikafka grade $(NB)
+	@test -n "$(NB)" || { echo "usage: make grade NB=path/to/submissions/ [CSV=grades.csv] [ASSIGNMENT=NN-name]"; exit 2; }
+	$(VENV)/bin/minikafka grade $(NB) $(if $(CSV),--csv $(CSV) --feedback $(basename $(CSV))-feedback,) \
+		$(if $(ASSIGNMENT),--assignment $(ASSIGNMENT),)
+
+release: $(STAMP)
+	@test -n "$(OUT)" || { echo "usage: make release OUT=../minikafka-students"; exit 2; }
+	$(VENV)/bin/minikafka release $(OUT)
 
 clean:
 	rm -rf $(VENV) .pytest_cache

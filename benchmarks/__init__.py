@@ -8,9 +8,12 @@
 Benchmarks: ``append`` (Log.append against raw os.write), ``read`` (Log.read against raw
 os.read), ``recovery`` (opening a 1 GB log with a torn tail, and with no recovery point),
 ``simulation`` (fault campaigns), ``consumer`` (group rebalances and drains, simulated),
-``wire`` (kafka-python and confluent-kafka against a multi-process cluster), ``spark`` (the
+``wire`` (kafka-python and confluent-kafka against a multi-process cluster), ``peer`` (the
+same confluent-kafka workloads and a raw Fetch ceiling against minikafka and Tansu, a peer
+broker from the optional ``bench`` extra: `pip install -e '.[bench]'`), ``spark`` (the
 "minikafka" Spark source against Spark's JSON-lines file source, and end-to-end latency),
-``notebooks`` (executing notebooks/*.ipynb; skipped by --quick unless named).
+``notebooks`` (executing notebooks/*.ipynb; skipped by --quick unless named), ``grading``
+(the sandboxed grader on a class of copies of a correct submission; --quick grades 2).
 
 The machine is shared and noisy, so every figure is the median of a few repeats, shown
 with its spread (min-max), and every comparison is a ratio measured in the same run.

@@ -11,7 +11,7 @@ from minikafka import Cluster, KafkaProducer
 from benchmarks.common import Section, fig, met, runs
 
 CAMPAIGN_TARGET_SCHEDULES = 1000
-CAMPAIGN_TARGET_SECONDS = 300
+CAMPAIGN_TARGET_SECONDS = 60  # issue 16 (was 5 min)
 
 
 def replication_run(records: int, seed: int) -> tuple[float, int]:
@@ -68,7 +68,7 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         ])
         projected = CAMPAIGN_TARGET_SCHEDULES / per_minute * 60
         targets.append((
-            f"{CAMPAIGN_TARGET_SCHEDULES:,} fault-campaign schedules in < {CAMPAIGN_TARGET_SECONDS // 60} min",
+            f"{CAMPAIGN_TARGET_SCHEDULES:,} fault-campaign schedules in < {CAMPAIGN_TARGET_SECONDS} s",
             f"{projected:,.0f} s" + ("" if schedules == CAMPAIGN_TARGET_SCHEDULES else f" (projected from {schedules})"),
             met(projected < CAMPAIGN_TARGET_SECONDS),
         ))

@@ -5,7 +5,8 @@ its exit code. Each subcommand registers itself in `build_parser()`; later tools
 `topics`, ...) add a parser and a function the same way. Subcommands import their modules lazily,
 so `minikafka --help` stays fast and a tool's dependencies load only when it runs.
 
-Exit codes: 0 success, 1 the command ran and found a problem (`exercises --check` drift), 2 usage
+Exit codes: 0 success, 1 the command ran and found a problem (`exercises --check` drift, a
+failing `check`, a submission `grade` could not grade), 2 usage
 errors and inputs that cannot be processed (argparse's own convention).
 
 Default folders are resolved against the project root: the nearest directory, from the current
@@ -75,19 +76,74 @@ def run_exercises(args) -> int:
     return 0
 
 
+def _sanitize_file(args, root: Path) -> Path | None:
+    sanitize = args.sanitize or root / "tests" / "nbval-sanitize.cfg"
+    if args.sanitize and not sanitize.is_file():
+        raise SystemExit(f"error: sanitize file {sanitize} does not exist")
+    return sanitize if sanitize.is_file() else None
+
+
+def run_check(args) -> int:
+    from .course.gradebook import format_check, format_json
+    from .course.grade import NotGradable, Settings, check_file
+
+    if not args.notebook.is_file():
+        print(f"error: {args.notebook} does not exist", file=sys.stderr)
+        return 2
+    root = project_root(args.notebook.resolve().parent)
+    settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget)
+    try:
+        result = check_file(args.notebook, settings)
+    except NotGradable as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(format_json([result]) if args.json else format_check(result), end="")
+    ok = result.status == "graded" and all(c.passed for e in result.exercises for c in e.checks if not c.hidden)
+    return 0 if ok else 1
+
+
 def run_grade(args) -> int:
-    from .course.grade import format_json, format_table, grade
+    from .course.gradebook import (default_jobs, format_json, format_table, grade_all, write_csv,
+                                   write_feedback)
+    from .course.grade import Settings
+    from .course.sandbox import isolation
 
     root = project_root()
     reference = args.reference or root / "solutions"
-    sanitize = args.sanitize or root / "tests" / "nbval-sanitize.cfg"
     for label, path in (("submission", args.path), ("reference folder", reference)):
         if not path.exists():
             print(f"error: {label} {path} does not exist", file=sys.stderr)
             return 2
-    results = grade(args.path, reference, jobs=args.jobs, cell_timeout=args.timeout,
-                    sanitize=sanitize if sanitize.is_file() else None)
+    # The project's own solutions/ stay hidden from the sandbox too, whatever --reference says.
+    hide = tuple(p for p in (root / "solutions",) if p.is_dir())
+    settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget,
+                        hide=hide)
+    jobs = args.jobs or default_jobs()
+    print(isolation(), file=sys.stderr)
+    results = grade_all(args.path, reference, settings, jobs=jobs, assignment=args.assignment,
+                        progress=not args.quiet and sys.stderr.isatty() or args.progress)
     print(format_json(results) if args.json else format_table(results), end="")
+    if args.csv:
+        write_csv(results, args.csv)
+        print(f"gradebook: {_shown(args.csv)}", file=sys.stderr)
+    if args.feedback:
+        written = write_feedback(results, args.feedback)
+        print(f"feedback: {len(written)} file(s) in {_shown(args.feedback)}", file=sys.stderr)
+    errors = [r for r in results if r.status == "error"]
+    if errors:
+        print(f"{len(errors)} submission(s) could not be graded (status 'error')", file=sys.stderr)
+    return 1 if errors else 0
+
+
+def run_release(args) -> int:
+    from .course.release import ReleaseError, release
+
+    try:
+        written = release(project_root(), args.out, force=args.force)
+    except ReleaseError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    print(f"student release in {_shown(args.out)}: {written} files (no solutions/, no hidden checks)")
     return 0
 
 
@@ -185,20 +241,51 @@ def build_parser() -> argparse.ArgumentParser:
                     "or are extra")
     ex.set_defaults(run=run_exercises)
 
-    gr = commands.add_parser("grade", help="score submitted exercise notebooks with nbval",
+    ck = commands.add_parser("check", help="check your exercise notebook (what the grader will say)",
+                             description="Run your exercise notebook in a fresh sandboxed kernel and "
+                             "say, per exercise, whether your code gives the expected outputs. The "
+                             "outputs saved in the file never count, so saving cannot change the verdict.")
+    ck.add_argument("notebook", type=Path, metavar="NOTEBOOK", help="e.g. exercises/01-the-log.ipynb")
+    ck.add_argument("--json", action="store_true", help="print JSON instead of words")
+    ck.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help="per-cell timeout (default: the notebook's, else 30)")
+    ck.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                    help="time for the whole notebook (default: the notebook's, else 120)")
+    ck.add_argument("--sanitize", type=Path, metavar="FILE", help=argparse.SUPPRESS)
+    ck.set_defaults(run=run_check)
+
+    gr = commands.add_parser("grade", help="grade submitted exercise notebooks into a gradebook",
                              description="Grade one submitted .ipynb, or every .ipynb under a "
-                             "folder, against the solutions notebook of the same file name.")
+                             "folder (one sub-folder per student), against solutions/, each in a "
+                             "sandboxed kernel. Exit code 1 if any submission could not be graded.")
     gr.add_argument("path", type=Path, metavar="PATH", help="a submission, or a folder of them")
     gr.add_argument("--reference", type=Path, metavar="DIR",
                     help="reference solutions folder (default: solutions/ in the project root)")
+    gr.add_argument("--assignment", metavar="NN-name",
+                    help="grade every file as this notebook, whatever its name (e.g. 01-the-log)")
+    gr.add_argument("--csv", type=Path, metavar="FILE",
+                    help="write the gradebook: one row per student and exercise")
+    gr.add_argument("--feedback", type=Path, metavar="DIR",
+                    help="write one Markdown feedback file per student into DIR")
     gr.add_argument("--json", action="store_true", help="print JSON instead of a table")
-    gr.add_argument("--timeout", type=float, default=300, metavar="SECONDS",
-                    help="per-cell timeout (default: 300)")
-    gr.add_argument("--jobs", "-j", type=int, default=1, metavar="N",
-                    help="grade N submissions at once (default: 1)")
+    gr.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
+                    help="per-cell timeout (default: the notebook's, else 30)")
+    gr.add_argument("--budget", type=float, default=None, metavar="SECONDS",
+                    help="time per submission (default: the notebook's, else 120)")
+    gr.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
+                    help="grade N submissions at once (default: the number of cores)")
+    gr.add_argument("--progress", action="store_true", help="show the progress bar even when not a terminal")
+    gr.add_argument("--quiet", action="store_true", help="no progress bar")
     gr.add_argument("--sanitize", type=Path, metavar="FILE",
                     help="nbval sanitize file (default: tests/nbval-sanitize.cfg, if present)")
     gr.set_defaults(run=run_grade)
+
+    rl = commands.add_parser("release", help="build the students' copy of the course",
+                             description="Copy what students get into OUT: lectures, exercises "
+                             "(no hidden checks), the package and its setup files; never solutions/.")
+    rl.add_argument("out", type=Path, metavar="OUT")
+    rl.add_argument("--force", action="store_true", help="replace OUT if it exists")
+    rl.set_defaults(run=run_release)
 
     sv = commands.add_parser("server", help="run one broker process (the Kafka protocol over TCP)",
                              description="Run one minikafka broker: the same state machine as the "

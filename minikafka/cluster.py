@@ -29,6 +29,7 @@ from typing import Any, Callable, Iterable, Mapping
 from minikafka.broker.broker import Broker
 from minikafka.broker.config import BrokerConfig
 from minikafka.controller import QuorumController
+from minikafka.metadata.image import MetadataImage
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError, for_code
 from minikafka.messages import (
     CONTROLLER_ID,
@@ -79,6 +80,7 @@ class Cluster:
         latency_ms: int = 1,
         record_history: bool = True,
         controllers: int = 1,
+        raft_history: Any = None,
     ) -> None:
         if not isinstance(brokers, int) or brokers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
@@ -91,6 +93,9 @@ class Cluster:
         self.world = World(seed, latency_ms=latency_ms, record_history=record_history)
         self.broker_ids = list(range(1, brokers + 1))
         self.controller_ids = list(controller_ids(controllers))
+        self.raft_history = raft_history  # a checker's RaftHistory, if the quorum is to be judged
+        self._last_image = MetadataImage()
+        self._controller_incarnations = {c: 0 for c in self.controller_ids}
         self._incarnations = {b: 0 for b in self.broker_ids}
         self._client_counter = itertools.count(1)
         self._consumers: list = []  # every KafkaConsumer made on this cluster, for widgets and kill_consumer
@@ -119,7 +124,7 @@ class Cluster:
             self._incarnations[broker_id] = self._next_incarnation(broker_id)
             return Broker(broker_id, self.dir / f"broker-{broker_id}", self.config,
                           incarnation=self._incarnations[broker_id], controllers=tuple(self.controller_ids),
-                          seed=self.seed)
+                          seed=self.seed, raft_history=self.raft_history)
         return make
 
     def _ready(self) -> bool:
@@ -134,8 +139,11 @@ class Cluster:
 
     def _controller_factory(self, node_id: int) -> Callable[[], QuorumController]:
         def make() -> QuorumController:
+            self._controller_incarnations[node_id] += 1
             return QuorumController(self.dir / f"controller-{node_id}", self.config, seed=self.seed,
-                                    node_id=node_id, voters=tuple(self.controller_ids))
+                                    node_id=node_id, voters=tuple(self.controller_ids),
+                                    incarnation=self._controller_incarnations[node_id],
+                                    raft_history=self.raft_history)
         return make
 
     # --- nodes ---------------------------------------------------------------------------------------
@@ -158,6 +166,19 @@ class Cluster:
         if not alive:
             raise IllegalArgumentError(f"every controller ({self.controller_ids}) is dead")
         return max(alive, key=lambda n: (n.image.offset, -n.node_id))
+
+    @property
+    def image(self):
+        """The cluster's metadata: the active controller's ``MetadataImage`` or, while there is
+        none (an election, a majority down), the most advanced one any live node applied."""
+        active = self._active_controller()
+        if active is not None:
+            self._last_image = active.image
+            return active.image
+        nodes = [self.world.nodes[n] for n in self.controller_ids + self.broker_ids if self.world.alive(n)]
+        if nodes:
+            self._last_image = max(nodes, key=lambda n: (n.image.offset, -n.node_id)).image
+        return self._last_image  # every node dead (or the cluster closed): what was known last
 
     def controller_node(self, node_id: int) -> QuorumController:
         if node_id not in self.controller_ids:
@@ -308,18 +329,19 @@ class Cluster:
         self.world.run_until(known_everywhere, timeout_ms)
 
     def topics(self) -> list[str]:
-        return sorted(self.controller.topics)
+        return sorted(self.image.topic_ids)
 
     def partition_state(self, topic: str, partition: int) -> PartitionState:
         try:
-            return self.controller.partitions[(topic, partition)]
+            return self.image.partitions[(topic, partition)]
         except KeyError:
             raise IllegalArgumentError(f"no partition {topic}-{partition}") from None
 
     def partitions_of(self, topic: str) -> list[PartitionState]:
-        if topic not in self.controller.topics:
+        image = self.image
+        if topic not in image.topic_ids:
             raise IllegalArgumentError(f"no topic {topic!r}; topics are {self.topics()}")
-        return [self.controller.partitions[(topic, p)] for p in range(self.controller.topics[topic].num_partitions)]
+        return [image.partitions[(topic, p)] for p in range(image.partition_count(topic))]
 
     def replica(self, broker_id: int, topic: str, partition: int):
         """Broker ``broker_id``'s replica (a ``Partition``) of topic-partition, or None."""
@@ -330,8 +352,9 @@ class Cluster:
     def describe(self, topic: str) -> str:
         """``kafka-topics --describe``, plus LEO and HW per replica: a deterministic table."""
         states = self.partitions_of(topic)  # refuses an unknown topic by name
-        lines = [f"Topic: {topic}\tPartitionCount: {self.controller.topics[topic].num_partitions}\t"
-                 f"ReplicationFactor: {self.controller.topics[topic].replication_factor}"]
+        described = self.image.topic_config(topic)
+        lines = [f"Topic: {topic}\tPartitionCount: {described.num_partitions}\t"
+                 f"ReplicationFactor: {described.replication_factor}"]
         for s in states:
             offsets = []
             for r in s.replicas:
@@ -380,6 +403,8 @@ class Cluster:
     # --- cleanup --------------------------------------------------------------------------------------------
 
     def close(self) -> None:
+        if any(self.world.alive(n) for n in self.broker_ids + self.controller_ids):
+            self._last_image = self.image  # what a closed cluster still says about itself
         for b in self.broker_ids + self.controller_ids:
             if self.world.alive(b):
                 self.world.nodes[b].close()

@@ -126,8 +126,11 @@ class QuorumController(StateMachine):
     """A controller node: ``QuorumController(log_dir, voters=(3000, 3001, 3002), node_id=3001)``."""
 
     def __init__(self, log_dir: Path | str, config: BrokerConfig | None = None, *, seed: int = 0,
-                 node_id: int = CONTROLLER_ID, voters: Sequence[int] = (CONTROLLER_ID,)) -> None:
+                 node_id: int = CONTROLLER_ID, voters: Sequence[int] = (CONTROLLER_ID,),
+                 incarnation: int = 0, raft_history: Any = None) -> None:
         super().__init__(node_id)
+        self.incarnation = incarnation
+        self.raft_history = raft_history  # a checker's RaftHistory: what this node was told
         self.config = config or BrokerConfig()
         self.log_dir = Path(log_dir)
         self.voters = tuple(voters)
@@ -191,6 +194,9 @@ class QuorumController(StateMachine):
     # --- the Raft client's listener ------------------------------------------------------------------------
 
     def handle_commit(self, records: list) -> None:
+        if self.raft_history is not None:
+            for rec in records:
+                self.raft_history.commit(self.now, self.node_id, self.incarnation, rec)
         for rec in records:
             try:
                 decoded = mr.decode(rec.key, rec.value)
@@ -210,6 +216,8 @@ class QuorumController(StateMachine):
         self._pump()
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
+        if self.raft_history is not None:
+            self.raft_history.leader_change(self.now, self.node_id, self.incarnation, leader_id, epoch)
         if leader_id != self.node_id and self.active:
             self._deactivate()
         self._maybe_activate()

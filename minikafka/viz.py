@@ -440,11 +440,11 @@ def _group_coordinator(cluster: "Cluster", group: str):
     a None group if that broker does not know the group (yet)."""
     from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
 
-    topic = cluster.controller.topics.get(OFFSETS_TOPIC)
-    if topic is None:
+    image = cluster.image
+    if OFFSETS_TOPIC not in image.topic_ids:
         return None, None  # no consumer group has asked for a coordinator yet
-    p = partition_for(group, topic.num_partitions)
-    state = cluster.controller.partitions.get((OFFSETS_TOPIC, p))
+    p = partition_for(group, image.partition_count(OFFSETS_TOPIC))
+    state = image.partitions.get((OFFSETS_TOPIC, p))
     if state is None or state.leader < 0 or not cluster.alive(state.leader):
         return None, None
     gc = cluster.world.nodes[state.leader].group_coordinator

@@ -25,7 +25,8 @@ def test_quick_benchmarks_write_a_report(tmp_path):
                     "## Consumer groups: records per second", "## Wire: producer throughput",
                     "## Wire: the broker's ceiling", "## Wire: consumer throughput", "## Wire: end-to-end latency",
                     "## Spark: records per second through the minikafka source",
-                    "## Spark: end-to-end latency, produce to foreachBatch"):
+                    "## Spark: end-to-end latency, produce to foreachBatch",
+                    "## Peer: minikafka beside Tansu"):  # run with the bench extra, else "(not run)"
         assert heading in report, heading
     assert "append at 16 KiB batches >= 0.5 of raw" in report
     assert "broker ceiling (raw Produce, 64 KB batches) >= 1,000,000 msg/s" in report

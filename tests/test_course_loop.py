@@ -5,7 +5,9 @@ The fixture tests/fixtures/course/solutions/99-sample.ipynb is a small executed 
 in a subprocess are marked `notebooks` (a few seconds each); the rest are quick.
 """
 
+import copy
 import json
+import re
 import shutil
 import subprocess
 import sys
@@ -18,7 +20,8 @@ from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
 from minikafka.cli import main
 from minikafka.course.exercises import (MarkerError, compare, dumps, generate, make_exercise,
                                         notebooks_in, read_notebook, stub_source)
-from minikafka.course.grade import build_graded, format_json, format_table, grade, run_nbval
+from minikafka.course.grade import Settings, build_program, check_file, plan
+from minikafka.course.gradebook import format_check
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURE = ROOT / "tests" / "fixtures" / "course"
@@ -44,11 +47,19 @@ def test_stub_replaces_exactly_the_marked_regions():
     assert cell_by_id(exercise, "exercise-start").source == (
         'raise NotImplementedError("exercise: replace this line with your code")\n'
         'print("start scanning at byte", start_position)')
-    # Everything but the exercise sources is kept: ids, order, outputs, counts, metadata.
-    assert [c.id for c in exercise.cells] == [c.id for c in solution.cells]
-    for before, after in zip(solution.cells, exercise.cells):
+    # Everything but the exercise sources is kept: ids, order, outputs, counts, metadata; hidden
+    # checks are left out, checked cells carry their expected outputs in metadata, and exercise
+    # headings show their points.
+    kept = [c for c in solution.cells if "hidden" not in c.metadata.get("tags", [])]
+    assert [c.id for c in exercise.cells] == [c.id for c in kept]
+    for before, after in zip(kept, exercise.cells):
+        after = copy.deepcopy(after)
         if "exercise" in before.metadata.get("tags", []):
-            after = dict(after, source=before.source)
+            after["source"] = before.source
+        if after.get("outputs") and after.cell_type == "code":
+            assert after.metadata.pop("minikafka") == {"expected": before.outputs}
+        if after.cell_type == "markdown" and after.source.startswith("## Exercise"):
+            after["source"] = re.sub(r" \(\d+ points?\)", "", after.source, count=1)
         assert after == before
     assert exercise.metadata == solution.metadata
     assert "### BEGIN SOLUTION" in cell_by_id(solution, "exercise-lookup").source  # not mutated
@@ -122,7 +133,7 @@ def test_a_bad_notebook_stops_generation_before_anything_is_written(tmp_path):
     bad = json.loads(SAMPLE.read_text())
     del bad["cells"][3]["metadata"]["tags"]  # the lookup cell: markers outside an exercise cell
     (solutions / "01-bad.ipynb").write_text(json.dumps(bad))
-    with pytest.raises(MarkerError, match="01-bad.ipynb, cell 4 of 9 .*not tagged"):
+    with pytest.raises(MarkerError, match="01-bad.ipynb, cell 4 of 11 .*not tagged"):
         generate(solutions, exercises)
     assert not exercises.exists()
 
@@ -130,7 +141,7 @@ def test_a_bad_notebook_stops_generation_before_anything_is_written(tmp_path):
 def test_cells_without_ids_are_refused_in_nbformat_4_5():
     nb = json.loads(SAMPLE.read_text())
     del nb["cells"][1]["id"]
-    with pytest.raises(MarkerError, match="cell 2 of 9 has no id"):
+    with pytest.raises(MarkerError, match="cell 2 of 11 has no id"):
         make_exercise(nb)
 
 
@@ -203,143 +214,82 @@ def test_exercises_are_generated_from_solutions(solutions, exercises):
     assert report.in_sync, f"{exercises} is stale ({report}): run `make exercises`"
 
 
-# -- 3. every untouched exercise notebook fails nbval -------------------------------------------
+# -- 3. every untouched exercise notebook fails the check -------------------------------------
 
 @pytest.mark.notebooks
 @pytest.mark.parametrize("notebook", [
     *(pytest.param(p, id=f"exercises/{p.name}") for p in notebooks_in(ROOT / "exercises")),
     pytest.param(SAMPLE_EXERCISE, id="fixture"),
 ])
-def test_untouched_exercise_fails_nbval(notebook, tmp_path):
-    copy = tmp_path / notebook.name  # the kernel runs in the notebook's folder: keep it scratch
-    shutil.copy(notebook, copy)
-    code, outcomes, output = run_nbval(copy, sanitize=SANITIZE)
-    assert code == 1, output  # 1: tests ran and some failed (not a usage or collection error)
-    assert any(reason is not None for reason in outcomes.values())
+def test_untouched_exercise_fails_the_check(notebook):
+    result = check_file(notebook, Settings(sanitize=SANITIZE))
+    assert result.status == "graded" and result.exercises
+    assert not any(e.passed for e in result.exercises), format_check(result)
 
 
-# -- 4. grading ---------------------------------------------------------------------------------
-
-def wrong_but_saved():
-    """The reference notebook with a buggy lookup() but every output exactly as in the reference,
-    as if the student had pasted the expected outputs in, or ran wrong code against a stale kernel.
-    """
-    nb = json.loads(SAMPLE.read_text())
-    cell = cell_by_id(nb, "exercise-lookup")
-    cell["source"] = "".join(cell["source"]).replace("bisect_right", "bisect_left")
-    return nb
-
-
-@pytest.fixture(scope="module")
-def submissions(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("submissions")
-    for student in ("alice", "bob", "carol", "dave"):
-        (folder / student).mkdir()
-    shutil.copy(SAMPLE, folder / "alice" / "99-sample.ipynb")
-    shutil.copy(SAMPLE_EXERCISE, folder / "bob" / "99-sample.ipynb")
-    (folder / "carol" / "99-sample.ipynb").write_text(json.dumps(wrong_but_saved()))
-    shutil.copy(SAMPLE, folder / "dave" / "scratch.ipynb")
-    return folder
-
-
-@pytest.fixture(scope="module")
-def graded(submissions):
-    results = grade(submissions, FIXTURE / "solutions", jobs=2, sanitize=SANITIZE)
-    return {result.submission.split("/")[0]: result for result in results}
-
-
-def failed(result):
-    return [check.label for check in result.checks if not check.passed]
-
-
-@pytest.mark.notebooks
-def test_the_reference_solution_scores_full_marks(graded):
-    alice = graded["alice"]
-    assert (alice.passed, alice.total, alice.notes, alice.error) == (3, 3, [], None)
-
-
-@pytest.mark.notebooks
-def test_an_untouched_exercise_scores_less_than_full(graded):
-    bob = graded["bob"]
-    assert (bob.passed, bob.total) == (0, 3)  # exercise 1 only defines code: its checks grade it
-    assert failed(bob) == ["check 1", "check 2", "exercise 2"]
-    assert all(c.reason.startswith("NotImplementedError: exercise:") for c in bob.checks
-               if not c.passed)
-
-
-@pytest.mark.notebooks
-def test_wrong_code_with_saved_matching_outputs_still_fails(graded):
-    nb, reference = wrong_but_saved(), json.loads(SAMPLE.read_text())
-    assert [c.get("outputs") for c in nb["cells"]] == [c.get("outputs") for c in reference["cells"]]
-    carol = graded["carol"]
-    assert (carol.passed, carol.total) == (2, 3)
-    assert failed(carol) == ["check 1"]
-    assert carol.checks[0].reason == "output differs"
-
-
-@pytest.mark.notebooks
-def test_a_folder_gives_one_deterministic_row_per_submission(graded):
-    results = list(graded.values())
-    assert format_table(results) == textwrap.dedent("""\
-        submission             notebook         score  failed
-        alice/99-sample.ipynb  99-sample.ipynb  3/3    -
-        bob/99-sample.ipynb    99-sample.ipynb  0/3    check 1 (NotImplementedError), check 2 (NotImplementedError), exercise 2 (NotImplementedError)
-        carol/99-sample.ipynb  99-sample.ipynb  2/3    check 1 (output differs)
-        dave/scratch.ipynb     -                -      no reference notebook named scratch.ipynb in {}
-        """).format(FIXTURE / "solutions")
-    rows = json.loads(format_json(results))
-    assert [(r["submission"], r["passed"], r["total"]) for r in rows] == [
-        ("alice/99-sample.ipynb", 3, 3), ("bob/99-sample.ipynb", 0, 3),
-        ("carol/99-sample.ipynb", 2, 3), ("dave/scratch.ipynb", 0, 0)]
-
-
-def test_a_file_name_with_no_reference_gets_a_clear_message(tmp_path, capsys):
-    stray = tmp_path / "my-homework.ipynb"
-    shutil.copy(SAMPLE, stray)
-    [result] = grade(stray, FIXTURE / "solutions")
-    assert result.error == f"no reference notebook named my-homework.ipynb in {FIXTURE / 'solutions'}"
-    assert main(["grade", str(stray), "--reference", str(FIXTURE / "solutions")]) == 0
-    assert "no reference notebook named my-homework.ipynb" in capsys.readouterr().out
-
-
-@pytest.mark.notebooks
-def test_the_grade_command_end_to_end(submissions):
-    done = subprocess.run(
-        [sys.executable, "-m", "minikafka.cli", "grade", str(submissions / "alice"),
-         "--reference", str(FIXTURE / "solutions"), "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300)
-    assert done.returncode == 0, done.stderr
-    [row] = json.loads(done.stdout)
-    assert (row["submission"], row["passed"], row["total"]) == ("99-sample.ipynb", 3, 3)
-
+# -- 4. grading (see tests/test_grading.py for the cheats and bad submissions) ------------------
 
 def test_cells_are_matched_by_position_when_the_submission_has_no_ids():
     reference = read_notebook(SAMPLE)
-    submission = wrong_but_saved()
+    submission = json.loads(SAMPLE.read_text())
+    cell_by_id(submission, "exercise-lookup")["source"] = "def lookup(i, t):\n    return bisect.bisect_left(i, t)"
     for cell in submission["cells"]:
         del cell["id"]
     submission["nbformat_minor"] = 4
-    graded, notes = build_graded(reference, submission)
-    assert "bisect_left" in cell_by_id(graded, "exercise-lookup").source
-    assert notes == ["exercise 1: matched by position (the submission has no cell ids)",
-                     "exercise 2: matched by position (the submission has no cell ids)"]
+    program, notes, flagged = build_program(reference, submission)
+    assert any("bisect_left" in source for source, _ in program)
+    assert notes[:2] == ["exercise cell 1: matched by position (the submission has no cell ids)",
+                         "exercise cell 2: matched by position (the submission has no cell ids)"]
 
 
-def test_only_the_students_exercise_sources_are_used():
+def test_only_the_students_exercise_sources_and_added_cells_are_used():
     reference = read_notebook(SAMPLE)
     submission = json.loads(SAMPLE.read_text())
     cell_by_id(submission, "check-lookup")["source"] = "print('I always pass')"
     cell_by_id(submission, "exercise-lookup")["source"] = "# NBVAL_SKIP\ndef lookup(i, t): pass"
+    helper = new_code_cell("def helper():\n    return 1")
+    helper.id = "my-helper"
+    position = [c["id"] for c in submission["cells"]].index("exercise-lookup")
+    submission["cells"].insert(position, helper)
     submission["cells"] = [c for c in submission["cells"] if c["id"] != "exercise-start"]
-    graded, notes = build_graded(reference, submission)
-
-    assert graded["cells"][4] == reference.cells[4]  # the check cell is the reference's
-    assert cell_by_id(graded, "exercise-lookup").source == \
-        "# (NBVAL_SKIP removed by the grader)\ndef lookup(i, t): pass"
-    assert cell_by_id(graded, "exercise-start").source.startswith("raise NotImplementedError")
-    assert notes == ["exercise 1: nbval markers removed from the student's code",
-                     "exercise 2: not found in the submission, graded as untouched"]
+    program, notes, flagged = build_program(reference, submission)
+    sources = [source for source, _ in program]
+    assert "print('I always pass')" not in sources
+    assert "# (NBVAL_SKIP removed by the grader)\ndef lookup(i, t): pass" in sources
+    assert sources.index("def helper():\n    return 1") == sources.index(
+        "# (NBVAL_SKIP removed by the grader)\ndef lookup(i, t): pass") - 1  # where the student put it
+    assert any(s.startswith('raise NotImplementedError("exercise: replace') for s in sources)
+    assert "exercise cell 2: not found in the submission, graded as untouched" in notes
+    assert flagged is None
     assert "bisect_right" in cell_by_id(reference, "exercise-lookup").source  # not mutated
+
+
+def test_points_come_from_the_notebook_metadata_and_show_in_the_exercise():
+    exercise = read_notebook(SAMPLE_EXERCISE)
+    assert cell_by_id(exercise, "lookup-task").source.startswith(
+        "## Exercise 1: where does a read start? (2 points)\n")
+    assert cell_by_id(exercise, "start-task").source.startswith("## Exercise 2: the first byte to read (1 point)\n")
+    planned = plan(read_notebook(SAMPLE))
+    assert [(e.name, e.points, [c["id"] for c in cells]) for e, cells in planned] == [
+        ("Exercise 1: where does a read start?", 2, ["check-lookup", "check-before-start", "hidden-lookup"]),
+        ("Exercise 2: the first byte to read", 1, ["exercise-start", "hidden-start"])]
+    # The student's copy has no hidden check, and the same exercises by name.
+    assert "hidden-lookup" not in [c.id for c in exercise.cells]
+    assert [e.name for e, _ in plan(exercise, from_metadata=True)] == [e.name for e, _ in planned]
+
+
+def test_the_release_has_no_solutions_and_no_hidden_checks(tmp_path, capsys):
+    out = tmp_path / "release"
+    assert main(["release", str(out)]) == 0
+    assert not (out / "solutions").exists() and not (out / "tests" / "fixtures").exists()
+    assert sorted(p.name for p in (out / "exercises").iterdir()) == sorted(
+        p.name for p in (ROOT / "exercises").iterdir())
+    assert (out / "notebooks").is_dir() and (out / "minikafka" / "course" / "grade.py").is_file()
+    for path in (out / "exercises").glob("*.ipynb"):
+        text = path.read_text()
+        assert "### BEGIN SOLUTION" not in text and '"hidden"' not in text
+    assert main(["release", str(out)]) == 2  # exists: refused without --force
+    assert "use --force" in capsys.readouterr().err
 
 
 # -- pytest configuration -----------------------------------------------------------------------

@@ -245,3 +245,19 @@ def test_same_seed_same_quorum_history(make_cluster):
 def test_a_cluster_without_a_controller_majority_says_so(tmp_path):
     with pytest.raises(Exception):
         Cluster(3, controllers=0, dir=tmp_path / "x")
+
+
+def test_the_fault_campaign_kills_and_splits_controllers_and_loses_nothing():
+    """The producer checker stays at zero with controller faults in the schedules, and the
+    Raft checker judges the metadata quorum of every schedule: one leader per epoch, no
+    committed metadata record lost or changed on any controller or broker."""
+    from minikafka.checker.campaign import fault_campaign, run_schedule
+
+    report = fault_campaign(24, seed=11, controllers=3, enable_idempotence=True, faults=3)
+    assert report.ok, report.table()
+    assert all(n == 0 for n in report.anomalies.values()) and report.raft_violations == 0
+    assert report.raft_elections >= 24  # every schedule elects at least once
+    faults = [text for seed in range(6) for _, text in run_schedule(
+        seed, controllers=3, enable_idempotence=True, faults=4).faults]
+    assert any(f.startswith("kill controller") for f in faults), faults
+    assert any(f.startswith("cut controller") for f in faults), faults

@@ -98,7 +98,7 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
                  advertised: tuple[str, int] | None = None, controllers: tuple[int, ...] = (CONTROLLER_ID,),
-                 seed: int = 0) -> None:
+                 seed: int = 0, raft_history: Any = None) -> None:
         super().__init__(broker_id)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
@@ -107,6 +107,7 @@ class Broker(StateMachine):
         self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
         self.controllers = tuple(controllers)  # the metadata quorum's voters
         self.seed = seed
+        self.raft_history = raft_history  # a checker's RaftHistory: what this observer was told
         self.raft: KafkaRaftClient | None = None
         self.image = MetadataImage()  # the committed metadata log, folded
         self.fenced = True  # as the controller last said
@@ -181,6 +182,9 @@ class Broker(StateMachine):
     # --- the metadata log: the Raft client's listener -----------------------------------------------
 
     def handle_commit(self, records: list) -> None:
+        if self.raft_history is not None:
+            for rec in records:
+                self.raft_history.commit(self.now, self.broker_id, self.incarnation, rec)
         for rec in records:
             try:
                 decoded = metadata_records.decode(rec.key, rec.value)
@@ -201,7 +205,9 @@ class Broker(StateMachine):
             self._heartbeat()  # caught up further: the controller may unfence us now
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
-        pass  # the controller channel asks the Raft client for the leader on every send
+        # The controller channel asks the Raft client for the leader on every send.
+        if self.raft_history is not None:
+            self.raft_history.leader_change(self.now, self.broker_id, self.incarnation, leader_id, epoch)
 
     def _publish(self, delta) -> None:
         """Act on what the committed metadata changed (Kafka's ``BrokerMetadataPublisher``)."""

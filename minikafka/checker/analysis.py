@@ -116,6 +116,7 @@ class Report:
     faults: list[tuple[int, str]] = field(default_factory=list)  # what a schedule did, when
     notes: list[str] = field(default_factory=list)
     params: Any = None  # a schedule's arguments (``ScheduleParams``)
+    raft: Any = None  # the metadata quorum's verdict for a schedule (``checker.raft.RaftReport``)
     cluster: Any = field(default=None, repr=False)  # kept open by run_schedule(record_history=True)
 
     @property

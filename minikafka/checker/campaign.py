@@ -17,10 +17,15 @@ and TigerBeetle's VOPR work this way):
    it), strand a follower (cut it off from its leader until it leaves the ISR, then kill
    every other replica: the setting of an unclean election), cut a broker off from the
    other brokers, the controller, or everyone, cut the controller off from every broker,
-   slow a link, heal the network;
-4. the end: heal everything, restart every dead broker, let the cluster settle (every
-   replica back in the ISR and caught up), flush the producer, settle again, read every
-   partition from its log start to its high watermark (the final read) and ``analyse``.
+   slow a link, heal the network; with a quorum of ``controllers`` > 1 also kill the active
+   controller (restarted later, or not until the end) and cut a controller off from the
+   other voters;
+4. the end: heal everything, restart every dead broker and controller, let the cluster
+   settle (every replica back in the ISR and caught up), flush the producer, settle again,
+   read every partition from its log start to its high watermark (the final read) and
+   ``analyse``. The metadata quorum is judged too (``checker.raft``: at most one leader per
+   epoch, no committed metadata record lost or changed, on every controller and every
+   broker's copy): its violations are the report's ``raft`` count.
 
 Same seed, same schedule, same history, same report: ``run_schedule(seed=s, ...)`` with
 the campaign's arguments replays schedule ``s`` exactly, and ``fault_campaign`` only
@@ -104,6 +109,8 @@ def settled(cluster: Cluster, topic: str) -> bool:
     """Every partition has a leader, every replica is alive, in the ISR and has the
     leader's log, and the high watermark is at its end. The harness may look inside the
     brokers to know when to stop waiting; the checker never does."""
+    if cluster._active_controller() is None:
+        return False
     for state in cluster.partitions_of(topic):
         if state.leader < 0 or set(state.isr) != set(state.replicas):
             return False
@@ -123,10 +130,36 @@ def settle(cluster: Cluster, topic: str, timeout_ms: int = 30_000) -> bool:
 
 
 def restart_dead(cluster: Cluster) -> list[int]:
-    dead = [b for b in cluster.broker_ids if not cluster.alive(b)]
-    for b in dead:
-        cluster.restart(b)
+    dead = [n for n in cluster.controller_ids + cluster.broker_ids if not cluster.alive(n)]
+    for n in dead:
+        cluster.restart(n)
     return dead
+
+
+def quorum_settled(cluster: Cluster) -> bool:
+    """An active controller, and every controller's and broker's copy of the metadata log
+    as long as the leader's, all of it committed and applied."""
+    active = cluster._active_controller()
+    if active is None:
+        return False
+    end = active.raft.log_end_offset
+    if active.raft.high_watermark != end:
+        return False
+    nodes = [cluster.world.nodes[n] for n in cluster.controller_ids + cluster.broker_ids if cluster.alive(n)]
+    return all(n.raft.log_end_offset == end and n.raft.high_watermark == end and n.image.offset == end - 1
+               for n in nodes)
+
+
+def judge_quorum(cluster: Cluster, timeout_ms: int = 30_000):
+    """Settle the metadata quorum and check its history (``checker.raft``)."""
+    from minikafka.checker.raft import check_raft, read_log
+
+    history = cluster.raft_history
+    if not cluster.run_until(lambda: quorum_settled(cluster), timeout_ms):
+        history.not_converged.append(f"the metadata quorum did not settle within {timeout_ms} ms")
+    history.final_logs = {n: read_log(cluster.world.nodes[n].raft.log)
+                          for n in cluster.controller_ids if cluster.alive(n)}
+    return check_raft(history)
 
 
 # --- the workload -----------------------------------------------------------------------------------
@@ -216,6 +249,7 @@ class ScheduleParams:
     duration_ms: int = 3_000
     interval_ms: int = 10
     faults: int | None = None  # None: drawn, 1 to 4
+    controllers: int = 1  # voters of the metadata quorum; > 1 adds controller faults
     config: tuple = ()  # broker config overrides, as sorted pairs (hashable, printable)
     producer_config: tuple = ()
 
@@ -225,6 +259,7 @@ class ScheduleParams:
                 raise IllegalArgumentError(f"{name} must be an int >= {minimum}, not {value!r}")
 
         positive("brokers", self.brokers)
+        positive("controllers", self.controllers)
         positive("replication_factor", self.replication_factor)
         if self.replication_factor > self.brokers:
             raise IllegalArgumentError(
@@ -302,6 +337,8 @@ class _Nemesis:
         kinds = ["kill", "kill-leader", "strand", "isolate", "isolate-controller", "slow"]
         if self.params.power_loss:
             kinds.append("power-loss")
+        if self.params.controllers > 1:
+            kinds += ["kill-controller", "split-quorum"]
         for _ in range(count):
             at = start + self.rng.randrange(duration_ms)
             kind = self.rng.choice(kinds)
@@ -316,15 +353,15 @@ class _Nemesis:
     def _pick(self, items: list, u: float):
         return items[min(int(u * len(items)), len(items) - 1)]
 
-    def _restart_later(self, broker: int, u: float, at_least_ms: int = 200) -> None:
+    def _restart_later(self, node: int, u: float, at_least_ms: int = 200) -> None:
         if u < 0.2:
             return  # stays dead until the end of the schedule
         delay = at_least_ms + int(u * 2_500)
 
         def restart() -> None:
-            if not self.cluster.alive(broker):
-                self.cluster.restart(broker)
-                self._note(f"restart {broker}")
+            if not self.cluster.alive(node):
+                self.cluster.restart(node)
+                self._note(f"restart {node}")
         self._at(self.cluster.now + delay, restart)
 
     def _heal_later(self, u: float) -> None:
@@ -407,6 +444,24 @@ class _Nemesis:
             cluster.partition(["controller"], cluster.broker_ids)
             self._note("cut the controller off from every broker")
             self._heal_later(draws[0])
+        elif kind == "kill-controller":
+            active = cluster._active_controller()
+            victim = active.node_id if active is not None and draws[0] < 0.7 else self._pick(
+                [c for c in cluster.controller_ids if cluster.alive(c)] or [None], draws[0])
+            if victim is None:
+                return
+            cluster.kill(victim)
+            self._note(f"kill controller {victim}{' (the active one)' if active and victim == active.node_id else ''}")
+            self._restart_later(victim, draws[1])
+        elif kind == "split-quorum":
+            # One voter (the active controller, mostly) cut off from the others: the majority
+            # side elects, the lone one must stop leading (check-quorum) without losing anything.
+            active = cluster._active_controller()
+            lone = active.node_id if active is not None and draws[0] < 0.6 else self._pick(cluster.controller_ids, draws[0])
+            others = [c for c in cluster.controller_ids if c != lone]
+            cluster.world.network.partition([lone], others)
+            self._note(f"cut controller {lone} off from controllers {others}")
+            self._heal_later(draws[2])
         elif kind == "slow":
             nodes = list(cluster.broker_ids) + ["controller"]
             src = self._pick(nodes, draws[0])
@@ -454,8 +509,8 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
               "unclean.leader.election.enable": params.unclean_leader_election}
     producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
                        "acks": params.acks, "enable_idempotence": params.enable_idempotence}
-    with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history) as cluster, \
-            _quiet_clients():
+    with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history,
+                     controllers=params.controllers) as cluster, _quiet_clients():
         cluster.create_topic(TOPIC, partitions, params.replication_factor)
         workload = Workload(cluster, TOPIC, **producer_config)
         clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
@@ -467,6 +522,7 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
         workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
         nemesis.stop()
         report = workload.finish()
+        report.raft = judge_quorum(cluster)
         report.seed = seed
         report.faults = nemesis.log
         report.params = params
@@ -476,7 +532,8 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
 
 
 @contextmanager
-def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_history: bool) -> Iterator[Cluster]:
+def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_history: bool,
+                controllers: int = 1) -> Iterator[Cluster]:
     """A simulated cluster for one seeded run, closed when the run ends.
 
     Its logs live in RAM when we can: a campaign fsyncs thousands of times and a disk makes
@@ -485,7 +542,10 @@ def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_hi
     directory of its own, which ``close()`` removes); a run that fails always closes it.
     """
     scratch = None if record_history else _scratch_dir()
-    cluster = Cluster(brokers, seed=seed, config=config, record_history=record_history, dir=scratch)
+    from minikafka.checker.raft import RaftHistory
+
+    cluster = Cluster(brokers, seed=seed, config=config, record_history=record_history, dir=scratch,
+                      controllers=controllers, raft_history=RaftHistory())
     keep = False
     try:
         yield cluster
@@ -528,12 +588,24 @@ class CampaignReport:
     examples: dict[str, tuple[int, Anomaly]] = field(default_factory=dict)
     reports: dict[int, Report] = field(default_factory=dict)
     counts: dict[str, int] = field(default_factory=dict)
+    raft_violations: int = 0  # the metadata quorum's, over every schedule (checker.raft)
+    raft_elections: int = 0
+    raft_examples: list = field(default_factory=list)
 
     @property
     def ok(self) -> bool:
         return not self.failing_seeds and not self.unchecked_seeds
 
     def add(self, report: Report) -> None:
+        raft = getattr(report, "raft", None)
+        if raft is not None:
+            self.raft_violations += len(raft.violations)
+            self.raft_elections += raft.elections
+            if raft.violations:
+                self.raft_examples.append((report.seed, raft.violations[0]))
+                if report.seed not in self.failing_seeds:
+                    self.failing_seeds.append(report.seed)
+                    self.reports[report.seed] = report
         for kind in ANOMALIES:
             n = report.anomalies[kind]
             self.anomalies[kind] += n
@@ -542,7 +614,7 @@ class CampaignReport:
                 self.examples.setdefault(kind, (report.seed, report.cases[kind][0]))
         for key, value in report.counts.items():
             self.counts[key] = self.counts.get(key, 0) + value
-        if any(report.anomalies.values()):
+        if any(report.anomalies.values()) and report.seed not in self.failing_seeds:
             self.failing_seeds.append(report.seed)
             self.reports[report.seed] = report
         elif report.unchecked:
@@ -564,6 +636,11 @@ class CampaignReport:
         c = self.counts
         lines.append(f"{self.schedules} schedules (campaign seed {self.seed}); sends: {c.get('ok', 0)} ok, "
                      f"{c.get('info', 0)} indeterminate, {c.get('fail', 0)} failed")
+        if self.params.controllers > 1 or self.raft_violations:
+            example = f" (e.g. seed {self.raft_examples[0][0]}: {self.raft_examples[0][1].kind})" \
+                if self.raft_examples else ""
+            lines.append(f"metadata quorum ({self.params.controllers} controllers): {self.raft_violations} "
+                         f"violations in {self.raft_elections} epochs{example}")
         if self.failing_seeds:
             shown = ", ".join(map(str, self.failing_seeds[:8]))
             more = f", ... ({len(self.failing_seeds)} in all)" if len(self.failing_seeds) > 8 else ""
@@ -590,7 +667,7 @@ def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", mi
                    enable_idempotence: bool = False, power_loss: bool = False, partitions: int | None = None,
                    duration_ms: int = 3_000, interval_ms: int = 10, faults: int | None = None,
                    config: Mapping[str, Any] | None = None, producer_config: Mapping[str, Any] | None = None,
-                   progress: bool = False) -> CampaignReport:
+                   progress: bool = False, controllers: int = 1) -> CampaignReport:
     """Run ``schedules`` random fault schedules (see the module docstring) and add up
     their reports. ``progress=True`` shows a progress bar (tqdm)."""
     if not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1:
@@ -601,7 +678,8 @@ def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", mi
         brokers=brokers, partitions=partitions, replication_factor=replication_factor, acks=acks,
         min_insync_replicas=min_insync_replicas, unclean_leader_election=unclean_leader_election,
         enable_idempotence=enable_idempotence, power_loss=power_loss, duration_ms=duration_ms,
-        interval_ms=interval_ms, faults=faults, config=config, producer_config=producer_config)
+        interval_ms=interval_ms, faults=faults, config=config, producer_config=producer_config,
+        controllers=controllers)
     campaign = CampaignReport(seed, schedules, params)
     seeds = schedule_seeds(seed, schedules)
     if progress:

@@ -213,6 +213,20 @@ def check_raft(history: RaftHistory) -> RaftReport:
     return report
 
 
+def read_log(log: Any) -> list[tuple[int, int, bytes | None, bytes | None]]:
+    """A Raft log's every record, (offset, epoch, key, value), read through the storage layer."""
+    records = []
+    offset = log.log_start_offset
+    while offset < log.log_end_offset:
+        batches = list(log.read(offset).batches())
+        if not batches:
+            break
+        for b in batches:
+            records += [(r.offset, b.partition_leader_epoch, r.key, r.value) for r in b.records()]
+        offset = batches[-1].last_offset + 1
+    return records
+
+
 # --- a simulated quorum -------------------------------------------------------------------------------
 
 
@@ -401,22 +415,7 @@ class RaftHarness:
 
     def final_logs(self) -> dict[int, list[tuple[int, int, bytes | None, bytes | None]]]:
         """Each live voter's whole log (offset, epoch, key, value), read through the storage layer."""
-        out = {}
-        for n in self.voters:
-            if not self.alive(n):
-                continue
-            log = self.client(n).log
-            records = []
-            offset = log.log_start_offset
-            while offset < log.log_end_offset:
-                batches = list(log.read(offset).batches())
-                if not batches:
-                    break
-                for b in batches:
-                    records += [(r.offset, b.partition_leader_epoch, r.key, r.value) for r in b.records()]
-                offset = batches[-1].last_offset + 1
-            out[n] = records
-        return out
+        return {n: read_log(self.client(n).log) for n in self.voters if self.alive(n)}
 
     def describe(self) -> str:
         return "; ".join(repr(self.client(n)) if self.alive(n) else f"{n}: down" for n in self.nodes)

@@ -13,9 +13,17 @@ Cell tags are the contract between the notebooks and this package:
 
 - `exercise`: a code cell with solution regions; graded on its own outputs too.
 - `check`: a code cell that prints or asserts exercise results, with deterministic output.
+- `hidden`: (with `check`) a check only the grader runs: it stays in solutions/ and is dropped from
+  exercises/ and from a release.
+
+Notebook metadata `minikafka`: `points` ({"Exercise 1": 3, ...}, shown in the exercise headings),
+and optionally `time_budget`, `cell_timeout` (seconds) and `limits` (sandbox.Limits) for grading.
+Exercise notebooks carry, in each checked cell's metadata `minikafka.expected`, the outputs it
+must produce: `minikafka check` compares against those, which saving in Jupyter never changes.
 """
 
 EXERCISE_TAG = "exercise"
 CHECK_TAG = "check"
+HIDDEN_TAG = "hidden"
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"

@@ -6,8 +6,15 @@ cell tagged `exercise`, every region from a line `### BEGIN SOLUTION` to a line 
 
     raise NotImplementedError("exercise: implement lookup()")
 
-Everything else is kept as it is: the rest of the cell, other cells, cell ids (the grader matches
-cells by id), metadata, execution counts and stored outputs (nbval grades against them).
+Everything else is kept as it is (the rest of the cell, other cells, cell ids: the grader matches
+cells by id, metadata, execution counts and stored outputs), except three things:
+
+- cells tagged `hidden` (grader-only checks) are left out;
+- every checked cell (tagged `check`, or an `exercise` cell with outputs) gets its outputs copied
+  into its metadata `minikafka.expected`: the stored outputs are overwritten as soon as a student
+  runs the cell and saves, the metadata is not, and `minikafka check` compares against it;
+- each `## Exercise N: title` heading gets its points from the notebook metadata appended:
+  `## Exercise N: title (3 points)`.
 
 Invariants:
 
@@ -32,11 +39,34 @@ from pathlib import Path
 import nbformat
 from nbformat.v4.rwbase import rejoin_lines
 
-from . import BEGIN_MARKER, END_MARKER, EXERCISE_TAG
+from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, HIDDEN_TAG
 
 # Catches near-misses of the markers too: a typo must stop the build, not ship a solution.
 _MARKER_LIKE = re.compile(r"^\s*#+\s*(BEGIN|END)\s+SOLUTION\b", re.IGNORECASE)
 _DEF = re.compile(r"^\s*(?:async\s+)?def\s+(\w+)")
+_HEADING = re.compile(r"^#{1,3}\s*((Exercise\s+\d+)\b[^\n]*?)\s*(?:\(\s*[\d.]+\s+points?\s*\))?\s*$",
+                      re.MULTILINE)
+
+
+def exercise_heading(markdown: str) -> tuple[str, str] | None:
+    """("Exercise 1", "Exercise 1: murmur2") for a cell whose first line is such a heading."""
+    first = markdown.lstrip("\n").split("\n", 1)[0]
+    match = _HEADING.match(first)
+    return (re.sub(r"\s+", " ", match.group(2)), match.group(1)) if match else None
+
+
+def notebook_points(nb) -> dict[str, float]:
+    """{"Exercise 1": points, ...} from the notebook metadata `minikafka.points`."""
+    points = nb.get("metadata", {}).get("minikafka", {}).get("points", {})
+    if not isinstance(points, dict) or not all(
+            isinstance(v, (int, float)) and v >= 0 for v in points.values()):
+        raise MarkerError("notebook metadata minikafka.points must map 'Exercise N' to a number >= 0")
+    return points
+
+
+def _points_text(points: float) -> str:
+    number = int(points) if float(points).is_integer() else points
+    return f"({number} point{'' if number == 1 else 's'})"
 
 
 class MarkerError(ValueError):
@@ -130,6 +160,7 @@ def make_exercise(nb, name: str = "notebook"):
     requires_ids = (nb.get("nbformat", 4), nb.get("nbformat_minor", 0)) >= (4, 5)
     seen: set[str] = set()
     result = copy.deepcopy(nb)
+    points = notebook_points(nb)
     for index, cell in enumerate(result["cells"]):
         where = f"{name}, {describe_cell(nb, index)}"
         if requires_ids and "id" not in cell:
@@ -149,6 +180,20 @@ def make_exercise(nb, name: str = "notebook"):
         elif _has_marker(source):
             raise MarkerError(f"{where} has solution markers but is not tagged "
                               f"{EXERCISE_TAG!r}; tag it, or remove the markers")
+        tags = cell_tags(cell)
+        if HIDDEN_TAG in tags and CHECK_TAG not in tags:
+            raise MarkerError(f"{where} is tagged {HIDDEN_TAG!r} but not {CHECK_TAG!r}; "
+                              "only check cells can be hidden")
+        if cell["cell_type"] == "code" and (CHECK_TAG in tags or
+                                            (EXERCISE_TAG in tags and cell.get("outputs"))):
+            cell.setdefault("metadata", {})["minikafka"] = {"expected": copy.deepcopy(cell["outputs"])}
+        heading = exercise_heading(source) if cell["cell_type"] == "markdown" else None
+        if heading and points:
+            lead = source[: len(source) - len(source.lstrip("\n"))]
+            first, newline, rest = source.lstrip("\n").partition("\n")
+            first = re.sub(r"\s*\(\s*[\d.]+\s+points?\s*\)\s*$", "", first.rstrip())
+            cell["source"] = f"{lead}{first} {_points_text(points.get(heading[0], 1))}{newline}{rest}"
+    result["cells"] = [cell for cell in result["cells"] if HIDDEN_TAG not in cell_tags(cell)]
     return result
 
 

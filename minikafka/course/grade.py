@@ -1,96 +1,154 @@
-"""Grade submitted exercise notebooks against the reference solutions, with nbval.
+"""Grade exercise notebooks: per exercise, by its name in the notebook, with points.
 
-Theory of operation: for each submission `.../NN-name.ipynb`, take the reference notebook of the
-same file name from solutions/, put the submission's exercise-cell sources into a copy of it (cells
-matched by id; by position among the `exercise` cells when ids do not match, which is reported),
-and run nbval on that copy in a temporary directory, in a separate pytest process. The checks are
-the reference's code cells tagged `check`, and those tagged `exercise` that have outputs (one that
-only defines a function is graded by its check cells); a check passes when nbval ran the cell
-without an exception and its outputs equal the reference outputs (after sanitizing). The score is
-checks passed / total.
+Theory of operation: a *reference* notebook says what is graded. Its `## Exercise N: title`
+headings split it into exercises; each exercise's *checks* are its code cells tagged `check`
+(those also tagged `hidden` exist only in solutions/, never in a student's copy) and its `exercise`
+cells that have expected outputs. Points per exercise come from the notebook metadata
+(`minikafka.points`, keyed "Exercise N"; 1 if absent). An exercise earns its points only when
+every one of its checks passes, hidden ones included: replaying the visible expected outputs
+earns nothing where an exercise has a hidden check.
 
-Invariants:
+`grade_notebook(reference, submission, ...)` builds the program to run: the reference's cells
+with the submission's `exercise` cell sources put in (matched by cell id, else by position among
+exercise cells), plus any code cells the student added (run where they were, never compared),
+plus cells of the grader's own: after each exercise, a provenance check (the functions and
+classes its solution defines must be defined in the notebook, not taken from the minikafka
+package), and at the end a canary (a random product the kernel must print: a kernel that does
+not run the code it is sent, e.g. an input transformer replaying outputs, is flagged). The program runs in a `Sandbox`
+(sandbox.py) by `run_cells` (runner.py); outputs are judged by nbval's rules (compare.py), in this
+process, from the kernel's messages.
 
-- Only the sources of the student's exercise cells are used. Everything else (check cells, setup
-  cells, stored outputs, cell tags) comes from the reference, so a student who ran wrong code and
-  saved the matching outputs still fails, and cannot retag or rewrite a check.
-- nbval comment markers (`# NBVAL_SKIP`, `# NBVAL_IGNORE_OUTPUT`, ...) in a student's cell are
-  neutralized unless the reference cell carries the same marker.
-- A reference exercise cell that the submission lacks is graded as its untouched stub.
-- Output is deterministic: submissions in sorted order, no timings, no temporary paths.
+The student's check (`minikafka check`) is the same code with the student's file as its own
+reference: the expected outputs then come from each cell's `minikafka.expected` metadata, which
+the exercise generator writes and which running and saving in Jupyter never changes. So saving
+cannot make wrong code pass or right code fail, and the verdict on visible checks is the grader's.
 
-It must never modify a submission or a reference notebook, and never crash on one bad submission
-(a missing reference, unreadable JSON, nbval failing to start): that becomes a row with a message.
+It never modifies a submission or a reference, and never raises for one bad submission: invalid
+JSON, a wrong notebook, a kernel that will not start become a Result with status "error".
 """
 
 from __future__ import annotations
 
+import ast
 import copy
 import json
-import os
+import random
 import re
-import subprocess
-import sys
-import tempfile
-import xml.etree.ElementTree as ET
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import asdict, dataclass, field
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import nbformat
 
-from . import CHECK_TAG, EXERCISE_TAG
-from .exercises import MarkerError, cell_tags, dumps, read_notebook, source_text, stub_source
+from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, HIDDEN_TAG
+from .compare import cell_options, load_sanitize, verdict
+from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
+                        source_text, stub_source)
+from .runner import CellRun, run_cells
+from .sandbox import Limits, Sandbox
 
-DEFAULT_CELL_TIMEOUT = 300  # seconds; the same as the project's own nbval run
-_ANSI = re.compile(r"(?:\x1b|#x1B)\[[0-9;]*[A-Za-z]")  # junit xml spells ESC "#x1B"
+DEFAULT_CELL_TIMEOUT = 30.0   # seconds per cell; a notebook may ask for more (minikafka.cell_timeout)
+DEFAULT_BUDGET = 120.0        # seconds per submission; likewise (minikafka.time_budget)
 _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*((?:NBVAL|PYTEST_VALIDATE)_\w+)\s*$")
 
 
 @dataclass
 class Check:
-    label: str          # "exercise 2", "check 1": numbered in notebook order, per kind
+    label: str                 # "check 2", "hidden check 1", "your own code"
     cell_id: str | None
-    code_cell: int      # index among code cells: nbval's "Cell N"
+    hidden: bool = False
     passed: bool = False
-    reason: str = ""    # why it failed: "output differs", "NotImplementedError: ...", ...
+    message: str = ""
+
+
+@dataclass
+class Exercise:
+    name: str                  # the heading: "Exercise 1: murmur2"
+    points: float
+    checks: list[Check] = field(default_factory=list)
+
+    @property
+    def passed(self) -> bool:
+        return bool(self.checks) and all(check.passed for check in self.checks)
+
+    @property
+    def earned(self) -> float:
+        return self.points if self.passed else 0.0
 
 
 @dataclass
 class Result:
-    submission: str
-    notebook: str | None = None
-    checks: list[Check] = field(default_factory=list)
+    student: str
+    submission: str                    # the path as shown
+    notebook: str | None = None        # the reference's file name
+    exercises: list[Exercise] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
-    error: str | None = None  # set when the submission could not be graded at all
+    status: str = "graded"             # graded | flagged | error
+    error: str | None = None           # why it could not be graded, or why it was flagged
 
     @property
-    def passed(self) -> int:
-        return sum(check.passed for check in self.checks)
+    def points(self) -> float:
+        return 0.0 if self.status != "graded" else sum(e.earned for e in self.exercises)
 
     @property
-    def total(self) -> int:
-        return len(self.checks)
+    def max_points(self) -> float:
+        return sum(e.points for e in self.exercises)
 
     def as_dict(self) -> dict:
-        data = asdict(self)
-        data.update(passed=self.passed, total=self.total)
-        return data
+        return {"student": self.student, "submission": self.submission, "notebook": self.notebook,
+                "status": self.status, "error": self.error, "notes": self.notes,
+                "points": self.points, "max_points": self.max_points,
+                "exercises": [{"name": e.name, "points": e.earned if self.status == "graded" else 0.0,
+                               "max_points": e.points,
+                               "checks": [vars(c) for c in e.checks]} for e in self.exercises]}
 
 
-def find_submissions(path: Path) -> list[Path]:
-    if path.is_file():
-        return [path]
-    return sorted(p for p in path.rglob("*.ipynb")
-                  if not any(part.startswith(".") for part in p.relative_to(path).parts))
+class NotGradable(ValueError):
+    """A submission that cannot be graded at all (the message says why, for the student)."""
 
 
-def _code_cells(nb) -> list[dict]:
+# -- reading what to grade ----------------------------------------------------------------------
+
+def _code(nb) -> list[dict]:
     return [cell for cell in nb["cells"] if cell["cell_type"] == "code"]
 
 
-def _exercise_cells(nb) -> list[dict]:
-    return [cell for cell in _code_cells(nb) if EXERCISE_TAG in cell_tags(cell)]
+def expected_outputs(cell, from_metadata: bool) -> list | None:
+    """The outputs a check cell must produce; None if the cell is not compared."""
+    if from_metadata:
+        meta = cell.get("metadata", {}).get("minikafka", {})
+        return meta.get("expected") if isinstance(meta, dict) else None
+    return cell.get("outputs", [])
+
+
+def is_check(cell, from_metadata: bool) -> bool:
+    tags = cell_tags(cell)
+    if cell["cell_type"] != "code":
+        return False
+    if CHECK_TAG in tags:
+        return True
+    # An exercise cell that only defines code prints nothing to compare: its checks grade it.
+    return EXERCISE_TAG in tags and bool(expected_outputs(cell, from_metadata))
+
+
+def plan(reference, from_metadata: bool = False) -> list[tuple[Exercise, list[dict]]]:
+    """The exercises of a reference notebook, each with its check cells, in notebook order."""
+    points = notebook_points(reference)
+    exercises: list[tuple[Exercise, list[dict]]] = []
+    current = None
+    for cell in reference["cells"]:
+        if cell["cell_type"] == "markdown":
+            heading = exercise_heading(source_text(cell))
+            if heading:
+                key, name = heading
+                current = (Exercise(name, points.get(key, 1)), [])
+                exercises.append(current)
+            elif re.match(r"^#{1,3}\s", source_text(cell)):
+                current = None  # "## Done" and the like end the last exercise
+        elif current is not None and is_check(cell, from_metadata):
+            current[1].append(cell)
+        elif is_check(cell, from_metadata):
+            raise MarkerError(f"check cell {cell.get('id')!r} is not under an '## Exercise N: ...' heading")
+    return exercises
 
 
 def _neutralize_markers(student: str, reference: str) -> tuple[str, bool]:
@@ -104,184 +162,246 @@ def _neutralize_markers(student: str, reference: str) -> tuple[str, bool]:
     return "\n".join(lines), changed
 
 
-def build_graded(reference, submission) -> tuple[dict, list[str]]:
-    """The reference notebook with the submission's exercise sources in it, plus notes to report.
+def _normalized(source: str) -> list[str]:
+    return [line.strip() for line in source.split("\n")
+            if line.strip() and not line.strip().startswith("#")]
 
-    Neither argument is modified.
+
+def build_program(reference, submission) -> tuple[list[tuple[str, dict | None]], list[str], str | None]:
+    """(sources to run, each with its reference cell or None for a student's helper cell), notes,
+    and why the submission is flagged (None if it is not). Neither argument is modified.
     """
-    graded = nbformat.from_dict(copy.deepcopy(reference))
-    by_id = {cell["id"]: cell for cell in _code_cells(submission) if "id" in cell}
-    theirs = _exercise_cells(submission)
-    notes = []
-    for number, cell in enumerate(_exercise_cells(graded), start=1):
-        reference_source = source_text(cell)
-        if cell.get("id") in by_id:
-            source = source_text(by_id[cell["id"]])
-        elif number <= len(theirs):
-            source = source_text(theirs[number - 1])
-            why = "the submission has no cell ids" if not by_id else \
-                f"no cell with id {cell.get('id')!r}"
-            notes.append(f"exercise {number}: matched by position ({why})")
-        else:
-            source = stub_source(reference_source, f"exercise {number}")
-            notes.append(f"exercise {number}: not found in the submission, graded as untouched")
-        source, changed = _neutralize_markers(source, reference_source)
-        if changed:
-            notes.append(f"exercise {number}: nbval markers removed from the student's code")
-        cell["source"] = source
-    return graded, notes
-
-
-def plan_checks(reference) -> list[Check]:
-    checks, counts = [], {EXERCISE_TAG: 0, CHECK_TAG: 0}
-    for index, cell in enumerate(_code_cells(reference)):
-        tags = cell_tags(cell)
-        kind = EXERCISE_TAG if EXERCISE_TAG in tags else CHECK_TAG if CHECK_TAG in tags else None
-        if kind:
-            counts[kind] += 1
-            # An exercise cell that only defines code prints nothing to compare: its check
-            # cells grade it. One that prints is graded itself.
-            if kind == CHECK_TAG or cell.get("outputs"):
-                checks.append(Check(f"{kind} {counts[kind]}", cell.get("id"), index))
-    return checks
-
-
-def _failure_reason(text: str) -> str:
-    # nbval's report: a header "Cell N: <what went wrong>", the input, then the kernel's traceback,
-    # whose last line is "Name: message". The header is matched, not searched for: the student's
-    # code is in the report too.
-    text = _ANSI.sub("", text)
-    header = re.search(r"^Cell \d+: (.*)$", text, re.MULTILINE)
-    what = header.group(1) if header else ""
-    if what.startswith("Cell outputs differ"):
-        return "output differs"
-    if what.startswith("Timeout"):
-        return "timed out"
-    lines = [line.strip() for line in text.strip().splitlines() if line.strip()]
-    return lines[-1][:120] if lines else "failed"
-
-
-def run_nbval(notebook: Path, *, cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-              sanitize: Path | None = None) -> tuple[int, dict[int, str | None], str]:
-    """Run nbval on `notebook` in a fresh pytest process, isolated from any project config.
-
-    Returns (pytest's exit code, {code cell index: None if passed else a reason}, pytest's
-    output). Cells nbval never reported are absent from the dict.
-    """
-    notebook = notebook.resolve()
-    with tempfile.TemporaryDirectory(prefix="minikafka-nbval-") as tmp:
-        # Our own ini file: the repo's addopts/testpaths must not leak into this run.
-        ini = Path(tmp, "pytest.ini")
-        ini.write_text("[pytest]\n")
-        report = Path(tmp, "junit.xml")
-        command = [sys.executable, "-m", "pytest", str(notebook), "-c", str(ini),
-                   "--rootdir", tmp, "-p", "no:cacheprovider", "-q", "--color=no",
-                   "--nbval", "--nbval-current-env", f"--nbval-cell-timeout={cell_timeout}",
-                   f"--junitxml={report}"]
-        if sanitize is not None:
-            command.append(f"--nbval-sanitize-with={Path(sanitize).resolve()}")
-        env = {k: v for k, v in os.environ.items() if k != "PYTEST_ADDOPTS"}
-        cells = sum(cell["cell_type"] == "code" for cell in read_notebook(notebook)["cells"])
-        try:
-            done = subprocess.run(command, cwd=tmp, env=env, capture_output=True, text=True,
-                                  timeout=cell_timeout * (cells + 1) + 120)
-        except subprocess.TimeoutExpired as exc:
-            return -1, {}, f"nbval did not finish in {exc.timeout:.0f} s"
-        outcomes: dict[int, str | None] = {}
-        if report.exists():
-            for case in ET.parse(report).iter("testcase"):
-                if not case.get("name", "").startswith("Cell "):
-                    continue
-                index = int(case.get("name").split()[1])
-                problem = next((c for c in case if c.tag in ("failure", "error")), None)
-                skipped = case.find("skipped")
-                if problem is not None:
-                    outcomes[index] = _failure_reason(problem.text or problem.get("message", ""))
-                elif skipped is not None:
-                    outcomes[index] = ("not run: an earlier cell timed out"
-                                       if "xfail" in (skipped.get("type") or "") else "skipped")
+    ref_ids = {cell.get("id") for cell in reference["cells"]}
+    theirs = [c for c in _code(submission) if EXERCISE_TAG in cell_tags(c)]
+    by_id = {cell["id"]: cell for cell in _code(submission) if "id" in cell}
+    ref_exercise_ids = {c.get("id") for c in _code(reference) if EXERCISE_TAG in cell_tags(c)}
+    if by_id and not (set(by_id) & ref_exercise_ids):
+        raise NotGradable("none of its cells belong to this exercise notebook: is it the right "
+                          "notebook (or was it rebuilt from scratch)?")
+    # Cells the student added, placed after the nearest cell before them that the reference has.
+    helpers: dict[str | None, list[str]] = {}
+    anchor = None
+    for cell in submission["cells"]:
+        if cell.get("id") in ref_ids:
+            anchor = cell["id"]
+        elif cell["cell_type"] == "code" and EXERCISE_TAG not in cell_tags(cell) \
+                and source_text(cell).strip():
+            helpers.setdefault(anchor, []).append(source_text(cell))
+    notes, flagged = [], None
+    program: list[tuple[str, dict | None]] = [(s, None) for s in helpers.get(None, [])]
+    number = 0
+    for cell in reference["cells"]:
+        if cell["cell_type"] == "code":
+            source = source_text(cell)
+            if EXERCISE_TAG in cell_tags(cell):
+                number += 1
+                solution = source
+                if cell.get("id") in by_id:
+                    source = source_text(by_id[cell["id"]])
+                elif number <= len(theirs):
+                    source = source_text(theirs[number - 1])
+                    why = "the submission has no cell ids" if not by_id else f"no cell with id {cell.get('id')!r}"
+                    notes.append(f"exercise cell {number}: matched by position ({why})")
                 else:
-                    outcomes[index] = None
-        return done.returncode, outcomes, done.stdout + done.stderr
+                    source = stub_source(solution, f"exercise cell {number}")
+                    notes.append(f"exercise cell {number}: not found in the submission, graded as untouched")
+                # The markers only exist in solutions/: a student's copy never has them. Equal
+                # code without them is only noted (a two-line exercise may well be written alike).
+                if BEGIN_MARKER in source or END_MARKER in source:
+                    flagged = f"exercise cell {number} is copied from the solutions notebook (it has its markers)"
+                elif BEGIN_MARKER in solution and _normalized(source) == _normalized(solution):
+                    notes.append(f"exercise cell {number} is the reference solution, verbatim")
+                source, changed = _neutralize_markers(source, solution)
+                if changed:
+                    notes.append(f"exercise cell {number}: nbval markers removed from the student's code")
+            program.append((source, cell))
+        if cell.get("id") in helpers and helpers[cell.get("id")]:
+            program += [(s, None) for s in helpers.pop(cell.get("id"))]
+            notes.append(f"your code cell(s) after {cell.get('id')!r} were run too (never compared)")
+    return program, notes, flagged
 
 
-def grade_one(submission: Path, reference_dir: Path, *, shown_as: str,
-              cell_timeout: float = DEFAULT_CELL_TIMEOUT,
-              sanitize: Path | None = None) -> Result:
-    result = Result(submission=shown_as)
-    reference_path = reference_dir / submission.name
-    if not reference_path.is_file():
-        result.error = f"no reference notebook named {submission.name} in {reference_dir}"
-        return result
-    result.notebook = submission.name
-    unreadable = (ValueError, KeyError, TypeError, MarkerError)  # JSONDecodeError: a ValueError
+def defined_names(source: str) -> list[str]:
+    """Top-level functions and classes a (solution) cell defines."""
     try:
-        reference = read_notebook(reference_path)
-    except unreadable as exc:
-        result.error = f"cannot read the reference {reference_path}: {exc}"
-        return result
-    try:
-        graded, result.notes = build_graded(reference, read_notebook(submission))
-    except unreadable as exc:
-        result.error = f"cannot read the submission: {exc}"
-        return result
-    result.checks = plan_checks(reference)
-    with tempfile.TemporaryDirectory(prefix="minikafka-grade-") as tmp:
-        copy_path = Path(tmp, submission.name)
-        copy_path.write_bytes(dumps(graded).encode("utf-8"))
-        code, outcomes, output = run_nbval(copy_path, cell_timeout=cell_timeout,
-                                           sanitize=sanitize)
-    if not outcomes:
-        tail = " | ".join(_ANSI.sub("", output).strip().splitlines()[-3:])
-        result.error = f"nbval did not run (exit code {code}): {tail}"
-    for check in result.checks:
-        reason = outcomes.get(check.code_cell, "not run")
-        check.passed = reason is None
-        check.reason = reason or ""
+        tree = ast.parse(source)
+    except SyntaxError:
+        return []
+    return [node.name for node in tree.body
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))]
+
+
+def _provenance_cell(names: list[str]) -> tuple[str, list]:
+    # A name taken from the package (murmur2 = minikafka.murmur2) has the package's __module__.
+    code = ("print(sorted((_n, getattr(globals().get(_n), '__module__', None) == '__main__') "
+            f"for _n in {names!r}))")
+    text = repr(sorted((n, True) for n in names)) + "\n"
+    return code, [{"output_type": "stream", "name": "stdout", "text": text}]
+
+
+# -- grading ------------------------------------------------------------------------------------
+
+@dataclass
+class Settings:
+    sanitize: Path | None = None
+    cell_timeout: float | None = None   # None: the notebook's, else DEFAULT_CELL_TIMEOUT
+    budget: float | None = None
+    hide: tuple[Path, ...] = ()         # paths the sandbox must not see
+    slot: int = 0
+
+
+def grade_notebook(reference, submission, settings: Settings, *, from_metadata: bool = False,
+                   result: Result) -> Result:
+    """Grade one parsed submission against one parsed reference; fills and returns `result`."""
+    meta = reference.get("metadata", {}).get("minikafka", {})
+    cell_timeout = settings.cell_timeout or meta.get("cell_timeout", DEFAULT_CELL_TIMEOUT)
+    budget = settings.budget or meta.get("time_budget", DEFAULT_BUDGET)
+    limits = Limits.from_metadata(meta.get("limits", {}))
+    planned = plan(reference, from_metadata)
+    result.exercises = [exercise for exercise, _ in planned]
+    program, result.notes, flagged = build_program(reference, submission)
+    steps = _with_grader_cells(reference, planned, program)
+    with Sandbox(settings.slot, limits, settings.hide) as box:
+        runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
+    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
+    flagged = flagged or cheated
+    # Name the exercise where time ran out or the kernel died, whichever cell it was in.
+    where = _sections(reference)
+    for status, words in (("timeout", "timed out in"), ("died", "the kernel died in")):
+        names = [where[id(cell)] for (_, cell, _), run in zip(steps, runs)
+                 if run.status == status and cell is not None and where.get(id(cell))]
+        if names:
+            result.notes.append(f"{words}: " + ", ".join(dict.fromkeys(names)))
+    if flagged:
+        result.status, result.error = "flagged", flagged
     return result
 
 
-def grade(path: Path, reference_dir: Path, *, jobs: int = 1,
-          cell_timeout: float = DEFAULT_CELL_TIMEOUT, sanitize: Path | None = None) -> list[Result]:
-    """Grade one submission file, or every .ipynb under a folder; one Result each, sorted."""
-    submissions = find_submissions(path)
-
-    def one(submission: Path) -> Result:
-        shown_as = str(submission.relative_to(path)) if path.is_dir() else str(submission)
-        return grade_one(submission, reference_dir, shown_as=shown_as,
-                         cell_timeout=cell_timeout, sanitize=sanitize)
-
-    # Threads suffice: each grading is a subprocess; map() keeps the input order.
-    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
-        return list(pool.map(one, submissions))
+def _sections(reference) -> dict[int, str]:
+    """{id(cell): name of the exercise whose heading it is under}, for the reference's code cells."""
+    where, current = {}, None
+    for cell in reference["cells"]:
+        if cell["cell_type"] == "markdown":
+            heading = exercise_heading(source_text(cell))
+            if heading or re.match(r"^#{1,3}\s", source_text(cell)):
+                current = heading[1] if heading else None
+        elif current:
+            where[id(cell)] = current
+    return where
 
 
-def _short(reason: str) -> str:
-    # The table keeps an exception's name only; --json has the whole reason.
-    head = reason.split(":", 1)[0]
-    return head if re.fullmatch(r"[\w.]+", head) else reason
+def _with_grader_cells(reference, planned, program) -> list[tuple[str, dict | None, tuple | None]]:
+    """The program plus the grader's own cells: [(source, reference cell, (expected, exercise))].
+
+    After each exercise's last check comes its provenance check (run early, it cannot be dodged
+    by killing the kernel later); at the very end the canary, a product of two random numbers
+    that a kernel running the code it is sent must print.
+    """
+    provenance: dict[int, tuple[str, list, Exercise]] = {}
+    for exercise, checks in planned:
+        names = [n for cell in _exercise_cells_of(reference, exercise)
+                 for n in defined_names(source_text(cell))]
+        if names and checks:
+            code, want = _provenance_cell(names)
+            provenance[id(checks[-1])] = (code, want, exercise)
+    steps: list[tuple[str, dict | None, tuple | None]] = []
+    for source, cell in program:
+        steps.append((source, cell, None))
+        if cell is not None and id(cell) in provenance:
+            code, want, exercise = provenance[id(cell)]
+            steps.append((code, None, (want, exercise)))
+    rng = random.SystemRandom()
+    a, b = rng.randrange(10**9, 10**10), rng.randrange(10**9, 10**10)
+    steps.append((f"print({a} * {b})", None,
+                  ([{"output_type": "stream", "name": "stdout", "text": f"{a * b}\n"}], None)))
+    return steps
 
 
-def format_table(results: list[Result]) -> str:
-    rows = [("submission", "notebook", "score", "failed")]
-    notes = []
-    for r in results:
-        if r.error and not r.checks:
-            rows.append((r.submission, r.notebook or "-", "-", r.error))
-        else:
-            failed = ", ".join(f"{c.label} ({_short(c.reason)})" for c in r.checks if not c.passed)
-            rows.append((r.submission, r.notebook, f"{r.passed}/{r.total}", failed or "-"))
-        errors = [r.error] if r.error and r.checks else []  # else it is already in the row
-        notes += [f"{r.submission}: {note}" for note in r.notes + errors]
-    widths = [max(len(row[i]) for row in rows) for i in range(3)]
-    lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[3]]).rstrip()
-             for row in rows]
-    if not results:
-        lines.append("(no .ipynb submissions found)")
-    if notes:
-        lines += ["", "notes:"] + [f"  {note}" for note in notes]
-    return "\n".join(lines) + "\n"
+def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
+    """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
+    by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
+    for exercise, cells in planned:
+        visible = hidden = 0
+        for cell in cells:
+            is_hidden = HIDDEN_TAG in cell_tags(cell)
+            hidden += is_hidden
+            visible += not is_hidden
+            label = f"hidden check {hidden}" if is_hidden else \
+                ("your cell's output" if EXERCISE_TAG in cell_tags(cell) else f"check {visible}")
+            run = by_cell.get(id(cell), CellRun(reason="not run"))
+            passed, message = verdict(run, cell_options(cell), expected_outputs(cell, from_metadata) or [],
+                                      patterns)
+            exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message))
+    flagged = None
+    grader_options = {"check": True, "skip": False, "check_exception": False}
+    for (_, _, own), run in zip(steps, runs):
+        if own is None:
+            continue
+        want, exercise = own
+        passed, message = verdict(run, grader_options, want, patterns)
+        if exercise is not None:
+            exercise.checks.append(Check("your own code", None, True, passed,
+                                         "defined in the notebook" if passed else
+                                         "its functions must be defined in the notebook, not taken "
+                                         "from the minikafka package" if run.status == "ok" else message))
+        elif not passed and run.status == "ok":
+            flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
+                       "a patched kernel?)")
+    return flagged
 
 
-def format_json(results: list[Result]) -> str:
-    return json.dumps([r.as_dict() for r in results], indent=2, sort_keys=True) + "\n"
+def _exercise_cells_of(reference, exercise: Exercise) -> list[dict]:
+    """The `exercise` cells under the heading of `exercise`."""
+    cells, inside = [], False
+    for cell in reference["cells"]:
+        if cell["cell_type"] == "markdown":
+            heading = exercise_heading(source_text(cell))
+            if heading:
+                inside = heading[1] == exercise.name
+            elif re.match(r"^#{1,3}\s", source_text(cell)):
+                inside = False
+        elif inside and EXERCISE_TAG in cell_tags(cell):
+            cells.append(cell)
+    return cells
+
+
+def read_submission(path: Path):
+    try:
+        return read_notebook(path)
+    except json.JSONDecodeError as exc:
+        raise NotGradable(f"not a notebook: invalid JSON ({exc.msg} at line {exc.lineno}); "
+                          "was it saved completely?") from None
+    except UnicodeDecodeError:
+        raise NotGradable("not a notebook: the file is not UTF-8 text") from None
+    except (ValueError, KeyError, TypeError) as exc:
+        raise NotGradable(f"not a notebook: {exc}") from None
+
+
+def grade_file(path: Path, reference_path: Path, settings: Settings, *, student: str,
+               shown_as: str) -> Result:
+    result = Result(student=student, submission=shown_as, notebook=reference_path.name)
+    try:
+        reference = read_notebook(reference_path)
+        result.exercises = [e for e, _ in plan(reference)]
+        submission = read_submission(path)
+        if not isinstance(submission.get("cells"), list):
+            raise NotGradable("not a notebook: it has no cells")
+        return grade_notebook(reference, submission, settings, result=result)
+    except (NotGradable, MarkerError) as exc:
+        result.status, result.error = "error", str(exc)
+    except Exception as exc:  # noqa: BLE001 - one broken submission must not stop a class
+        result.status, result.error = "error", f"could not be graded: {type(exc).__name__}: {exc}"
+    for exercise in result.exercises:
+        exercise.checks = [Check("grading", None, False, False, result.error)]
+    return result
+
+
+def check_file(path: Path, settings: Settings) -> Result:
+    """The student's self-check: the file graded against its own stored expectations."""
+    result = Result(student="you", submission=str(path), notebook=path.name)
+    nb = read_submission(path)
+    reference = copy.deepcopy(nb)
+    if not any(expected_outputs(c, True) is not None for c in _code(reference) if CHECK_TAG in cell_tags(c)):
+        raise NotGradable(f"{path} holds no expected outputs (cell metadata minikafka.expected): "
+                          "is it an exercise notebook from exercises/? Get a fresh copy.")
+    return grade_notebook(reference, nb, settings, from_metadata=True, result=result)

@@ -48,7 +48,7 @@ def connect_consumer(options: KafkaSourceOptions, **overrides):
     kwargs = options.consumer_kwargs(group_id=None, enable_auto_commit=False, **overrides)
     kwargs.setdefault("bootstrap_timeout_ms", 10_000)
     try:
-        return KafkaConsumer(**kwargs)
+        consumer = KafkaConsumer(**kwargs)
     except (KafkaConfigurationError, AssertionError, ValueError, TypeError) as exc:
         raise KafkaSourceError(f"kafka-python refused the source's consumer settings: {exc}") from None
     except KafkaTimeoutError:  # kafka-python 3: "Unable to bootstrap from ..."
@@ -56,6 +56,11 @@ def connect_consumer(options: KafkaSourceOptions, **overrides):
             f"No Kafka broker answered at kafka.bootstrap.servers={options.bootstrap_servers!r}. "
             "Is the cluster running (e.g. minikafka.wire.process.launch(), or `minikafka cluster up`), "
             "and is that its address?") from None
+    # kafka-python 3.0.12 keeps its metadata's own retry_backoff_ms at 100 whatever the
+    # consumer's, and waits that long between two refreshes even when both succeed: every
+    # topics() of a query's offset lookups took 100 ms. Give it the consumer's setting.
+    consumer._cluster.config["retry_backoff_ms"] = consumer.config["retry_backoff_ms"]
+    return consumer
 
 
 class KafkaOffsetReader:
@@ -72,7 +77,9 @@ class KafkaOffsetReader:
     @property
     def consumer(self):
         if self._consumer is None:
-            self._consumer = connect_consumer(self.options)
+            # Short back-off unless the query set one: a trigger's lookups follow each other.
+            fast = {} if "retry_backoff_ms" in self.options.consumer_config else {"retry_backoff_ms": 20}
+            self._consumer = connect_consumer(self.options, **fast)
         return self._consumer
 
     def close(self) -> None:

@@ -15,10 +15,12 @@ query is the same code as with Spark's connector but for the format's name.
 
 What differs from Spark's Kafka source (``format("kafka")``):
 
-- It reads with kafka-python in Spark's Python workers, about a tenth as fast as Spark
-  reads a JSON-lines file here (``make bench``). A micro-batch with few records is read
-  by fewer tasks than it has partitions (a task costs ~0.1 s to start); a large
-  partition is never split (no ``minPartitions``).
+- It reads in Spark's Python workers: Fetch requests on kafka-python's connections, the
+  record batches decoded straight into Arrow columns (``arrow_records.py``), a fraction of
+  the rate Spark reads a text file here (``make bench`` measures it). Partitions are packed
+  into tasks of up to ``ROWS_PER_TASK`` rows (a task costs ~0.1-0.2 s to start), so a
+  batch may have fewer tasks than partitions; a large partition is never split (no
+  ``minPartitions``).
 - Options it does not implement are refused, never ignored: ``startingTimestamp``,
   ``startingOffsetsByTimestamp``, ``endingTimestamp``, ``endingOffsetsByTimestamp``,
   ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``, ``maxRecordsPerPartition``,

@@ -80,6 +80,11 @@ class LogSegment:
         self.offset_of_max_timestamp = base_offset
         self.first_batch_max_timestamp: int | None = None  # the clock segment.ms rolls by
         self._bytes_since_last_index_entry = 0
+        # A hint for translate_offset: (offset, position) such that every batch before
+        # ``position`` ends below ``offset``. Reads come mostly at the log's end (followers,
+        # consumers keeping up), where the sparse index would make each one walk every batch
+        # header written since its last entry, one pread each.
+        self._walk_from: tuple[int, int] | None = None
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -89,7 +94,10 @@ class LogSegment:
         position = self.size
         offset_entries = []
         time_entries = []
+        ends_below = self.next_offset  # the batch about to be written is the first to reach it
         for size, last_offset, max_timestamp in batches:
+            self._walk_from = (ends_below, position)
+            ends_below = last_offset + 1
             if max_timestamp > self.max_timestamp:
                 self.max_timestamp, self.offset_of_max_timestamp = max_timestamp, last_offset
             if self.first_batch_max_timestamp is None:
@@ -137,12 +145,17 @@ class LogSegment:
     def translate_offset(self, offset: int) -> tuple[int, int] | None:
         """(position, base offset) of the first batch whose last offset is >= ``offset``."""
         _, position = self.offset_index.lookup(offset)
+        hint = self._walk_from
+        if hint is not None and offset >= hint[0] and hint[1] > position:
+            position = hint[1]
         while position < self.size:
             found = self._walk_header(position)
             if found is None:
                 return None
             base, last, size = found
             if last >= offset:
+                if hint is None or position > hint[1]:
+                    self._walk_from = (offset, position)
                 return position, base
             position += size
         return None
@@ -162,6 +175,8 @@ class LogSegment:
         # Find where the last whole batch that fits ends: jump with the index to the last
         # indexed batch start below the budget, then walk the few headers after it.
         budget = min(start + max_size, limit)
+        if budget == limit:  # everything up to the limit fits, and the limit is a batch boundary
+            return os.pread(self._fd, limit - start, start)
         end = max(start, self.offset_index.floor_position(budget))
         while end + LOG_OVERHEAD <= budget:
             (length,) = struct.unpack(">i", os.pread(self._fd, 4, end + 8))
@@ -325,6 +340,8 @@ class LogSegment:
         return removed
 
     def _truncate_file(self, position: int) -> None:
+        if self._walk_from is not None and self._walk_from[1] >= position:
+            self._walk_from = None  # it pointed at bytes that are gone
         os.ftruncate(self._fd, position)
         self.size = position
         self.flushed_size = min(self.flushed_size, position)

@@ -1094,7 +1094,7 @@ def decode_internal(frame: bytes) -> tuple[int | str | None, Any]:
     except (ValueError, RecursionError) as e:  # RecursionError: "[[[[..." nested too deep
         raise FrameError(f"malformed private {cls.__name__}: not JSON ({type(e).__name__}: {e})") from None
     message = _from_json(body, cls, cls.__name__)
-    body_corr = getattr(message, "correlation_id", 0)  # UpdateMetadata has none: 0 in the header
+    body_corr = getattr(message, "correlation_id", 0)  # a message without one: 0 in the header
     if body_corr != corr:
         raise FrameError(f"malformed private {cls.__name__}: header correlation id {corr} != body {body_corr}")
     return sender, message

@@ -1,0 +1,182 @@
+"""The sandbox launcher: the first process of a graded kernel (run by path, stdlib only).
+
+Theory of operation: the grader starts `python -I -S _launch.py CONFIG_JSON -- KERNEL_ARGV...`.
+This process, still with the grader's privileges, builds the cage and then execs the kernel in it:
+
+1. a new session (its own process group), so the grader can signal the whole group;
+2. new namespaces where the OS allows them: PID (the kernel is process 1 of its namespace, so when
+   it dies the OS kills everything the submission started, daemons and `setsid` included), mount
+   (the reference solutions and the other submissions are covered by empty read-only tmpfs mounts,
+   /tmp, /var/tmp and /dev/shm by fresh private ones, and /proc is remounted to show only the
+   sandbox's processes) and network (only a loopback
+   interface: notebooks can still talk to brokers they start themselves, nothing outside).
+   Without root it asks for a user namespace to get the same; if that is refused too it goes on
+   with what it got and says so on stderr (the grader reports the isolation level);
+3. it forks: the child becomes process 1 of the new PID namespace, sets the rlimits (CPU seconds,
+   address space, processes, file size, no core files), drops to the unprivileged user
+   (root only), asks to be SIGKILLed when the launcher dies, and execs the kernel in the scratch
+   folder. The launcher stays as the parent, forwards SIGINT/SIGTERM (the kernel's interrupt) and
+   exits with the kernel's status.
+
+It is run by path with `-I -S` so nothing from the submission's reach (site-packages, the
+current folder, PYTHON* variables) is imported before the cage is closed.
+"""
+
+import ctypes
+import fcntl
+import json
+import os
+import resource
+import signal
+import socket
+import struct
+import sys
+
+CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
+MS_BIND, MS_MOVE = 4096, 8192
+PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _call(name, *args):
+    if getattr(_libc, name)(*args) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"{name}: {os.strerror(errno)}")
+
+
+def _mount(source, target, fstype, flags, data):
+    _call("mount", source and source.encode(), target.encode(), fstype and fstype.encode(),
+          ctypes.c_ulong(flags), data and data.encode())
+
+
+def _loopback_up():
+    # ioctl(SIOCGIFFLAGS / SIOCSIFFLAGS) on "lo": what `ip link set lo up` does.
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        ifreq = struct.pack("16sH14s", b"lo", 0, b"")
+        flags = struct.unpack("16sH14s", fcntl.ioctl(s, 0x8913, ifreq))[1]
+        fcntl.ioctl(s, 0x8914, struct.pack("16sH14s", b"lo", flags | 1, b""))
+
+
+def _isolate(config) -> list[str]:
+    """Enter the namespaces; returns what could not be done (empty: full isolation)."""
+    missing = []
+    flags = CLONE_NEWPID | CLONE_NEWNS | (0 if config["network"] else CLONE_NEWNET)
+    uid, gid = os.getuid(), os.getgid()
+    try:
+        _call("unshare", flags | (0 if uid == 0 else CLONE_NEWUSER))
+        if uid != 0:  # keep our own ids inside the user namespace
+            for name, text in (("setgroups", "deny"), ("uid_map", f"{uid} {uid} 1"),
+                               ("gid_map", f"{gid} {gid} 1")):
+                with open(f"/proc/self/{name}", "w") as f:
+                    f.write(text)
+    except OSError as exc:
+        return [f"no namespaces ({exc.strerror}): other files readable, network open, "
+                "only the process group is killed"]
+    try:
+        _mount(None, "/", None, MS_REC | MS_PRIVATE, None)
+        for path in config["hide"]:
+            if os.path.isdir(path):
+                _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                       "size=4k,mode=000")
+    except OSError as exc:
+        missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
+    try:  # a /tmp (and /var/tmp, /dev/shm) of its own: nothing written there outlives the sandbox
+        for path in config.get("private_tmp", []):
+            if os.path.isdir(path):
+                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+                       f"size={config['limits'].get('file_bytes') or 1 << 30},mode=1777")
+    except OSError as exc:
+        missing.append(f"no private {path} ({exc.strerror})")
+    try:
+        for number, path in enumerate(config.get("expose", [])):
+            _expose(path, os.path.join(config["scratch"], f".expose{number}"))
+    except OSError as exc:
+        missing.append(f"could not expose {path} to the sandbox user ({exc.strerror})")
+    if not config["network"]:
+        try:
+            _loopback_up()
+        except OSError as exc:
+            missing.append(f"no loopback interface ({exc.strerror})")
+    return missing
+
+
+def _expose(path, stash):
+    """Make `path` reachable when a folder above it is closed to others (Python under /root).
+
+    The closed folder is covered by an empty tmpfs (so the rest of it stays hidden) and only
+    `path` is moved back into place, bind-mounted from a stash mountpoint.
+    """
+    closed = None
+    parts = os.path.abspath(path).split("/")
+    for depth in range(2, len(parts) + 1):
+        folder = "/".join(parts[:depth])
+        if not os.stat(folder).st_mode & 0o001:
+            closed = folder
+            break
+    if closed is None:
+        return
+    os.mkdir(stash, 0o700)
+    _mount(path, stash, None, MS_BIND | MS_REC, None)
+    _mount("tmpfs", closed, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+    target = path if path != closed else closed
+    os.makedirs(target, mode=0o755, exist_ok=True)
+    _mount(stash, target, None, MS_MOVE, None)
+    os.rmdir(stash)
+
+
+def _limit(config):
+    limits = config["limits"]
+    for name, value in (("RLIMIT_CPU", limits.get("cpu_seconds")), ("RLIMIT_AS", limits.get("memory_bytes")),
+                        ("RLIMIT_NPROC", limits.get("processes")),
+                        ("RLIMIT_FSIZE", limits.get("file_bytes")), ("RLIMIT_CORE", 0)):
+        if value is not None:
+            resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+
+
+def main(argv):
+    config = json.loads(argv[1])
+    kernel = argv[argv.index("--") + 1:]
+    try:
+        os.setsid()
+    except OSError:
+        pass  # already a session leader (jupyter_client starts us in a new session)
+    for problem in _isolate(config):
+        print(f"minikafka sandbox: {problem}", file=sys.stderr, flush=True)
+    child = os.fork()
+    if child == 0:
+        try:
+            try:  # a /proc that shows only this PID namespace
+                _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
+            except OSError:
+                pass
+            _limit(config)
+            os.chdir(config["scratch"])
+            if os.getuid() == 0 and config.get("uid") is not None:
+                os.setgroups([])
+                os.setgid(config["gid"])
+                os.setuid(config["uid"])
+            _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid: it resets it
+            os.execve(kernel[0], kernel, config["env"])
+        except BaseException as exc:  # noqa: BLE001 - report anything, never return to the caller
+            print(f"minikafka sandbox: could not start the kernel: {exc}", file=sys.stderr, flush=True)
+            os._exit(127)
+    # jupyter_client signals the whole process group, which reaches the kernel directly: forwarding
+    # SIGINT too would interrupt it twice. A SIGTERM sent to this process alone is passed on.
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
+    for signum in (signal.SIGTERM, signal.SIGHUP):
+        signal.signal(signum, lambda s, _f: os.kill(child, signal.SIGKILL))
+    while True:
+        try:
+            _, status = os.waitpid(child, 0)
+            break
+        except ChildProcessError:
+            status = 0
+            break
+        except InterruptedError:
+            continue
+    os._exit(os.waitstatus_to_exitcode(status) & 0xFF)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

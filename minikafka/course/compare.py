@@ -1,0 +1,103 @@
+"""nbval's comparison rules, applied by the grader to outputs it collected itself.
+
+Theory of operation: nbval stays the judge of "same output". Its `IPyNbCell.compare_outputs` is
+called unbound on a small stand-in that carries what it reads (the skip list, the sanitize
+patterns, no colours), so the rules are nbval's own: streams coalesced and keyed by name, widget
+model ids, images, metadata and execution counts ignored, `regex:`/`replace:` sanitizing. Cell
+options come from nbval's own parsers too: comment markers (`# NBVAL_IGNORE_OUTPUT`,
+`# NBVAL_SKIP`, `# NBVAL_RAISES_EXCEPTION`) and tags (`raises-exception`, `nbval-skip`, ...).
+
+`verdict(...)` turns one cell's run into (passed, message), the message in plain words:
+what was expected and what the code gave.
+"""
+
+from __future__ import annotations
+
+import copy
+import warnings
+from collections import OrderedDict, defaultdict
+from pathlib import Path
+
+import nbformat
+
+from nbval.plugin import (IPyNbCell, coalesce_streams, find_comment_markers, find_metadata_tags,
+                          get_sanitize_patterns, nocolors)
+
+# IPyNbFile's skip list (without nbdime): what nbval never compares.
+SKIP_COMPARE = ('metadata', 'traceback', 'prompt_number', 'output_type', 'name', 'execution_count',
+                'application/vnd.jupyter.widget-view+json', 'image/png', 'image/jpeg')
+
+
+def load_sanitize(path: Path | None) -> OrderedDict:
+    patterns = OrderedDict()
+    if path is not None:
+        patterns.update(get_sanitize_patterns(Path(path).read_text(encoding="utf-8")))
+    return patterns
+
+
+def cell_options(cell) -> dict:
+    """nbval's options for a reference cell: check, check_exception, skip."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        options = defaultdict(bool, find_metadata_tags(cell.get("metadata", {})))
+        options.update(dict(find_comment_markers(cell.get("source", ""))))
+    options.setdefault("check", True)
+    return options
+
+
+class _Judge:
+    """What IPyNbCell.compare_outputs reads from `self`, without a pytest session."""
+
+    colors = nocolors
+    sanitize = IPyNbCell.sanitize
+
+    def __init__(self, patterns: OrderedDict):
+        self.parent = type("P", (), {"skip_compare": SKIP_COMPARE, "sanitize_patterns": patterns})()
+        self.comparison_traceback: list[str] = []
+        self.difference: tuple[str, object, object] | None = None
+
+    def format_output_compare(self, key, left, right):
+        self.difference = (key, left, right)  # words are made by _explain, not pytest's repr
+
+
+def _text(outputs) -> str:
+    parts = []
+    for out in outputs:
+        if out.get("output_type") == "stream":
+            parts.append(out["text"])
+        elif out.get("output_type") == "error":
+            parts.append(f"{out['ename']}: {out['evalue']}\n")
+        else:
+            data = out.get("data", {})
+            parts.append((data.get("text/plain") or next(iter(data), "")) + "\n")
+    return "".join(parts)
+
+
+def _first_difference(expected: str, got: str) -> str:
+    want, have = expected.splitlines(), got.splitlines()
+    for number, (a, b) in enumerate(zip(want, have), start=1):
+        if a != b:
+            return f"line {number}: expected {a!r}, your code gave {b!r}"
+    if len(want) > len(have):
+        return f"your output stops after {len(have)} line(s); line {len(have) + 1} should be {want[len(have)]!r}"
+    if len(have) > len(want):
+        return f"your output has more lines than expected, from line {len(want) + 1}: {have[len(want)]!r}"
+    return "the outputs differ in kind (e.g. printed text vs a displayed value)"
+
+
+def verdict(run, options: dict, expected: list, patterns: OrderedDict) -> tuple[bool, str]:
+    """(passed, message) for one check cell, by nbval's rules, against the `expected` outputs."""
+    if options["skip"]:
+        return True, "skipped (NBVAL_SKIP)"
+    if run.status in ("timeout", "died", "not run"):
+        return False, run.reason
+    expected = coalesce_streams([nbformat.from_dict(copy.deepcopy(o)) for o in expected])
+    if run.status == "error" and not options["check_exception"]:
+        return False, f"raised {run.reason}"
+    if not options["check"]:
+        return True, "ran (its output is not compared)"
+    judge = _Judge(patterns)
+    if IPyNbCell.compare_outputs(judge, run.outputs, expected):
+        return True, "output as expected"
+    want, got = _text(expected), _text(run.outputs)
+    return False, f"output differs: {_first_difference(want, got)}"

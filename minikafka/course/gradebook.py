@@ -1,0 +1,208 @@
+"""A class's submissions in, a gradebook out: CSV rows, feedback files and a summary table.
+
+Theory of operation: `find_submissions(folder)` lists every .ipynb under the folder; the student
+is the first folder below it (`alice/01-the-log.ipynb` -> alice), or the file name for files
+directly in it. `match_reference` picks the reference notebook: the `--assignment` given, else the
+reference whose name the file name contains, so LMS renames (`01-the-log (1).ipynb`,
+`alice_01-the-log.ipynb`) still match. `grade_all` grades them in parallel (one thread per job,
+each with its own sandbox slot and user, since the work is in the kernels), shows a tqdm bar and
+returns results in sorted order whatever finished first.
+
+Outputs: `write_csv` (one row per student and exercise: student, notebook, exercise, points,
+max_points, status, message), `write_feedback` (one Markdown file per student, for the student),
+`format_table` (one line per submission for the terminal). Deterministic: no timings, no temporary
+paths.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import os
+import queue
+import re
+from concurrent.futures import ThreadPoolExecutor, as_completed
+from pathlib import Path
+
+from .grade import Result, Settings, grade_file
+
+CSV_FIELDS = ["student", "notebook", "exercise", "points", "max_points", "status", "message"]
+
+
+def find_submissions(path: Path) -> list[Path]:
+    if path.is_file():
+        return [path]
+    return sorted(p for p in path.rglob("*.ipynb")
+                  if not any(part.startswith(".") for part in p.relative_to(path).parts))
+
+
+def student_of(path: Path, root: Path) -> str:
+    if root.is_file():
+        return path.stem
+    parts = path.relative_to(root).parts
+    return parts[0] if len(parts) > 1 else path.stem
+
+
+def match_reference(path: Path, references: list[Path], assignment: str | None) -> Path:
+    """The reference notebook for a submission; ValueError with a clear message if none fits."""
+    by_stem = {ref.stem: ref for ref in references}
+    if assignment:
+        stem = Path(assignment).stem
+        if stem not in by_stem:
+            raise ValueError(f"no reference notebook named {stem}.ipynb (known: {', '.join(sorted(by_stem))})")
+        return by_stem[stem]
+    if path.stem in by_stem:
+        return by_stem[path.stem]
+    # LMS renames: "01-the-log (1)", "alice_01-the-log", "01-the-log-alice". Longest name wins.
+    found = sorted((s for s in by_stem if re.search(rf"(?<![\w-]){re.escape(s)}(?![\w])", path.stem)),
+                   key=len, reverse=True)
+    if found:
+        return by_stem[found[0]]
+    raise ValueError(f"cannot tell which exercise notebook {path.name} is: no reference name in it; "
+                     "grade with --assignment NN-name")
+
+
+def grade_all(path: Path, reference_dir: Path, settings: Settings, *, jobs: int = 1,
+              assignment: str | None = None, progress: bool = False) -> list[Result]:
+    references = sorted(reference_dir.glob("*.ipynb"))
+    submissions = find_submissions(path)
+    slots: queue.Queue[int] = queue.Queue()
+    for slot in range(max(1, jobs)):
+        slots.put(slot)
+    hide = tuple({*settings.hide, reference_dir.resolve(), (path if path.is_dir() else path.parent).resolve()})
+
+    def one(submission: Path) -> Result:
+        shown = str(submission.relative_to(path)) if path.is_dir() else str(submission)
+        student = student_of(submission, path)
+        try:
+            reference = match_reference(submission, references, assignment)
+        except ValueError as exc:
+            return Result(student=student, submission=shown, status="error", error=str(exc))
+        slot = slots.get()
+        try:
+            mine = Settings(**{**vars(settings), "slot": slot, "hide": hide})
+            return grade_file(submission, reference, mine, student=student, shown_as=shown)
+        finally:
+            slots.put(slot)
+
+    results = []
+    with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:
+        futures = [pool.submit(one, s) for s in submissions]
+        done = as_completed(futures)
+        if progress:
+            from tqdm import tqdm
+            done = tqdm(done, total=len(futures), unit="notebook", desc="grading", dynamic_ncols=True)
+        for future in done:
+            results.append(future.result())
+    return sorted(results, key=lambda r: (r.student, r.submission))
+
+
+def _number(value: float) -> str:
+    return str(int(value)) if float(value).is_integer() else f"{value:g}"
+
+
+def _message(exercise, result: Result) -> str:
+    if result.status != "graded":
+        return result.error or ""
+    failed = [f"{c.label}: {c.message}" for c in exercise.checks if not c.passed]
+    return "; ".join(failed) if failed else "all checks passed"
+
+
+def csv_rows(results: list[Result]) -> list[dict]:
+    rows = []
+    for r in results:
+        if not r.exercises:
+            rows.append({"student": r.student, "notebook": r.notebook or "", "exercise": "",
+                         "points": "0", "max_points": "0", "status": r.status,
+                         "message": r.error or ""})
+        for e in r.exercises:
+            status = r.status if r.status != "graded" else ("passed" if e.passed else "failed")
+            rows.append({"student": r.student, "notebook": r.notebook or "", "exercise": e.name,
+                         "points": _number(e.earned if r.status == "graded" else 0),
+                         "max_points": _number(e.points), "status": status,
+                         "message": _message(e, r)})
+    return rows
+
+
+def write_csv(results: list[Result], target: Path) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
+    writer.writeheader()
+    writer.writerows(csv_rows(results))
+    target.write_text(buffer.getvalue(), encoding="utf-8")
+
+
+def feedback(result: Result) -> str:
+    """Markdown for the student: per exercise, points and what each check said."""
+    lines = [f"# {result.notebook or result.submission}: {_number(result.points)} / "
+             f"{_number(result.max_points)} points", ""]
+    if result.status != "graded":
+        lines += [f"**Not graded ({result.status}):** {result.error}", ""]
+    for e in result.exercises:
+        lines += [f"## {e.name}: {_number(e.earned if result.status == 'graded' else 0)} / {_number(e.points)}", ""]
+        for c in e.checks:
+            lines.append(f"- {'passed' if c.passed else 'FAILED'}: {c.label}: {c.message}")
+        if e.checks and not e.passed and result.status == "graded":
+            lines.append("- (an exercise earns its points when all its checks pass, hidden ones included)")
+        lines.append("")
+    if result.notes:
+        lines += ["## Notes", ""] + [f"- {n}" for n in result.notes] + [""]
+    return "\n".join(lines)
+
+
+def write_feedback(results: list[Result], folder: Path) -> list[Path]:
+    folder.mkdir(parents=True, exist_ok=True)
+    written = []
+    for student in sorted({r.student for r in results}):
+        mine = [r for r in results if r.student == student]
+        target = folder / (re.sub(r"[^\w.-]+", "_", student) + ".md")
+        target.write_text("\n".join(feedback(r) for r in mine), encoding="utf-8")
+        written.append(target)
+    return written
+
+
+def format_table(results: list[Result]) -> str:
+    rows = [("student", "submission", "points", "status / failed")]
+    for r in results:
+        if r.status != "graded":
+            rows.append((r.student, r.submission, f"0/{_number(r.max_points)}", f"{r.status}: {r.error}"))
+        else:
+            failed = ", ".join(e.name.split(":")[0] for e in r.exercises if not e.passed)
+            rows.append((r.student, r.submission, f"{_number(r.points)}/{_number(r.max_points)}",
+                         f"failed: {failed}" if failed else "-"))
+    widths = [max(len(row[i]) for row in rows) for i in range(3)]
+    lines = ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[3]]).rstrip() for row in rows]
+    if not results:
+        lines.append("(no .ipynb submissions found)")
+    return "\n".join(lines) + "\n"
+
+
+def format_json(results: list[Result]) -> str:
+    return json.dumps([r.as_dict() for r in results], indent=2, sort_keys=True) + "\n"
+
+
+def format_check(result: Result) -> str:
+    """The student's check, in plain words: per exercise, pass/fail and why."""
+    lines = []
+    for e in result.exercises:
+        visible = [c for c in e.checks if not c.hidden]
+        ok = all(c.passed for c in visible) and bool(visible)
+        lines.append(f"{'PASS' if ok else 'FAIL'}  {e.name}  ({_number(e.points)} "
+                     f"point{'' if e.points == 1 else 's'})")
+        for c in visible:
+            if not c.passed:
+                lines.append(f"        {c.label}: {c.message}")
+    for note in result.notes:
+        lines.append(f"note: {note}")
+    if result.status == "flagged":
+        lines.append(f"FLAGGED: {result.error}")
+    passed = sum(all(c.passed for c in e.checks if not c.hidden) and any(not c.hidden for c in e.checks)
+                 for e in result.exercises)
+    lines.append(f"{passed} of {len(result.exercises)} exercises pass the checks in this notebook "
+                 "(the grader runs these and hidden ones too, on your code only: saved outputs never count)")
+    return "\n".join(lines) + "\n"
+
+
+def default_jobs() -> int:
+    return len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)

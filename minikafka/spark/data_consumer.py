@@ -1,0 +1,180 @@
+"""One partition's offset range, fetched for a Spark task: Spark's ``KafkaDataConsumer``.
+
+Theory of operation
+-------------------
+A task must read exactly the offsets ``[from, until)`` of one partition. kafka-python's
+``KafkaConsumer`` keeps the jobs a client library is for: bootstrapping, the connection
+settings the query's ``kafka.*`` options give (SSL, SASL, timeouts), API version
+negotiation, metadata and leaders. But its ``poll()`` builds a Python object per record, so
+the task sends its *own* Fetch requests (kafka-python's protocol classes, on the consumer's
+connections: ``_manager.send``, the same call its fetcher makes; the version is pinned in
+``pyproject.toml``) and hands the partition's records, still bytes, to ``arrow_records``.
+
+The loop, per response: read the partition's error; find where the next fetch starts from
+the batch headers alone, and send that fetch at once, so the broker and the network work
+while this process decodes; then decode into columns. Rules kept from the kafka-python
+reader it replaces:
+
+- Progress or a clear error: a leader change, a restarting broker or a lost connection is
+  retried after a metadata refresh, but ``kafkaConsumer.pollTimeoutMs`` without a single
+  new offset fails the task, naming the partition and the range.
+- ``OFFSET_OUT_OF_RANGE``: records the query still needed were deleted: data loss (fails
+  unless ``failOnDataLoss=false``, which skips to the log start).
+- ``isolation.level=read_committed`` (``kafka.isolation.level``): the broker stops at the
+  last stable offset and lists aborted transactions, whose records are dropped.
+"""
+
+from __future__ import annotations
+
+import struct
+import time
+from typing import Iterator
+
+from minikafka.spark.arrow_records import AbortedTransactions, FetchedRecords, decode_fetched
+from minikafka.spark.offset_reader import KafkaSourceError
+
+_PREFIX = struct.Struct(">qi")
+_LAST_OFFSET_DELTA = struct.Struct(">i")
+_LAST_OFFSET_DELTA_AT = 23
+_HEADER_SIZE = 61
+FETCH_MAX_VERSION = 11  # the last non-flexible Fetch: topics by name, what every broker here speaks
+PARTITION_FETCH_BYTES = 8 << 20
+
+
+def next_fetch_offset(buf: bytes, position: int) -> int:
+    """The offset after the last whole batch in ``buf`` (``position`` if there is none)."""
+    pos, size = 0, len(buf)
+    while pos + _HEADER_SIZE <= size:
+        base, length = _PREFIX.unpack_from(buf, pos)
+        end = pos + 12 + length
+        if end > size:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(buf, pos + _LAST_OFFSET_DELTA_AT)
+        position = max(position, base + delta + 1)
+        pos = end
+    return position
+
+
+class PartitionFetcher:
+    """Fetches for one partition through a kafka-python consumer's connections."""
+
+    def __init__(self, consumer, options, topic: str, partition: int) -> None:
+        from kafka import TopicPartition
+
+        self.consumer = consumer
+        self.options = options
+        self.tp = TopicPartition(topic, partition)
+        cfg = options.consumer_config
+        self.read_committed = cfg.get("isolation_level", "read_uncommitted") == "read_committed"
+        self.check_crcs = cfg.get("check_crcs", True)
+        self.max_wait_ms = cfg.get("fetch_max_wait_ms", 500)
+        self.min_bytes = cfg.get("fetch_min_bytes", 1)
+        self.max_bytes = cfg.get("fetch_max_bytes", 50 << 20)
+        self.partition_bytes = max(PARTITION_FETCH_BYTES, cfg.get("max_partition_fetch_bytes", 0))
+        self.request_timeout_ms = cfg.get("request_timeout_ms", 30_000)
+        self.backoff_s = cfg.get("retry_backoff_ms", 20) / 1000
+        self._wait(consumer._cluster.add_topic(topic))
+
+    def _wait(self, future):
+        c = self.consumer
+        return c._net.run(c._manager.wait_for, future, self.max_wait_ms + self.request_timeout_ms)
+
+    def send(self, offset: int):
+        """A Fetch for ``offset`` to the partition's leader, or None if no leader is known yet."""
+        from kafka.protocol.consumer import FetchRequest
+
+        c = self.consumer
+        leader = c._cluster.leader_for_partition(self.tp)
+        if leader is None or leader < 0:
+            return None
+        epoch = c._cluster.leader_epoch_for_partition(self.tp)
+        part = FetchRequest.FetchTopic.FetchPartition(
+            partition=self.tp.partition, current_leader_epoch=-1 if epoch is None else epoch,
+            fetch_offset=offset, last_fetched_epoch=-1, log_start_offset=-1,
+            partition_max_bytes=self.partition_bytes)
+        request = FetchRequest(
+            replica_id=-1, max_wait_ms=self.max_wait_ms, min_bytes=self.min_bytes, max_bytes=self.max_bytes,
+            isolation_level=int(self.read_committed), session_id=0, session_epoch=-1,
+            topics=[FetchRequest.FetchTopic(topic=self.tp.topic, partitions=[part])],
+            forgotten_topics_data=[], rack_id="",
+            min_version=FetchRequest.min_version_for_isolation_level(int(self.read_committed)),
+            max_version=FETCH_MAX_VERSION)
+        return c._manager.send(request, node_id=leader)
+
+    def refresh(self) -> None:
+        """After a leader change or a lost connection: new metadata, then a short back-off."""
+        try:
+            self._wait(self.consumer._cluster.request_update())
+        except Exception:  # noqa: BLE001 - the caller's progress timeout decides when to give up
+            pass
+        time.sleep(self.backoff_s)
+
+
+def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
+                until_offset: int) -> Iterator[FetchedRecords]:
+    """The records of ``[from_offset, until_offset)``, one ``FetchedRecords`` per Fetch response."""
+    import kafka.errors as Errors
+
+    fetcher = PartitionFetcher(consumer, options, topic, partition)
+    name = f"{topic}-{partition}"
+    position = from_offset
+    progress_at = time.monotonic()
+    pending = (fetcher.send(position), position)
+    while position < until_offset:
+        future, sent_for = pending
+        if future is None or sent_for != position:
+            future = fetcher.send(position)
+        pending = (None, -1)
+        error = None
+        if future is None:
+            error = "no leader known"
+        else:
+            try:
+                response = fetcher._wait(future)
+            except Exception as exc:  # noqa: BLE001 - connection lost, timeout: retried below
+                error = repr(exc)
+            else:
+                data = response.responses[0].partitions[0]
+                code = data.error_code
+                if code == Errors.OffsetOutOfRangeError.errno:
+                    earliest = consumer.beginning_offsets([fetcher.tp])[fetcher.tp]
+                    if options.fail_on_data_loss:
+                        raise KafkaSourceError(
+                            f"Offsets {position} to {min(earliest, until_offset) - 1} of {name} were "
+                            "deleted (retention) before the query read them: records are lost. Set the "
+                            "option failOnDataLoss=false to skip what is gone and go on.")
+                    moved_to = min(max(earliest, position), until_offset)
+                    if moved_to != position:
+                        position = moved_to
+                        continue
+                    error = "OffsetOutOfRangeError above the log start (log truncated?)"
+                if code:
+                    err = Errors.for_code(code)
+                    if not (err.retriable or err.invalid_metadata):
+                        raise KafkaSourceError(f"Fetching {name} at offset {position} failed: {err.__name__}")
+                    error = err.__name__
+                else:
+                    buf = data.records or b""
+                    nxt = next_fetch_offset(buf, position)
+                    if position < nxt < until_offset:
+                        pending = (fetcher.send(nxt), nxt)  # the broker works while we decode
+                    aborted = None
+                    if fetcher.read_committed:
+                        aborted = AbortedTransactions(
+                            [(a.producer_id, a.first_offset) for a in (data.aborted_transactions or ())])
+                    rows = decode_fetched(buf, position, until_offset, check_crcs=fetcher.check_crcs,
+                                          include_headers=options.include_headers, aborted=aborted,
+                                          where=f"{name} fetched at offset {position}")
+                    if len(rows):
+                        yield rows
+                    if rows.next_offset > position:
+                        progress_at = time.monotonic()
+                        position = rows.next_offset
+                        continue
+                    error = "no records below the high watermark"
+        if time.monotonic() - progress_at > options.poll_timeout_ms / 1000:
+            raise KafkaSourceError(
+                f"Reading {name} offsets [{position}, {until_offset}) from {options.bootstrap_servers} "
+                f"made no progress for kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms} ms "
+                f"({error}): is the partition's leader up?")
+        fetcher.refresh()

@@ -1,0 +1,330 @@
+"""The grader against cheats and broken submissions, and the student's check against saving.
+
+One class-sized folder of submissions of the fixture notebook (tests/fixtures/course/solutions/
+99-sample.ipynb: Exercise 1 worth 2 points with a hidden check, Exercise 2 worth 1) is graded once
+per module, two at a time, with short timeouts so that the looping submissions cost seconds; each
+test then reads its student's row. Every cheat listed in issue 12 has a student here.
+"""
+
+import csv
+import json
+import os
+import shutil
+from pathlib import Path
+
+import nbformat
+import pytest
+from nbclient import NotebookClient
+
+from minikafka.cli import main
+from minikafka.course.grade import Settings, check_file
+from minikafka.course.gradebook import csv_rows, feedback, format_check, grade_all
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "course"
+REFERENCES = FIXTURE / "solutions"
+SAMPLE = REFERENCES / "99-sample.ipynb"
+SAMPLE_EXERCISE = FIXTURE / "exercises" / "99-sample.ipynb"
+SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
+FAST = Settings(sanitize=SANITIZE, cell_timeout=5, budget=15)
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root")
+
+GOOD_LOOKUP = ("def lookup(index, target):\n"
+               "    best = None\n"
+               "    for entry in index:\n"
+               "        if entry[0] <= target:\n"
+               "            best = entry\n"
+               "    return best")
+GOOD_START = "start_position = lookup(INDEX, 250)[1]\nprint(\"start scanning at byte\", start_position)"
+SOLUTION_LOOKUP = ("def lookup(index, target):\n    offsets = [offset for offset, _ in index]\n"
+                   "    i = bisect.bisect_right(offsets, target)\n    return index[i - 1] if i else None\n")
+
+
+def exercise(lookup=None, start=None, extra_cells=()):
+    """The student's copy with the two exercise cells replaced (None: left untouched)."""
+    nb = json.loads(SAMPLE_EXERCISE.read_text())
+    cells = {cell["id"]: cell for cell in nb["cells"]}
+    if lookup is not None:
+        cells["exercise-lookup"]["source"] = lookup
+    if start is not None:
+        cells["exercise-start"]["source"] = start
+    for after, cell_id, source in extra_cells:
+        position = [c["id"] for c in nb["cells"]].index(after) + 1
+        nb["cells"].insert(position, {"cell_type": "code", "id": cell_id, "metadata": {},
+                                      "execution_count": None, "outputs": [], "source": source})
+    return nb
+
+
+def replay_transformer():
+    """An IPython input transformer that answers each visible check with its stored output."""
+    nb = json.loads(SAMPLE_EXERCISE.read_text())
+    answers = {"".join(c["source"]).split("\n")[0]: "".join("".join(o["text"]) for o in c["outputs"])
+               for c in nb["cells"] if c["cell_type"] == "code" and c["outputs"]}
+    return (f"ANSWERS = {answers!r}\n"
+            "def replay(lines):\n"
+            "    first = ''.join(lines).split('\\n')[0]\n"
+            "    return [f'print({ANSWERS[first]!r}, end=\"\")\\n'] if first in ANSWERS else lines\n"
+            "get_ipython().input_transformers_cleanup.append(replay)\n"
+            "def lookup(index, target):\n    return None")
+
+
+ESCAPES = """import os, socket, subprocess
+report = {}
+for name, attempt in [
+    ("read the reference", lambda: open(REFERENCE).read(100)),
+    ("list the other students", lambda: os.listdir(CLASS)),
+    ("write next to the submissions", lambda: open(os.path.join(CLASS, "pwned.txt"), "w").write("x")),
+    ("write into the repository", lambda: open(os.path.join(REPO, "pwned-by-liam.txt"), "w").write("x")),
+    ("leave a file in /tmp", lambda: open("/tmp/pwned-by-liam-7d1f.txt", "w").write("x")),
+    ("reach the network", lambda: socket.create_connection(("1.1.1.1", 53), timeout=2)),
+]:
+    try:
+        attempt()
+        report[name] = "DONE"
+    except Exception as exc:
+        report[name] = type(exc).__name__
+subprocess.Popen(["sleep", "900.4212"], start_new_session=True)  # a daemon that outlives the kernel?
+print(report)
+"""
+
+
+def submissions(folder: Path) -> dict[str, Path]:
+    """The class: one folder per student (the file name as the LMS left it)."""
+    def put(student, nb, name="99-sample.ipynb"):
+        (folder / student).mkdir(parents=True, exist_ok=True)
+        path = folder / student / name
+        if isinstance(nb, (str, bytes)):
+            path.write_text(nb) if isinstance(nb, str) else path.write_bytes(nb)
+        else:
+            path.write_text(json.dumps(nb))
+        return path
+
+    wrong = json.loads(SAMPLE.read_text())  # reference outputs, wrong code: "ran and saved"
+    for cell in wrong["cells"]:
+        if cell["id"] == "exercise-lookup":
+            cell["source"] = "".join(cell["source"]).replace("bisect_right", "bisect_left")
+        cell["source"] = "".join(line for line in "".join(cell["source"]).splitlines(keepends=True)
+                                 if "### " not in line)
+    escape = ESCAPES.replace("REFERENCE", repr(str(SAMPLE))).replace("CLASS", repr(str(folder))) \
+                    .replace("REPO", repr(str(ROOT)))
+    paths = {
+        "alice": put("alice", exercise(GOOD_LOOKUP, GOOD_START)),
+        "bob": put("bob", exercise()),
+        "carol": put("carol", wrong),
+        "dave": put("dave", exercise(GOOD_LOOKUP, GOOD_START), "scratch.ipynb"),
+        "erin": put("erin", SAMPLE.read_bytes()),  # the solutions notebook itself
+        "frank": put("frank", exercise(
+            "import json\n"
+            f"nb = json.load(open({str(SAMPLE)!r}))\n"
+            "exec(''.join(next(c['source'] for c in nb['cells'] if c['id'] == 'exercise-lookup')))",
+            GOOD_START)),
+        "gina": put("gina", exercise(replay_transformer(), "pass")),
+        "hank": put("hank", exercise(
+            "open('junit.xml', 'w').write('<testsuite tests=\"9\" failures=\"0\"/>')\n"
+            "import os, signal\nos.killpg(0, signal.SIGKILL)", GOOD_START)),
+        "ivan": put("ivan", exercise(  # the library's function, not the student's (murmur2 = minikafka.murmur2)
+            "import bisect, types\nlibrary = types.ModuleType('library')\nlibrary.bisect = bisect\n"
+            f"exec({SOLUTION_LOOKUP!r}, library.__dict__)\nlookup = library.lookup", GOOD_START)),
+        "judy": put("judy", exercise("def lookup(index, target):\n    while True:\n        pass", None)),
+        "kyle": put("kyle", exercise(GOOD_LOOKUP, "import os\nos._exit(3)")),
+        "liam": put("liam", exercise(GOOD_LOOKUP, GOOD_START, [("setup", "liam-escape", escape)])),
+        "mia": put("mia", '{"cells": [{"cell_type": "code", "source": "trunc'),
+        "noah": put("noah", (ROOT / "exercises" / "01-the-log.ipynb").read_bytes()),  # wrong notebook
+        "olga": put("olga", exercise(GOOD_LOOKUP, GOOD_START), "99-sample (1).ipynb"),
+        "pete": put("pete", exercise("def lookup(index, target):\n    return last_at_most(index, target)",
+                                     GOOD_START, [("exercise-lookup", "pete-helper", "def last_at_most(index, target):\n"
+                                                  "    return max((e for e in index if e[0] <= target), default=None)")])),
+        "sam": put("sam", exercise(GOOD_LOOKUP, "while True:\n    pass")),
+        "rose": put("rose", exercise("def lookup(index, target):\n    hog = bytearray(6 * 1024 ** 3)\n"
+                                     "    return None", GOOD_START)),
+        "quinn": put("quinn", exercise("def lookup(index, target):\n    import signal\n"
+                                       "    signal.signal(signal.SIGINT, signal.SIG_IGN)  # no interrupting me\n"
+                                       "    while True:\n        pass", None)),
+    }
+    return paths
+
+
+@pytest.fixture(scope="module")
+def graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    submissions(folder)
+    results = grade_all(folder, REFERENCES, FAST, jobs=2)
+    return folder, {r.student: r for r in results}
+
+
+def points(result):
+    return result.points, result.max_points
+
+
+@pytest.mark.notebooks
+def test_correct_work_gets_full_marks_whatever_the_file_is_called(graded):
+    _, by = graded
+    for student in ("alice", "olga", "pete"):
+        assert (by[student].status, points(by[student])) == ("graded", (3, 3)), feedback(by[student])
+    assert by["olga"].submission == "olga/99-sample (1).ipynb"
+    assert any("your code cell(s) after 'exercise-lookup' were run" in n for n in by["pete"].notes)
+
+
+@pytest.mark.notebooks
+def test_untouched_and_wrong_work(graded):
+    _, by = graded
+    assert points(by["bob"]) == (0, 3)
+    carol = by["carol"]  # wrong code, with the reference's outputs saved in the file
+    assert points(carol) == (1, 3)
+    [failed] = [e for e in carol.exercises if not e.passed]
+    assert failed.name == "Exercise 1: where does a read start?"
+    assert failed.checks[0].message.startswith("output differs: line 1: expected '0 -> (0, 0)', "
+                                               "your code gave '0 -> None'")
+
+
+@pytest.mark.notebooks
+def test_cheats_earn_nothing(graded):
+    _, by = graded
+    assert by["erin"].status == "flagged" and points(by["erin"]) == (0, 3)
+    assert "copied from the solutions notebook" in by["erin"].error
+    assert points(by["frank"]) == (0, 3)          # the reference is unreadable from the sandbox
+    assert points(by["gina"]) == (0, 3)           # replayed outputs fail the hidden checks
+    gina = by["gina"].exercises[0]
+    assert [c.passed for c in gina.checks if not c.hidden] == [True, True]
+    assert [c.label for c in gina.checks if not c.passed] == ["hidden check 1"]
+    # No junit.xml is ever read, and the kernel is process 1 of its own PID namespace: its
+    # SIGKILL to "its parent's" process group reaches nothing outside the sandbox.
+    assert points(by["hank"]) == (0, 3)
+    ivan = by["ivan"].exercises[0]                # right outputs, but not the student's function
+    assert points(by["ivan"]) == (1, 3)
+    assert [c.label for c in ivan.checks if not c.passed] == ["your own code"]
+
+
+@pytest.mark.notebooks
+def test_loops_and_kernel_deaths_are_bounded_and_named(graded):
+    _, by = graded
+    for student in ("judy", "quinn"):
+        result = by[student]
+        assert result.status == "graded" and points(result) == (0, 3)
+        assert "timed out in: Exercise 1: where does a read start?" in result.notes
+    assert "timed out after 5 s" in by["judy"].exercises[0].checks[0].message
+    sam = by["sam"]  # `while True: pass` in the exercise cell itself
+    assert points(sam) == (2, 3) and "timed out in: Exercise 2: the first byte to read" in sam.notes
+    assert "did not stop after a timeout" in by["quinn"].exercises[0].checks[1].message
+    assert by["rose"].exercises[0].checks[0].message == "raised MemoryError: "  # the 4 GiB limit
+    kyle = by["kyle"]
+    assert points(kyle) == (2, 3)
+    assert "the kernel died" in kyle.exercises[1].checks[0].message
+    assert "the kernel died in: Exercise 2: the first byte to read" in kyle.notes
+
+
+@pytest.mark.notebooks
+def test_files_that_cannot_be_graded_say_why(graded):
+    _, by = graded
+    assert by["dave"].status == "error" and "cannot tell which exercise notebook scratch.ipynb" in by["dave"].error
+    assert by["mia"].status == "error" and by["mia"].error.startswith("not a notebook: invalid JSON")
+    assert by["noah"].status == "error" and "none of its cells belong" in by["noah"].error
+    rows = [r for r in csv_rows(list(by.values())) if r["student"] == "mia"]
+    assert [(r["exercise"], r["points"], r["status"]) for r in rows] == [
+        ("Exercise 1: where does a read start?", "0", "error"), ("Exercise 2: the first byte to read", "0", "error")]
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_the_sandbox_holds(graded):
+    folder, by = graded
+    assert points(by["liam"]) == (3, 3)
+    assert not (folder / "pwned.txt").exists() and not (ROOT / "pwned-by-liam.txt").exists()
+    assert not Path("/tmp/pwned-by-liam-7d1f.txt").exists()  # its /tmp was private
+    leftovers = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            if b"900.4212" in Path(f"/proc/{pid}/cmdline").read_bytes():
+                leftovers.append(pid)
+        except OSError:
+            pass
+    assert leftovers == []
+
+
+@pytest.mark.notebooks
+def test_the_gradebook_cli(tmp_path, capsys):
+    folder = tmp_path / "class"
+    (folder / "alice").mkdir(parents=True)
+    (folder / "alice" / "whatever-the-lms-called-it.ipynb").write_text(json.dumps(exercise(GOOD_LOOKUP, GOOD_START)))
+    (folder / "mia").mkdir()
+    (folder / "mia" / "99-sample.ipynb").write_text("{")
+    gradebook, notes = tmp_path / "grades.csv", tmp_path / "feedback"
+    code = main(["grade", str(folder), "--reference", str(REFERENCES), "--assignment", "99-sample",
+                 "--csv", str(gradebook), "--feedback", str(notes), "--jobs", "2", "--quiet"])
+    assert code == 1  # mia's file could not be graded
+    rows = list(csv.DictReader(gradebook.open()))
+    assert list(rows[0]) == ["student", "notebook", "exercise", "points", "max_points", "status", "message"]
+    assert [(r["student"], r["exercise"], r["points"], r["max_points"], r["status"]) for r in rows] == [
+        ("alice", "Exercise 1: where does a read start?", "2", "2", "passed"),
+        ("alice", "Exercise 2: the first byte to read", "1", "1", "passed"),
+        ("mia", "Exercise 1: where does a read start?", "0", "2", "error"),
+        ("mia", "Exercise 2: the first byte to read", "0", "1", "error")]
+    assert (notes / "alice.md").read_text().startswith("# 99-sample.ipynb: 3 / 3 points")
+    assert "invalid JSON" in (notes / "mia.md").read_text()
+
+
+def run_and_save(nb: dict, path: Path) -> Path:
+    """Execute the notebook as Jupyter would (errors and all) and save it with its new outputs."""
+    node = nbformat.reads(json.dumps(nb), as_version=4)
+    NotebookClient(node, kernel_name="python3", allow_errors=True, timeout=60,
+                   resources={"metadata": {"path": str(path.parent)}}).execute()
+    nbformat.write(node, str(path))
+    return path
+
+
+@pytest.mark.notebooks
+def test_saving_in_jupyter_never_changes_the_check(tmp_path):
+    right = run_and_save(exercise(GOOD_LOOKUP, GOOD_START), tmp_path / "right" / "99-sample.ipynb") \
+        if (tmp_path / "right").mkdir() is None else None
+    wrong = run_and_save(exercise(SOLUTION_LOOKUP.replace("bisect_right", "bisect_left"), GOOD_START),
+                         tmp_path / "wrong" / "99-sample.ipynb") if (tmp_path / "wrong").mkdir() is None else None
+    # The saved outputs are now the code's own: comparing against them would pass anything.
+    saved = nbformat.read(str(wrong), as_version=4)
+    assert "0 -> None\n119 -> (0, 0)\n120 -> (0, 0)" in "".join(
+        o.get("text", "") for c in saved.cells if c.get("id") == "check-lookup" for o in c.outputs)
+    mine, theirs = check_file(right, FAST), check_file(wrong, FAST)
+    assert [e.passed for e in mine.exercises] == [True, True], format_check(mine)
+    assert [e.passed for e in theirs.exercises] == [False, True], format_check(theirs)
+    assert "FAIL  Exercise 1: where does a read start?  (2 points)" in format_check(theirs)
+    assert "line 1: expected '0 -> (0, 0)', your code gave '0 -> None'" in format_check(theirs)
+    # The grader agrees on the same files.
+    for path, expected in ((right, (3, 3)), (wrong, (1, 3))):
+        [result] = grade_all(path, REFERENCES, FAST)
+        assert points(result) == expected
+    assert main(["check", str(right)]) == 0
+    assert main(["check", str(wrong)]) == 1
+
+
+def test_check_refuses_a_notebook_without_expectations(tmp_path, capsys):
+    plain = tmp_path / "99-sample.ipynb"
+    shutil.copy(SAMPLE, plain)
+    nb = json.loads(plain.read_text())
+    for cell in nb["cells"]:
+        cell.get("metadata", {}).pop("minikafka", None)
+    plain.write_text(json.dumps(nb))
+    assert main(["check", str(plain)]) == 2
+    assert "holds no expected outputs" in capsys.readouterr().err
+
+
+@pytest.mark.notebooks
+def test_the_library_in_place_of_the_exercise_earns_nothing():
+    """Issue 12's cheat on the real notebook 02: `murmur2 = minikafka.murmur2` (minikafka is the
+    setup cell's name for minikafka.partitioner), the other two exercises solved properly."""
+    solution = json.loads((ROOT / "solutions" / "02-topics-and-partitions.ipynb").read_text())
+    submission = json.loads((ROOT / "exercises" / "02-topics-and-partitions.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    for cell in submission["cells"]:
+        if cell["id"] in ("ex2", "ex3"):
+            cell["source"] = solved[cell["id"]]
+        elif cell["id"] == "ex1":
+            cell["source"] = "murmur2 = minikafka.murmur2"
+    folder = Path(pytest.importorskip("tempfile").mkdtemp(prefix="minikafka-02-"))
+    try:
+        path = folder / "02-topics-and-partitions.ipynb"
+        path.write_text(json.dumps(submission))
+        [result] = grade_all(path, ROOT / "solutions", Settings(sanitize=SANITIZE))
+    finally:
+        shutil.rmtree(folder)
+    assert points(result) == (7, 10), feedback(result)
+    first = result.exercises[0]
+    assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "your own code"]
