@@ -127,15 +127,15 @@ class Cluster:
                           seed=self.seed, raft_history=self.raft_history)
         return make
 
-    def _ready(self) -> bool:
-        """An active controller, and every broker registered in its current incarnation,
-        unfenced (so caught up with the metadata log)."""
+    def _ready(self, brokers: Iterable[int] | None = None) -> bool:
+        """An active controller, and every broker (of ``brokers``) registered in its current
+        incarnation, unfenced (so caught up with the metadata log)."""
         active = self._active_controller()
         if active is None:
             return False
         regs = active.image.brokers
         return all(b in regs and not regs[b].fenced and regs[b].incarnation == self._incarnations[b]
-                   for b in self.broker_ids)
+                   for b in (self.broker_ids if brokers is None else brokers))
 
     def _controller_factory(self, node_id: int) -> Callable[[], QuorumController]:
         def make() -> QuorumController:
@@ -310,6 +310,10 @@ class Cluster:
         every live broker knows its leaders."""
         configs = tuple(sorted((k, str(v).lower() if isinstance(v, bool) else str(v)) for k, v in (config or {}).items()))
         topic = TopicConfig(name, partitions, replication_factor, configs)
+        # A broker restarted a moment ago is back only once it has caught up with the metadata
+        # log and been unfenced (a few round trips): wait for that, as `kafka-topics` would
+        # retry, so that it counts among the brokers the replicas can go to.
+        self.world.run_until(lambda: self._ready([b for b in self.broker_ids if self.world.alive(b)]), 10_000)
         admin = self.world.nodes[self.admin_id]
         corr = self.world.call_node(
             self.admin_id, lambda node: node.request(self._any_live_broker(), lambda c: CreateTopicsRequest(c, (topic,)))

@@ -142,7 +142,7 @@ class QuorumController(StateMachine):
         self.image = MetadataImage()
         self.raft: KafkaRaftClient | None = None
         self.last_heartbeat: dict[int, int] = {}  # broker -> time of its last heartbeat (active only)
-        self.heartbeats: list[tuple[int, int]] = []  # (time, broker) received, for notebooks
+        self.heartbeats: deque[tuple[int, int]] = deque(maxlen=10_000)  # (time, broker): the latest, for notebooks
         self._queue: deque[_Operation] = deque()
         self._inflight: tuple[int, Callable[[], None], _Operation] | None = None  # (last offset, done, op)
         self._active_epoch = -1  # the epoch in which this node is the active controller, or -1

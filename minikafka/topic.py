@@ -16,6 +16,10 @@ MAX_NAME_LENGTH = 249
 _LEGAL = re.compile(r"[a-zA-Z0-9._-]+")
 
 
+# Topics the brokers keep for themselves: clients may read them, never write or create them
+# (Kafka's Topic.isInternal, plus KRaft's metadata log).
+INTERNAL_TOPICS = frozenset({"__consumer_offsets", "__transaction_state", "__cluster_metadata"})
+
 def validate_topic_name(name: str) -> str:
     """Return ``name`` if Kafka would accept it, else raise ``InvalidTopicError`` saying why."""
     if not isinstance(name, str):

@@ -261,3 +261,44 @@ def test_the_fault_campaign_kills_and_splits_controllers_and_loses_nothing():
         seed, controllers=3, enable_idempotence=True, faults=4).faults]
     assert any(f.startswith("kill controller") for f in faults), faults
     assert any(f.startswith("cut controller") for f in faults), faults
+
+
+# --- internal topics are the brokers' own (issue 13's first slice) -------------------------------------------
+
+
+def test_clients_cannot_create_or_write_internal_topics_and_a_bad_offsets_record_is_skipped(make_cluster):
+    from minikafka import KafkaConsumer
+    from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
+    from minikafka.messages import INVALID_REQUEST, INVALID_TOPIC_EXCEPTION, ProducePartition, ProduceRequest
+    from minikafka.records import MemoryRecords
+
+    c = make_cluster(3, config={**FAST, "offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0})
+    for name in ("__consumer_offsets", "__cluster_metadata", "__transaction_state"):
+        error, message = create(c, name, 1, 1)
+        assert (error, message) == (INVALID_REQUEST, f"Creation of internal topic {name} is prohibited.")
+    c.create_topic("t", 1, 3)
+    produce(c, "t", [b"a", b"b"])
+    consumer = KafkaConsumer("t", bootstrap_servers=c, group_id="g", auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    assert sum(len(v) for v in consumer.poll(timeout_ms=10_000).values()) == 2
+    consumer.commit()
+    # A client's Produce into the group's partition of __consumer_offsets, with a key no
+    # coordinator can read: refused with Kafka's INVALID_TOPIC_EXCEPTION, and nothing appended.
+    p = partition_for("g", 3)
+    leader = c.partition_state(OFFSETS_TOPIC, p).leader
+    before = c.replica(leader, OFFSETS_TOPIC, p).log_end_offset
+    admin = c.world.nodes[c.admin_id]
+    bad = bytes(MemoryRecords.build([(b"\x00\x63garbage", b"nonsense")]))
+    corr = c.world.call_node(c.admin_id, lambda n: n.request(leader, lambda k: ProduceRequest(
+        k, -1, 5_000, (ProducePartition(OFFSETS_TOPIC, p, bad),))))
+    assert c.run_until(lambda: corr in admin.responses, 10_000)
+    (answer,) = admin.responses.pop(corr).partitions
+    assert answer.error == INVALID_TOPIC_EXCEPTION and "internal topic" in answer.error_message
+    assert c.replica(leader, OFFSETS_TOPIC, p).log_end_offset == before
+    # Had such a record got in (an older broker, a disk edit), the coordinator skips it: append
+    # one through the broker's own path, move the coordinator, and the group is still there.
+    c.world.call_node(leader, lambda b: b.replica_manager.partitions[(OFFSETS_TOPIC, p)].append_as_leader(bad, -1))
+    c.kill(leader)
+    assert c.run_until(lambda: c.partition_state(OFFSETS_TOPIC, p).leader not in (-1, leader), 30_000)
+    assert consumer.committed(__import__("minikafka").TopicPartition("t", 0)) == 2
+    consumer.close()

@@ -91,7 +91,7 @@ from minikafka.metadata.image import MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
 from minikafka.storage import LogManager
-from minikafka.topic import TopicPartition
+from minikafka.topic import INTERNAL_TOPICS, TopicPartition
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
@@ -400,6 +400,13 @@ class Broker(StateMachine):
                 f"quorum {list(self.controllers)} up?")))
 
     def _create_topics(self, src: NodeId, request: CreateTopicsRequest) -> None:
+        internal = [t.name for t in request.topics if t.name in INTERNAL_TOPICS]
+        if internal:  # the brokers create their own (the group coordinator, on first use)
+            self.send(src, CreateTopicsResponse(request.correlation_id, tuple(
+                (t.name, INVALID_REQUEST, f"Creation of internal topic {t.name} is prohibited.") if t.name in internal
+                else (t.name, INVALID_REQUEST, "not created: the request also names an internal topic")
+                for t in request.topics)))
+            return
         # -1 asks for the broker's defaults, as kafka-topics does without --partitions.
         topics = tuple(replace(
             t, num_partitions=self.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions,

@@ -50,6 +50,8 @@ synchronous, so COORDINATOR_LOAD_IN_PROGRESS is never answered.
 
 from __future__ import annotations
 
+import logging
+
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -120,6 +122,8 @@ PREPARING_REBALANCE = "PreparingRebalance"
 COMPLETING_REBALANCE = "CompletingRebalance"
 STABLE = "Stable"
 DEAD = "Dead"
+
+logger = logging.getLogger("minikafka.broker")
 
 
 def java_string_hash(s: str) -> int:
@@ -261,6 +265,7 @@ class GroupCoordinator:
         log = replica.log
         offset, end = log.log_start_offset, log.log_end_offset
         loaded: dict[str, Group] = {}
+        skipped = 0
         while offset < end:
             data = log.read(offset, 1024 * 1024)
             batches = list(MemoryRecords(bytes(data)).batches())
@@ -270,7 +275,13 @@ class GroupCoordinator:
                 for record in batch.records():
                     if record.offset < offset or record.key is None:
                         continue
-                    self._replay(loaded, p, record)
+                    try:
+                        self._replay(loaded, p, record)
+                    except Exception as e:  # never a failure loop over one bad record
+                        skipped += 1
+                        if skipped == 1:
+                            logger.warning("%s-%d: skipped the unreadable record at offset %d (%s: %s)",
+                                           OFFSETS_TOPIC, p, record.offset, type(e).__name__, e)
                 offset = max(offset, batch.last_offset + 1)
         for group in loaded.values():
             if group.state == DEAD and group.offsets:

@@ -28,7 +28,9 @@ from typing import Callable
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.partition import Partition
+from minikafka.topic import INTERNAL_TOPICS
 from minikafka.messages import (
+    INVALID_TOPIC_EXCEPTION,
     CONSUMER_REPLICA_ID,
     FENCED_LEADER_EPOCH,
     INVALID_REQUIRED_ACKS,
@@ -163,6 +165,10 @@ class ReplicaManager:
         for part in request.partitions:
             key = (part.topic, part.partition)
             p = self.partitions.get(key)
+            if part.topic in INTERNAL_TOPICS:  # Kafka's "Cannot append to internal topic"
+                results[key] = ProducePartitionResponse(*key, INVALID_TOPIC_EXCEPTION, error_message=(
+                    f"cannot append to internal topic {part.topic}: only the brokers write it"))
+                continue
             if p is None:
                 results[key] = ProducePartitionResponse(*key, UNKNOWN_TOPIC_OR_PARTITION)
                 continue
