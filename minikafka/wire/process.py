@@ -414,10 +414,24 @@ class LocalCluster:
         proc.wait()
 
     def restart(self, who: Any) -> None:
-        """Start a killed broker or controller again: same port, same log directory."""
+        """Start a killed broker or controller again: same port, same log directory. A broker's
+        restart returns once it is back in the cluster (it has caught up with the metadata log
+        and been unfenced: its own Metadata lists it), so that it counts at once, e.g. for a
+        new topic's replication factor; or after ``startup_timeout_s`` if the controller quorum
+        cannot unfence it (no majority), with a warning."""
+        from minikafka.wire.admin_probe import live_brokers
+
         if self.alive(who):
             raise IllegalArgumentError(f"node {who} is running; kill it first")
-        self._start(self._node(who))
+        node = self._node(who)
+        self._start(node)
+        if node in self.broker_ids:
+            deadline = time.monotonic() + self.startup_timeout_s
+            while node not in (live_brokers(self.host, self.ports[node]) or []):
+                if time.monotonic() > deadline or not self.alive(node):
+                    log.warning("broker %s restarted but is not unfenced after %s s", node, self.startup_timeout_s)
+                    return
+                time.sleep(0.05)
 
     def pause(self, who: Any) -> None:
         """SIGSTOP: the process is alive but does nothing (no heartbeats, no answers)."""
