@@ -105,9 +105,16 @@ def _kill_user(uid: int) -> None:
                 pass
             os._exit(0)
         os.waitpid(pid, 0)
-        if not any(_owned_by(uid, p) for p in os.listdir("/proc") if p.isdigit()):
+        if not _processes_of(uid):
             return
         time.sleep(0.05)
+
+
+def _processes_of(uid: int) -> int:
+    try:
+        return sum(_owned_by(uid, p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError:  # no /proc (macOS)
+        return 0
 
 
 def _owned_by(uid: int, pid: str) -> bool:
@@ -163,8 +170,7 @@ class Sandbox:
         limits = asdict(self.limits)
         if limits["processes"] is not None and not self.user:
             # Without a user of its own the limit counts the grader's processes too.
-            limits["processes"] += sum(_owned_by(os.getuid(), p) for p in os.listdir("/proc")
-                                       if p.isdigit()) * 4
+            limits["processes"] += _processes_of(os.getuid()) * 4
         config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                   "scratch": str(self.scratch), "env": env, "limits": limits,
                   "network": self.limits.network, "hide": [str(p) for p in self.hide],
