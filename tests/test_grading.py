@@ -328,3 +328,17 @@ def test_the_library_in_place_of_the_exercise_earns_nothing():
     assert points(result) == (7, 10), feedback(result)
     first = result.exercises[0]
     assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "your own code"]
+
+
+@ROOT_ONLY
+def test_sandboxes_running_at_once_never_share_a_user():
+    """Each sandbox kills every process of its user when it closes: two graders (or two test
+    suites) on one machine must never be handed the same user."""
+    from minikafka.course.sandbox import take_user
+
+    first, second = take_user(), take_user()
+    try:
+        assert first[0] != second[0]
+    finally:
+        os.close(first[2])
+        os.close(second[2])

@@ -40,6 +40,8 @@ _libc = ctypes.CDLL(None, use_errno=True)
 
 
 def _call(name, *args):
+    if not hasattr(_libc, name):  # not Linux (macOS has no unshare or prctl): no cage, said so
+        raise OSError(38, f"{name}: not available on this OS")
     if getattr(_libc, name)(*args) != 0:
         errno = ctypes.get_errno()
         raise OSError(errno, f"{name}: {os.strerror(errno)}")
@@ -130,8 +132,11 @@ def _limit(config):
     for name, value in (("RLIMIT_CPU", limits.get("cpu_seconds")), ("RLIMIT_AS", limits.get("memory_bytes")),
                         ("RLIMIT_NPROC", limits.get("processes")),
                         ("RLIMIT_FSIZE", limits.get("file_bytes")), ("RLIMIT_CORE", 0)):
-        if value is not None:
-            resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+        if value is not None and hasattr(resource, name):
+            try:
+                resource.setrlimit(getattr(resource, name), (int(value), int(value)))
+            except (ValueError, OSError) as exc:  # e.g. macOS refuses RLIMIT_AS
+                print(f"minikafka sandbox: {name} not set ({exc})", file=sys.stderr, flush=True)
 
 
 def main(argv):
@@ -156,7 +161,10 @@ def main(argv):
                 os.setgroups([])
                 os.setgid(config["gid"])
                 os.setuid(config["uid"])
-            _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid: it resets it
+            try:
+                _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid: it resets it
+            except OSError:
+                pass
             os.execve(kernel[0], kernel, config["env"])
         except BaseException as exc:  # noqa: BLE001 - report anything, never return to the caller
             print(f"minikafka sandbox: could not start the kernel: {exc}", file=sys.stderr, flush=True)

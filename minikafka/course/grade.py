@@ -247,7 +247,6 @@ class Settings:
     cell_timeout: float | None = None   # None: the notebook's, else DEFAULT_CELL_TIMEOUT
     budget: float | None = None
     hide: tuple[Path, ...] = ()         # paths the sandbox must not see
-    slot: int = 0
 
 
 def grade_notebook(reference, submission, settings: Settings, *, from_metadata: bool = False,
@@ -261,7 +260,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
     steps = _with_grader_cells(reference, planned, program)
-    with Sandbox(settings.slot, limits, settings.hide) as box:
+    with Sandbox(limits, settings.hide) as box:
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
     cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
     flagged = flagged or cheated

@@ -5,7 +5,7 @@ is the first folder below it (`alice/01-the-log.ipynb` -> alice), or the file na
 directly in it. `match_reference` picks the reference notebook: the `--assignment` given, else the
 reference whose name the file name contains, so LMS renames (`01-the-log (1).ipynb`,
 `alice_01-the-log.ipynb`) still match. `grade_all` grades them in parallel (one thread per job,
-each with its own sandbox slot and user, since the work is in the kernels), shows a tqdm bar and
+each submission in a sandbox of its own, since the work is in the kernels), shows a tqdm bar and
 returns results in sorted order whatever finished first.
 
 Outputs: `write_csv` (one row per student and exercise: student, notebook, exercise, points,
@@ -20,7 +20,6 @@ import csv
 import io
 import json
 import os
-import queue
 import re
 from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
@@ -67,9 +66,6 @@ def grade_all(path: Path, reference_dir: Path, settings: Settings, *, jobs: int 
               assignment: str | None = None, progress: bool = False) -> list[Result]:
     references = sorted(reference_dir.glob("*.ipynb"))
     submissions = find_submissions(path)
-    slots: queue.Queue[int] = queue.Queue()
-    for slot in range(max(1, jobs)):
-        slots.put(slot)
     hide = tuple({*settings.hide, reference_dir.resolve(), (path if path.is_dir() else path.parent).resolve()})
 
     def one(submission: Path) -> Result:
@@ -79,12 +75,8 @@ def grade_all(path: Path, reference_dir: Path, settings: Settings, *, jobs: int 
             reference = match_reference(submission, references, assignment)
         except ValueError as exc:
             return Result(student=student, submission=shown, status="error", error=str(exc))
-        slot = slots.get()
-        try:
-            mine = Settings(**{**vars(settings), "slot": slot, "hide": hide})
-            return grade_file(submission, reference, mine, student=student, shown_as=shown)
-        finally:
-            slots.put(slot)
+        mine = Settings(**{**vars(settings), "hide": hide})
+        return grade_file(submission, reference, mine, student=student, shown_as=shown)
 
     results = []
     with ThreadPoolExecutor(max_workers=max(1, jobs)) as pool:

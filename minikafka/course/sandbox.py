@@ -1,17 +1,22 @@
 """A sandboxed Jupyter kernel for one submission, driven from the grader's own process.
 
-Theory of operation: `Sandbox(slot, limits, hide)` is a context manager. On entry it makes an empty
-scratch folder (mode 0700, owned by the slot's user) and starts an IPython kernel through
+Theory of operation: `Sandbox(limits, hide)` is a context manager. On entry it takes a sandbox
+user for itself, makes an empty scratch folder (mode 0700, owned by that user) and starts an
+IPython kernel through
 `_launch.py`, which cages it (see that file: own process group and PID/mount/network namespaces,
 rlimits, an unprivileged user, hidden paths). The kernel talks to the grader over ZeroMQ *ipc*
 sockets in the scratch folder: Unix sockets cross a network namespace, TCP on 127.0.0.1 would not.
 On exit the kernel is killed (which kills its whole PID namespace), then, as root, every process of
-the slot's user (`kill(-1)` from a child running as that user), then the scratch folder is removed.
+the sandbox's user (`kill(-1)` from a child running as that user), then the scratch folder is
+removed and the user is given back.
 
-One unprivileged user per parallel slot (`minikafka-grade0`, `-grade1`, ...) is created with
-`useradd` when the grader runs as root: a per-user process limit and the final kill(-1) then only
-ever touch that one submission. Without root the kernel runs as the grader's user; `isolation()`
-says in words what is then weaker, and the grader prints it.
+Each running sandbox has an unprivileged user to itself (`minikafka-sandbox0`, `-sandbox1`, ...,
+created with `useradd` when the grader runs as root): a per-user process limit and the final
+kill(-1) then only ever touch that one submission. A user is taken with an exclusive `flock` on
+/run/minikafka-grade/userN.lock, held until the sandbox is closed, so graders running at the same
+time on one machine (two terminals, a test suite) never share a user, and so never kill each
+other's kernels. Without root the kernel runs as the grader's user; `isolation()` says in words
+what is then weaker, and the grader prints it.
 
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
@@ -20,6 +25,7 @@ or expected output in reach of the student's code.
 
 from __future__ import annotations
 
+import fcntl
 import json
 import os
 import pwd
@@ -36,7 +42,8 @@ from jupyter_client.manager import KernelManager
 from nbval.kernel import CURRENT_ENV_KERNEL_NAME, NbvalKernelspecManager
 
 LAUNCHER = Path(__file__).with_name("_launch.py")
-USER_PREFIX = "minikafka-grade"
+USER_PREFIX = "minikafka-sandbox"
+MAX_USERS = 256
 RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, see _start)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 GiB = 1024 ** 3
@@ -66,11 +73,8 @@ def is_root() -> bool:
     return os.geteuid() == 0
 
 
-def slot_user(slot: int) -> tuple[int, int] | None:
-    """(uid, gid) of the unprivileged user for a parallel slot, created if missing; None if not root."""
-    if not is_root():
-        return None
-    name = f"{USER_PREFIX}{slot}"
+def _ensure_user(number: int) -> tuple[int, int]:
+    name = f"{USER_PREFIX}{number}"
     try:
         entry = pwd.getpwnam(name)
     except KeyError:
@@ -82,10 +86,34 @@ def slot_user(slot: int) -> tuple[int, int] | None:
     return entry.pw_uid, entry.pw_gid
 
 
+def take_user() -> tuple[int, int, int] | None:
+    """(uid, gid, lock fd) of a sandbox user no other sandbox on this machine holds; None if not root.
+
+    The lock (an flock on RUN_DIR/userN.lock) is released by closing the fd.
+    """
+    if not is_root():
+        return None
+    RUN_DIR.mkdir(mode=0o711, exist_ok=True)
+    for number in range(MAX_USERS):
+        fd = os.open(RUN_DIR / f"user{number}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            os.close(fd)
+            continue
+        try:
+            uid, gid = _ensure_user(number)
+        except BaseException:
+            os.close(fd)
+            raise
+        return uid, gid, fd
+    raise RuntimeError(f"all {MAX_USERS} sandbox users are busy")
+
+
 def isolation() -> str:
     """The isolation this grader can give, in words (printed with the results)."""
     if is_root():
-        return ("sandbox: an unprivileged user per slot, own PID/mount/network namespaces, "
+        return ("sandbox: an unprivileged user per submission, own PID/mount/network namespaces, "
                 "references and other submissions hidden, rlimits")
     return ("sandbox (not root): own process group and rlimits; namespaces only if this OS "
             "allows unprivileged user namespaces; the kernel runs as your user, so files it can "
@@ -105,9 +133,16 @@ def _kill_user(uid: int) -> None:
                 pass
             os._exit(0)
         os.waitpid(pid, 0)
-        if not any(_owned_by(uid, p) for p in os.listdir("/proc") if p.isdigit()):
+        if not _processes_of(uid):
             return
         time.sleep(0.05)
+
+
+def _processes_of(uid: int) -> int:
+    try:
+        return sum(_owned_by(uid, p) for p in os.listdir("/proc") if p.isdigit())
+    except OSError:  # no /proc (macOS)
+        return 0
 
 
 def _owned_by(uid: int, pid: str) -> bool:
@@ -128,11 +163,12 @@ class _SandboxedKernelManager(KernelManager):
 class Sandbox:
     """One caged kernel; use as `with Sandbox(...) as box: box.client.execute(...)`."""
 
-    def __init__(self, slot: int = 0, limits: Limits = Limits(), hide: tuple[Path, ...] = (),
+    def __init__(self, limits: Limits = Limits(), hide: tuple[Path, ...] = (),
                  startup_timeout: float = 60):
-        self.slot, self.limits, self.hide = slot, limits, tuple(Path(p).resolve() for p in hide)
+        self.limits, self.hide = limits, tuple(Path(p).resolve() for p in hide)
         self.startup_timeout = startup_timeout
-        self.user = slot_user(slot)
+        self.user: tuple[int, int] | None = None
+        self._lock: int | None = None
         self.scratch: Path | None = None
         self.manager: KernelManager | None = None
         self.client = None
@@ -149,6 +185,10 @@ class Sandbox:
         self.close()
 
     def _start(self) -> None:
+        taken = take_user()
+        if taken:
+            uid, gid, self._lock = taken
+            self.user = (uid, gid)
         # As root the scratch folder lives outside /tmp, which the sandbox gets a private copy of.
         base = RUN_DIR if self.user else None
         if base is not None:
@@ -163,8 +203,7 @@ class Sandbox:
         limits = asdict(self.limits)
         if limits["processes"] is not None and not self.user:
             # Without a user of its own the limit counts the grader's processes too.
-            limits["processes"] += sum(_owned_by(os.getuid(), p) for p in os.listdir("/proc")
-                                       if p.isdigit()) * 4
+            limits["processes"] += _processes_of(os.getuid()) * 4
         config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                   "scratch": str(self.scratch), "env": env, "limits": limits,
                   "network": self.limits.network, "hide": [str(p) for p in self.hide],
@@ -212,3 +251,6 @@ class Sandbox:
         if self.scratch is not None:
             shutil.rmtree(self.scratch, ignore_errors=True)
             self.scratch = None
+        if self._lock is not None:  # only now may another sandbox take this user
+            os.close(self._lock)
+            self._lock = None
