@@ -140,9 +140,10 @@ def test_a_whole_cluster_restarted_on_the_same_dir_brings_every_topic_and_record
         assert sorted(v for part in back.values() for _, v in part) == sorted(b"%d" % i for i in range(100))
 
 
-def _server(port: int, log_dir) -> subprocess.Popen:
+def _server(port: int, log_dir, controller_port: int) -> subprocess.Popen:
     proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "server", "--port", str(port),
-                             "--log-dir", str(log_dir), "--exit-with-parent"],
+                             "--controller-port", str(controller_port), "--log-dir", str(log_dir),
+                             "--exit-with-parent"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
     wait_for_port("127.0.0.1", port, 30, proc)
     return proc
@@ -151,8 +152,8 @@ def _server(port: int, log_dir) -> subprocess.Popen:
 def test_a_lone_server_is_a_one_node_cluster_that_keeps_its_topics(tmp_path):
     """Kafka 4's quickstart: one process in combined mode; kafka-python and librdkafka use it
     at once, and the same command on the same directory brings every topic back."""
-    port = free_port()
-    proc = _server(port, tmp_path / "data")
+    port, controller_port = free_port(), free_port()  # (its default, --port + 1, may be taken here)
+    proc = _server(port, tmp_path / "data", controller_port)
     bootstrap = f"127.0.0.1:{port}"
     try:
         admin = wait_until(lambda: tolerant(lambda: KafkaAdminClient(bootstrap_servers=bootstrap)), 30, "an admin")
@@ -171,7 +172,7 @@ def test_a_lone_server_is_a_one_node_cluster_that_keeps_its_topics(tmp_path):
         assert cp.flush(30) == 0
         proc.send_signal(signal.SIGKILL)
         proc.wait()
-        proc = _server(port, tmp_path / "data")  # the same command again
+        proc = _server(port, tmp_path / "data", controller_port)  # the same command again
         consumer = KafkaConsumer("quickstart-events", bootstrap_servers=bootstrap, auto_offset_reset="earliest",
                                  group_id="quickstart", consumer_timeout_ms=20_000)
         got = []

@@ -86,8 +86,7 @@ def _isolate(config) -> list[str]:
     try:  # a /tmp (and /var/tmp, /dev/shm) of its own: nothing written there outlives the sandbox
         for path in config.get("private_tmp", []):
             if os.path.isdir(path):
-                _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-                       f"size={config['limits'].get('file_bytes') or 1 << 30},mode=1777")
+                _private_tmp(path, config)
     except OSError as exc:
         missing.append(f"no private {path} ({exc.strerror})")
     try:
@@ -101,6 +100,25 @@ def _isolate(config) -> list[str]:
         except OSError as exc:
             missing.append(f"no loopback interface ({exc.strerror})")
     return missing
+
+
+def _private_tmp(path, config):
+    """A fresh tmpfs on `path`. What must stay reachable under it (the project and its
+    virtualenv, when the repository was cloned into /tmp) is bind-mounted aside first, hidden
+    folders included, and moved back into place on the new tmpfs."""
+    prefix = path.rstrip("/") + "/"
+    kept = []
+    for number, keep in enumerate(p for p in config.get("keep", []) if p.startswith(prefix)):
+        stash = os.path.join(config["scratch"], f".keep{number}")
+        os.mkdir(stash, 0o700)
+        _mount(keep, stash, None, MS_BIND | MS_REC, None)
+        kept.append((stash, keep))
+    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+           f"size={config['limits'].get('file_bytes') or 1 << 30},mode=1777")
+    for stash, keep in kept:
+        os.makedirs(keep, mode=0o755, exist_ok=True)
+        _mount(stash, keep, None, MS_MOVE, None)
+        os.rmdir(stash)
 
 
 def _expose(path, stash):

@@ -46,6 +46,7 @@ USER_PREFIX = "minikafka-sandbox"
 MAX_USERS = 256
 RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, see _start)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the repository: minikafka/course/sandbox.py
 GiB = 1024 ** 3
 
 
@@ -208,6 +209,9 @@ class Sandbox:
                   "scratch": str(self.scratch), "env": env, "limits": limits,
                   "network": self.limits.network, "hide": [str(p) for p in self.hide],
                   "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
+                  # Kept reachable inside a private /tmp: the project and its virtualenv (a CI
+                  # clone may live in /tmp); solutions/ stays covered (hidden before this).
+                  "keep": sorted({str(PROJECT_ROOT.resolve()), str(Path(sys.prefix).resolve())}),
                   # The interpreter may live where the sandbox user cannot go (pyenv under /root).
                   "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                     str(Path(sys.executable).resolve().parent)})}
