@@ -63,6 +63,9 @@ class TopicConfig:
 class MetadataRequest:
     correlation_id: int
     topics: tuple[str, ...] | None = None  # None: all topics
+    # Create the named topics that do not exist (if the broker's auto.create.topics.enable
+    # allows): what kafka-python's and librdkafka's producers ask. The simulated clients never do.
+    allow_auto_topic_creation: bool = False
 
 
 @dataclass(frozen=True)

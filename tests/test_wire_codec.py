@@ -377,7 +377,7 @@ def test_metadata(v):
     request = KMetadata(topics=[KMetadata.MetadataRequestTopic(name="trucks_gps"), KMetadata.MetadataRequestTopic(name="nope")],
                         allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
                         include_topic_authorized_operations=False)
-    expected = m.MetadataRequest(CORR, ("trucks_gps", "nope"))
+    expected = m.MetadataRequest(CORR, ("trucks_gps", "nope"), allow_auto_topic_creation=True)
     response = m.MetadataResponse(CORR, brokers=(1, 2, 3), controller_id=m.CONTROLLER_ID, topics=(
         m.TopicMetadata("trucks_gps", 0, (m.PartitionMetadata(0, 0, 2, 4, (2, 1), (2, 1)),
                                           m.PartitionMetadata(1, m.LEADER_NOT_AVAILABLE, -1, -1, (1, 4), (1,)))),
@@ -416,7 +416,7 @@ def test_metadata_all_topics_and_no_topics():
     assert decode_request(Client().send(KMetadata(topics=[], allow_auto_topic_creation=False), 4)).message == \
         m.MetadataRequest(CORR, ())
     decoded = decode_request(Client().send(KMetadata(topics=None, allow_auto_topic_creation=True), 8))
-    assert decoded.kafka_request.allow_auto_topic_creation is True  # what our dataclass does not carry
+    assert decoded.message == m.MetadataRequest(CORR, None, allow_auto_topic_creation=True)
 
 
 def test_metadata_and_find_coordinator_need_the_context():

@@ -13,7 +13,7 @@ deleted only for a committed topic removal, never because some controller did no
 mention it. After a restart it replays the log from the start, so it comes back with the
 same view as everyone else. From then on it serves:
 
-- clients: Metadata (from its image), Produce, Fetch, ListOffsets, InitProducerId (ids
+- clients: Metadata (from its image; unknown topics auto-created, as in Kafka), Produce, Fetch, ListOffsets, InitProducerId (ids
   from blocks the controller allocates), CreateTopics and DeleteTopics (forwarded to the
   active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``),
   DescribeQuorum (forwarded too);
@@ -45,6 +45,7 @@ from minikafka.messages import (
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
     INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
@@ -90,8 +91,11 @@ from minikafka.metadata import records as metadata_records
 from minikafka.metadata.image import MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
+
+METADATA_TOPIC = "__cluster_metadata"  # the controllers' log: never a topic clients may create
 from minikafka.storage import LogManager
-from minikafka.topic import TopicPartition
+from minikafka.errors import InvalidTopicError
+from minikafka.topic import TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
@@ -121,6 +125,7 @@ class Broker(StateMachine):
         self.group_coordinator: GroupCoordinator | None = None
         self.controller_channel: NodeToControllerChannelManager | None = None
         self._creating_offsets_topic = False
+        self._auto_creating: set[str] = set()  # topics a Metadata request is having created
         self._heartbeat_in_flight = False
         self._correlation = 0
         self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
@@ -314,7 +319,7 @@ class Broker(StateMachine):
         topics = []
         for name in names:
             if name not in self.topics:
-                topics.append(TopicMetadata(name, UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(TopicMetadata(name, self._unknown_topic(name, request.allow_auto_topic_creation)))
                 continue
             parts = []
             for p in range(self.topics[name].num_partitions):
@@ -330,6 +335,40 @@ class Broker(StateMachine):
         controller = self.active_controller
         self.send(src, MetadataResponse(request.correlation_id, self.live_brokers,
                                         CONTROLLER_ID if controller is None else controller, tuple(topics)))
+
+    def _unknown_topic(self, name: str, allow_auto_creation: bool) -> int:
+        """The error for a topic a Metadata request names and this broker does not know.
+
+        Kafka's auto-creation: with ``auto.create.topics.enable`` (default true) and a client
+        that allows it (producers do), the broker asks the controller to create the topic
+        with ``num.partitions`` partitions and ``default.replication.factor`` replicas,
+        capped at the live brokers so a one-broker course cluster works (Kafka would refuse
+        there), and answers LEADER_NOT_AVAILABLE: the client asks again until it exists.
+        An illegal name is INVALID_TOPIC_EXCEPTION, never created."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError:
+            return INVALID_TOPIC_EXCEPTION
+        if not allow_auto_creation or name == METADATA_TOPIC:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if name == OFFSETS_TOPIC:  # internal: made as the group coordinator makes it, whatever the config
+            self._create_offsets_topic()
+            return LEADER_NOT_AVAILABLE
+        if not self.config["auto.create.topics.enable"]:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if name not in self._auto_creating:
+            self._auto_creating.add(name)  # one request per topic in flight, however often clients ask
+            c = self.config
+            # (not knowing any live broker yet, ask for the default: the controller knows better)
+            rf = max(1, min(c["default.replication.factor"], len(self.live_brokers) or c["default.replication.factor"]))
+            topic = TopicConfig(name, c["num.partitions"], rf)
+
+            def done(*_: Any) -> None:
+                self._auto_creating.discard(name)  # made (or made by another broker): ask again if need be
+
+            self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, (topic,)), done,
+                                         timeout_ms=c["request.timeout.ms"], on_timeout=done)
+        return LEADER_NOT_AVAILABLE
 
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []

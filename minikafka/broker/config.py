@@ -45,7 +45,10 @@ DEFAULTS: dict[str, Any] = {
     # topics
     "num.partitions": 1,
     "default.replication.factor": 1,
-    "auto.create.topics.enable": False,
+    # Kafka's default: a producer's first send to a new topic creates it (num.partitions,
+    # default.replication.factor, the latter capped at the live brokers; see Broker._metadata).
+    # Only wire clients ask for it: the simulated clients' Metadata requests never do.
+    "auto.create.topics.enable": True,
     # log (topic-level names)
     "segment.bytes": LogConfig().segment_bytes,
     "segment.ms": LogConfig().segment_ms,

@@ -386,7 +386,9 @@ def _list_offsets_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
 
 def _metadata_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     # None asks for every topic, [] for none (v1+)
-    return (m.MetadataRequest(corr, None if r.topics is None else tuple(t.name for t in r.topics)),)
+    # allow_auto_topic_creation exists from v4 (our floor); a null topic name (v10+) never reaches us
+    return (m.MetadataRequest(corr, None if r.topics is None else tuple(t.name for t in r.topics),
+                              bool(r.allow_auto_topic_creation)),)
 
 
 def _init_producer_id_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
