@@ -224,6 +224,43 @@ class DeleteTopicsResponse:
 
 
 @dataclass(frozen=True)
+class CreatePartitionsRequest:
+    correlation_id: int
+    topics: tuple[tuple[str, int], ...]  # (topic, the new total partition count)
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class CreatePartitionsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
+    metadata_offset: int = -1  # the controller's: the metadata record that made the change
+
+
+# IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType)
+CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class AlterConfigsRequest:
+    """IncrementalAlterConfigs (``incremental``: each entry an operation on one key) or the
+    older AlterConfigs (every override of the resource replaced by the entries, as SETs)."""
+
+    correlation_id: int
+    # (resource type, name, ((key, operation, value), ...)); resource types: 2 topic, 4 broker
+    resources: tuple[tuple[int, str, tuple[tuple[str, int, str | None], ...]], ...]
+    incremental: bool = True
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class AlterConfigsResponse:
+    correlation_id: int
+    results: tuple[tuple[int, str, int, str | None], ...]  # (resource type, name, error, message)
+    metadata_offset: int = -1
+
+
+@dataclass(frozen=True)
 class DescribeConfigsRequest:
     correlation_id: int
     # (resource type, name, keys or None for every key); Kafka's resource types: 2 topic, 4 broker

@@ -88,3 +88,86 @@ def test_an_illegal_name_is_invalid_never_created(make_cluster):
                               "__cluster_metadata": UNKNOWN_TOPIC_OR_PARTITION}
     c.advance(2_000)
     assert not set(names) & set(c.broker(1).topics)
+
+
+# --- CreatePartitions ---------------------------------------------------------------------------------------
+
+
+def test_partitions_are_added_where_kafka_places_them_and_every_replica_is_made(make_cluster):
+    from minikafka import KafkaAdminClient
+    from minikafka.controller import assign_replicas
+
+    c = make_cluster(3)
+    c.create_topic("t", partitions=2, replication_factor=2)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    assert admin.create_partitions({"t": 5}) == {"t": "OK"}
+    states = [c.partition_state("t", p) for p in range(5)]
+    # the new ones continue the round robin that partition 0's first replica starts
+    live = [1, 2, 3]
+    start = live.index(states[0].replicas[0])
+    assert [s.replicas for s in states[2:]] == assign_replicas(5, 2, live, start, start)[2:]
+    assert c.run_until(lambda: all(c.replica(b, "t", p) is not None for p in range(2, 5)
+                                   for b in c.partition_state("t", p).replicas), 10_000)
+    admin.close()
+
+
+def test_partitions_are_only_ever_added(make_cluster):
+    from minikafka import KafkaAdminClient
+    from minikafka.errors import IllegalArgumentError, InvalidPartitionsError, UnknownTopicOrPartitionError
+
+    c = make_cluster(1)
+    c.create_topic("t", partitions=3)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    with pytest.raises(InvalidPartitionsError, match="currently has 3 partition.*2 would not be an increase"):
+        admin.create_partitions({"t": 2})
+    with pytest.raises(InvalidPartitionsError, match="already has 3"):
+        admin.create_partitions({"t": 3})
+    with pytest.raises(UnknownTopicOrPartitionError, match="'nope' does not exist"):
+        admin.create_partitions({"nope": 4})
+    with pytest.raises(IllegalArgumentError, match="int >= 1"):
+        admin.create_partitions({"t": "4"})
+    assert admin.create_partitions({"t": 4}, validate_only=True) == {"t": "OK"}
+    assert c.broker(1).topics["t"].num_partitions == 3  # validated only
+    admin.close()
+
+
+# --- IncrementalAlterConfigs, and retention on a timer -------------------------------------------------------
+
+
+def test_topic_configs_change_on_running_logs_and_retention_deletes_on_its_timer(make_cluster):
+    from minikafka import KafkaAdminClient
+    from minikafka.clients.admin import ConfigResource
+    from minikafka import KafkaProducer
+
+    c = make_cluster(3, config={**FAST, "log.retention.check.interval.ms": 1_000})
+    c.create_topic("t", partitions=1, replication_factor=3, config={"segment.bytes": 1024})
+    leader = c.partition_state("t", 0).leader
+    producer = KafkaProducer(bootstrap_servers=c, acks="all")
+    for i in range(40):  # one batch per flush: 40 batches over many 1 KiB segments
+        producer.send("t", b"%02d" % i + b"." * 100, partition=0)
+        producer.flush(timeout=10)
+    producer.close()
+    assert c.run_until(lambda: all(c.replica(b, "t", 0).log.log_end_offset == 40 for b in (1, 2, 3)), 10_000)
+    c.advance(2_000)
+    assert all(c.replica(b, "t", 0).log.log_start_offset == 0 for b in (1, 2, 3))  # no retention limit yet
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    result = admin.alter_configs([ConfigResource("topic", "t", {"retention.bytes": "2048", "min.insync.replicas": 2})])
+    assert result == {"topic": {"t": "OK"}}
+    for b in (1, 2, 3):  # every replica's running log and partition took the new values
+        assert c.replica(b, "t", 0).log.config.retention_bytes == 2048
+        assert c.replica(b, "t", 0).config.min_insync_replicas == 2
+    # The next retention check deletes whole old segments on every replica, leader and followers.
+    c.advance(1_500)
+    starts = {b: c.replica(b, "t", 0).log.log_start_offset for b in (1, 2, 3)}
+    assert all(0 < s < 40 for s in starts.values()), starts
+    assert all(c.replica(b, "t", 0).log.size_in_bytes <= 2048 + 1024 for b in (1, 2, 3))
+    assert sum(c.broker(b).retention_deleted for b in (1, 2, 3)) > 0
+    bad = admin.alter_configs([ConfigResource("topic", "t", {"min.insync.replicas": "0"}),
+                               ConfigResource("topic", "nope", {"retention.ms": "1"}),
+                               ConfigResource("topic", "t", {"no.such.key": "1"})])
+    assert bad["topic"]["nope"].startswith("[Error 3] UnknownTopicOrPartitionError")
+    assert bad["topic"]["t"].startswith("[Error 40] InvalidConfigurationError")
+    assert c.replica(leader, "t", 0).config.min_insync_replicas == 2  # unchanged
+    assert admin.alter_configs([ConfigResource("topic", "t", {"min.insync.replicas": None})]) == {"topic": {"t": "OK"}}
+    assert c.replica(leader, "t", 0).config.min_insync_replicas == 1  # back to the default
+    admin.close()

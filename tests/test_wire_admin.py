@@ -27,8 +27,10 @@ def unique(prefix: str) -> str:
 
 @pytest.fixture(scope="module")
 def cluster():
+    # Retention checked every 200 ms instead of Kafka's 5 minutes, so that tests see it act.
     with minikafka.launch(brokers=3, config={"group.initial.rebalance.delay.ms": 0,
-                                             "offsets.topic.num.partitions": 3}) as c:
+                                             "offsets.topic.num.partitions": 3,
+                                             "log.retention.check.interval.ms": 200}) as c:
         yield c
 
 
@@ -83,3 +85,138 @@ def test_an_illegal_name_is_refused_not_created(cluster, admin):
     p.flush(10)
     assert len(errors) == 1 and errors[0] is not None
     assert "bad/name" not in admin.list_topics()
+
+
+# --- CreatePartitions -------------------------------------------------------------------------------------------
+
+
+def partition_count(admin, topic):
+    return len(admin.describe_topics([topic])[0]["partitions"])
+
+
+def new_topic(admin, partitions=1, rf=3, **configs):
+    from kafka.admin import NewTopic
+
+    name = unique("t")
+    admin.create_topics([NewTopic(name, partitions, rf, topic_configs=configs)])
+    wait_until(lambda: partition_count(admin, name) == partitions, 20, f"{name} to exist")
+    return name
+
+
+def test_kafka_python_adds_partitions_and_a_producer_writes_to_them(cluster, admin):
+    import kafka.errors as Errors
+
+    topic = new_topic(admin, partitions=2)
+    admin.create_partitions({topic: 5})
+    described = admin.describe_topics([topic])[0]["partitions"]
+    assert sorted(p["partition_index"] for p in described) == [0, 1, 2, 3, 4]
+    assert all(len(p["replica_nodes"]) == 3 and p["leader_id"] >= 0 for p in described)
+    # Only ever more: fewer or the same count is INVALID_PARTITIONS, an unknown topic says so.
+    with pytest.raises(Errors.InvalidPartitionsError):
+        admin.create_partitions({topic: 3})
+    with pytest.raises(Errors.InvalidPartitionsError):
+        admin.create_partitions({topic: 5})
+    with pytest.raises(Errors.UnknownTopicOrPartitionError):
+        admin.create_partitions({unique("nope"): 2})
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        # the producer refreshes its metadata and writes to a new partition
+        assert producer.send(topic, b"x", partition=4).get(timeout=30).partition == 4
+    finally:
+        producer.close()
+
+
+def test_confluent_kafka_adds_partitions(cluster, admin):
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) comes with the dev extra")
+    from confluent_kafka.admin import AdminClient, NewPartitions
+
+    topic = new_topic(admin, partitions=1, rf=2)
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    client.create_partitions([NewPartitions(topic, 3)])[topic].result(timeout=30)
+    wait_until(lambda: partition_count(admin, topic) == 3, 20, f"{topic} to have 3 partitions")
+    with pytest.raises(ck.KafkaException) as refused:
+        client.create_partitions([NewPartitions(topic, 2)])[topic].result(timeout=30)
+    assert refused.value.args[0].code() == ck.KafkaError.INVALID_PARTITIONS
+
+
+# --- IncrementalAlterConfigs / AlterConfigs ----------------------------------------------------------------------
+
+
+def test_kafka_python_alters_topic_configs_and_the_running_log_takes_them(cluster, admin):
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topic = new_topic(admin, partitions=1, rf=3)
+    done = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic,
+                                               {"retention.ms": "60000", "min.insync.replicas": "2"})])
+    assert done == {"topic": {topic: "OK"}}
+    described = describe(admin, topic)
+    assert described["retention.ms"] == "60000" and described["min.insync.replicas"] == "2"
+    refused = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"min.insync.replicas": "0"})],
+                                  raise_on_unknown=False)
+    assert refused["topic"][topic].startswith("[Error 40] InvalidConfigurationError: min.insync.replicas must be >= 1")
+    admin.reset_configs([ConfigResource(ConfigResourceType.TOPIC, topic, ["retention.ms"])])
+    described = describe(admin, topic)
+    assert described["retention.ms"] == str(7 * 24 * 3600 * 1000) and described["min.insync.replicas"] == "2"
+
+
+def describe(admin, topic):
+    """{key: value} of a topic's configs, as DescribeConfigs answers."""
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    result = admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, topic)], config_filter="all")
+    return {key: entry["value"] for key, entry in result["topic"][topic].items()}
+
+
+def test_confluent_kafka_alters_topic_configs_incrementally(cluster, admin):
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) comes with the dev extra")
+    from confluent_kafka.admin import AdminClient, AlterConfigOpType, ConfigEntry, ConfigResource
+
+    topic = new_topic(admin, partitions=1, rf=1)
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    resource = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("segment.bytes", "1048576", incremental_operation=AlterConfigOpType.SET),
+        ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
+    for future in client.incremental_alter_configs([resource]).values():
+        future.result(timeout=30)
+    described = describe(admin, topic)
+    assert described["segment.bytes"] == "1048576" and described["cleanup.policy"] == "compact,delete"  # canonical order
+    bad = ConfigResource("topic", topic, incremental_configs=[
+        ConfigEntry("no.such.key", "1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(ck.KafkaException) as refused:
+        for future in client.incremental_alter_configs([bad]).values():
+            future.result(timeout=30)
+    assert refused.value.args[0].code() == ck.KafkaError.INVALID_CONFIG
+
+
+# --- retention on a running cluster --------------------------------------------------------------------------
+
+
+def test_retention_bytes_set_on_a_running_topic_deletes_old_segments_and_a_consumer_behind_is_reset(cluster, admin):
+    from kafka import TopicPartition
+    from kafka.admin import ConfigResource, ConfigResourceType
+
+    topic = new_topic(admin, partitions=1, rf=3, **{"segment.bytes": "1024"})
+    tp = TopicPartition(topic, 0)
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=0)
+    try:
+        for i in range(200):  # one batch each (a segment rolls between batches, never inside one)
+            producer.send(topic, b"%03d" % i + b"." * 60, partition=0).get(timeout=30)
+    finally:
+        producer.close()
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        assert consumer.beginning_offsets([tp])[tp] == 0
+        assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"retention.bytes": "2048"})]) \
+            == {"topic": {topic: "OK"}}
+        # The brokers' retention timer deletes whole segments; the log start offset moves.
+        start = wait_until(lambda: consumer.beginning_offsets([tp])[tp] or None, 30, "the log start offset to move")
+        assert 0 < start < 200
+        # A consumer at offset 0, now below the log start, gets OFFSET_OUT_OF_RANGE and
+        # auto.offset.reset=earliest moves it to the log start.
+        consumer.seek(tp, 0)
+        records = poll_until(consumer, 1)
+        assert records[0].offset >= start and records[0].value.startswith(b"%03d" % records[0].offset)
+    finally:
+        consumer.close()

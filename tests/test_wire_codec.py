@@ -151,7 +151,17 @@ def client_requests():
         (KDeleteGroups(groups_names=["g"]), 1),
         (KDescribeQuorum(topics=[]), 1),
         (KApiVersions(client_software_name="x", client_software_version="1"), 3),
+        (KAlterConfigs(resources=[], validate_only=False), 1),
+        (KCreatePartitions(topics=[], timeout_ms=1, validate_only=False), 1),
+        (KIncrementalAlterConfigs(resources=[], validate_only=False), 0),
     ]
+
+
+from kafka.protocol.admin import (  # noqa: E402
+    AlterConfigsRequest as KAlterConfigs,
+    CreatePartitionsRequest as KCreatePartitions,
+    IncrementalAlterConfigsRequest as KIncrementalAlterConfigs,
+)
 
 
 def test_kafka_python_negotiates_our_max_everywhere_and_guesses_a_v2_batch_broker():
@@ -856,6 +866,11 @@ INTERNAL_SAMPLES = [
     m.DescribeQuorumResponse(11, 0, 3001, 4, 57, (m.QuorumReplica(3001, 57, -1, 1700000000000),
                                                    m.QuorumReplica(3000, 50)), (m.QuorumReplica(1, 57, 5, 6),)),
     m.DescribeQuorumResponse(12, m.NOT_CONTROLLER, error_message="not the leader"),
+    m.CreatePartitionsRequest(13, (("t", 6), ("u", 2)), validate_only=True),
+    m.CreatePartitionsResponse(13, (("t", 0, None), ("u", m.INVALID_PARTITIONS, "not an increase")), 57),
+    m.AlterConfigsRequest(14, ((2, "t", (("retention.ms", m.CONFIG_SET, "60000"), ("segment.bytes", m.CONFIG_DELETE, None))),),
+                          incremental=False),
+    m.AlterConfigsResponse(14, ((2, "t", 0, None), (4, "1", m.INVALID_REQUEST, "broker configs are static")), 58),
     raft.VoteRequest(20, 3, 3001, 2, 40, True),
     raft.VoteResponse(20, 0, -1, 3, True),
     raft.BeginQuorumEpochRequest(21, 3, 3001),

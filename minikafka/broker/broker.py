@@ -13,10 +13,13 @@ deleted only for a committed topic removal, never because some controller did no
 mention it. After a restart it replays the log from the start, so it comes back with the
 same view as everyone else. From then on it serves:
 
-- clients: Metadata (from its image; unknown topics auto-created, as in Kafka), Produce, Fetch, ListOffsets, InitProducerId (ids
-  from blocks the controller allocates), CreateTopics and DeleteTopics (forwarded to the
-  active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``),
-  DescribeQuorum (forwarded too);
+- clients: Metadata (from its image; unknown topics auto-created, as in Kafka), Produce,
+  Fetch, ListOffsets, InitProducerId (ids from blocks the controller allocates),
+  CreateTopics, DeleteTopics, CreatePartitions and (Incremental)AlterConfigs (forwarded to
+  the active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``;
+  a changed topic config reaches the running logs when its ConfigRecord commits),
+  DescribeQuorum (forwarded too), DescribeConfigs;
+- retention: every ``log.retention.check.interval.ms``, old segments go (``log-retention``);
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers;
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
@@ -50,6 +53,10 @@ from minikafka.messages import (
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
@@ -125,7 +132,8 @@ class Broker(StateMachine):
         self.group_coordinator: GroupCoordinator | None = None
         self.controller_channel: NodeToControllerChannelManager | None = None
         self._creating_offsets_topic = False
-        self._auto_creating: set[str] = set()  # topics a Metadata request is having created
+        self._auto_creating: set[str] = set()
+        self.retention_deleted = 0  # segments retention deleted here (for notebooks and tests)  # topics a Metadata request is having created
         self._heartbeat_in_flight = False
         self._correlation = 0
         self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
@@ -162,6 +170,7 @@ class Broker(StateMachine):
         self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
         if self.config["log.cleaner.enable"]:
             self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
+        self.set_timer("log-retention", self.config["log.retention.check.interval.ms"])
         self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
         self.set_timer("flush", self.config["log.flush.interval.ms"])
 
@@ -224,7 +233,10 @@ class Broker(StateMachine):
             self._drop_topic(topic)  # every local copy goes; a re-created topic starts afresh below
         for topic in sorted(delta.topics):
             if topic in image.topic_ids:
+                old = self.topics.get(topic)
                 self.topics[topic] = image.topic_config(topic)
+                if old is not None and old.configs != self.topics[topic].configs:
+                    self.replica_manager.apply_topic_configs(topic, dict(self.topics[topic].configs))
         for key, state in sorted(delta.partitions.items()):
             if key[0] not in image.topic_ids:
                 continue
@@ -267,6 +279,11 @@ class Broker(StateMachine):
             hws = {TopicPartition(*k): p.high_watermark for k, p in rm.partitions.items()}
             self.log_manager.clean_logs(self.now, high_watermarks=hws)
             self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
+        elif key == "log-retention":
+            # Kafka's kafka-log-retention task: every log.retention.check.interval.ms, whole
+            # segments past retention.ms / retention.bytes go and the log start offset moves.
+            self.retention_deleted += sum(len(v) for v in rm.delete_old_segments().values())
+            self.set_timer("log-retention", self.config["log.retention.check.interval.ms"])
         elif key == "offsets-expire":
             self.group_coordinator.expire_offsets()
             self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
@@ -455,6 +472,18 @@ class Broker(StateMachine):
                       lambda message: DeleteTopicsResponse(request.correlation_id, tuple(
                           (t, REQUEST_TIMED_OUT, message) for t in request.topics)))
 
+    def _create_partitions(self, src: NodeId, request: CreatePartitionsRequest) -> None:
+        self._forward(src, request, lambda corr: replace(request, correlation_id=corr),
+                      lambda r: replace(r, correlation_id=request.correlation_id, metadata_offset=-1),
+                      lambda message: CreatePartitionsResponse(request.correlation_id, tuple(
+                          (t, REQUEST_TIMED_OUT, message) for t, _ in request.topics)))
+
+    def _alter_configs(self, src: NodeId, request: AlterConfigsRequest) -> None:
+        self._forward(src, request, lambda corr: replace(request, correlation_id=corr),
+                      lambda r: replace(r, correlation_id=request.correlation_id, metadata_offset=-1),
+                      lambda message: AlterConfigsResponse(request.correlation_id, tuple(
+                          (rtype, name, REQUEST_TIMED_OUT, message) for rtype, name, _ in request.resources)))
+
     def _describe_quorum(self, src: NodeId, request: DescribeQuorumRequest) -> None:
         self._forward(src, request, lambda corr: DescribeQuorumRequest(corr),
                       lambda r: replace(r, correlation_id=request.correlation_id),
@@ -549,6 +578,8 @@ class Broker(StateMachine):
         CreateTopicsRequest: _create_topics,
         DeleteTopicsRequest: _delete_topics,
         DescribeQuorumRequest: _describe_quorum,
+        CreatePartitionsRequest: _create_partitions,
+        AlterConfigsRequest: _alter_configs,
         DescribeConfigsRequest: _describe_configs,
         AlterPartitionResponse: _alter_partition_response,
         FindCoordinatorRequest: _find_coordinator,

@@ -68,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.segment.bytes": 100 * 1024 * 1024,
     "offsets.retention.minutes": 7 * 24 * 60,
     "offsets.retention.check.interval.ms": 600_000,
+    "log.retention.check.interval.ms": 300_000,  # Kafka's: how often retention deletes old segments
     "offsets.commit.timeout.ms": 5_000,
     "offset.metadata.max.bytes": 4_096,
     # consumer groups
@@ -97,6 +98,7 @@ _MINIMUM = {
     "offsets.topic.segment.bytes": 1,
     "offsets.retention.minutes": 1,
     "offsets.retention.check.interval.ms": 1,
+    "log.retention.check.interval.ms": 1,
     "offsets.commit.timeout.ms": 1,
     "group.max.size": 1,
 }

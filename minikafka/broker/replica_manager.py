@@ -107,6 +107,26 @@ class ReplicaManager:
             )
         return p
 
+    def apply_topic_configs(self, topic: str, topic_configs: dict) -> None:
+        """A topic's overrides changed (a committed ConfigRecord): every replica of it here
+        takes them at once, as Kafka's ``LogManager.updateTopicConfig`` does: the next
+        append, roll, retention check or ISR decision uses the new values."""
+        for (t, _), p in self.partitions.items():
+            if t == topic:
+                p.config = self.config.partition_config(topic_configs)
+                p.log.config = self.config.log_config(topic_configs)
+
+    def delete_old_segments(self) -> dict[tuple[str, int], list[tuple[int, str]]]:
+        """Retention (Kafka's ``LogManager.cleanupLogs``): whole segments past retention.ms or
+        retention.bytes go from every replica here, never at or past its high watermark (a
+        follower's own high watermark, as in Kafka). What went, per partition."""
+        deleted = {}
+        for key, p in sorted(self.partitions.items()):
+            gone = p.log.delete_old_segments(self.node.now, high_watermark=p.high_watermark)
+            if gone:
+                deleted[key] = gone
+        return deleted
+
     def apply_partition_state(self, state: PartitionState, topic_configs: dict) -> None:
         p = self.get_or_create_partition(state.topic, state.partition, topic_configs)
         key = p.key

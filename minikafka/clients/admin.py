@@ -79,7 +79,13 @@ from minikafka.errors import (
     for_code,
 )
 from minikafka.messages import (
+    CONFIG_APPEND,
+    CONFIG_DELETE,
+    CONFIG_SET,
+    CONFIG_SUBTRACT,
     COORDINATOR_LOAD_IN_PROGRESS,
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
     COORDINATOR_NOT_AVAILABLE,
     NO_ERROR,
     NOT_COORDINATOR,
@@ -653,6 +659,92 @@ class KafkaAdminClient:
                     out[tp] = offset
             return dict(sorted(out.items()))
         return self._retrying("ListOffsets", attempt)
+
+    # --- changing topics: partitions and configs -------------------------------------------------------
+
+    def _to_controller(self, make: Callable[[int], Any], what: str) -> Any:
+        """Ask any broker: it forwards to the active controller and answers once the change is
+        in its own metadata (as KRaft brokers do for kafka-python's admin client)."""
+        return self._retrying(what, lambda deadline: self._any_broker(make, what, deadline))
+
+    def create_partitions(self, topic_partitions: Mapping[str, Any], validate_only: bool = False) -> dict[str, str]:
+        """Grow topics to a new total partition count: ``create_partitions({'orders': 6})``
+        (kafka-python's; a ``NewPartitions``-like object with ``total_count`` works too).
+        Partitions are only ever added: a count that is not an increase raises
+        ``InvalidPartitionsError``; an unknown topic ``UnknownTopicOrPartitionError``. Keys
+        already written keep their partition; *new* records of a key may now hash elsewhere.
+        Returns ``{topic: 'OK'}``."""
+        if not isinstance(topic_partitions, Mapping):
+            raise IllegalArgumentError(f"topic_partitions must be a dict {{topic: new total count}}, "
+                                       f"not {topic_partitions!r}")
+        topics = []
+        for topic, count in topic_partitions.items():
+            count = getattr(count, "total_count", count)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise IllegalArgumentError(f"the new partition count of {topic!r} must be an int >= 1, not {count!r}")
+            topics.append((validate_topic_name(topic), count))
+        response = self._to_controller(lambda c: CreatePartitionsRequest(c, tuple(topics), validate_only),
+                                       "CreatePartitions")
+        for topic, error, message in response.results:
+            if error != NO_ERROR:
+                raise for_code(error)(message or f"CreatePartitions for {topic!r}")
+        return {topic: "OK" for topic, _, _ in response.results}
+
+    def alter_configs(self, config_resources: Iterable[Any], validate_only: bool = False) -> dict[str, dict[str, str]]:
+        """Change topic configs, as IncrementalAlterConfigs does (kafka-python 3.0's
+        ``alter_configs``): each resource a ``ConfigResource('topic', name, {key: value})``,
+        a value of None (or ``('DELETE', None)``) putting the key back to the broker's
+        default. The running logs take the new values at once. Returns kafka-python's shape:
+        ``{'topic': {name: 'OK' or '[Error 40] InvalidConfigurationError: why'}}``."""
+        resources = []
+        for res in config_resources:
+            rtype = _resource_type(res.resource_type)
+            entries = []
+            for key, change in dict(res.configs or {}).items():
+                op, value = change if isinstance(change, tuple) else (CONFIG_SET, change)
+                op = _config_op(op)
+                if value is None:
+                    op = CONFIG_DELETE
+                entries.append((key, op, None if op == CONFIG_DELETE else str(value)))
+            resources.append((rtype, res.name, tuple(entries)))
+        response = self._to_controller(lambda c: AlterConfigsRequest(c, tuple(resources), True, validate_only),
+                                       "IncrementalAlterConfigs")
+        out: dict[str, dict[str, str]] = {}
+        for rtype, name, error, message in response.results:
+            kind = {2: "topic", 4: "broker"}.get(rtype, str(rtype))
+            if error == NO_ERROR:
+                out.setdefault(kind, {})[name] = "OK"
+            else:
+                cls = for_code(error)
+                out.setdefault(kind, {})[name] = f"[Error {error}] {cls.__name__}: {message}"
+        return out
+
+
+class ConfigResource(NamedTuple):
+    """kafka-python's ``ConfigResource``: ``ConfigResource('topic', 'orders', {'retention.ms': '60000'})``."""
+
+    resource_type: Any  # 'topic' / 'broker', or Kafka's number (2 / 4)
+    name: str
+    configs: Mapping[str, Any] | None = None
+
+
+def _resource_type(value: Any) -> int:
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name.lower() in ("topic", "broker"):
+        return 2 if name.lower() == "topic" else 4
+    if name in (2, 4):
+        return name
+    raise IllegalArgumentError(f"a config resource type is 'topic' or 'broker', not {value!r}")
+
+
+def _config_op(value: Any) -> int:
+    ops = {"SET": CONFIG_SET, "DELETE": CONFIG_DELETE, "APPEND": CONFIG_APPEND, "SUBTRACT": CONFIG_SUBTRACT}
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name.upper() in ops:
+        return ops[name.upper()]
+    if name in ops.values():
+        return name
+    raise IllegalArgumentError(f"a config operation is one of {', '.join(ops)}, not {value!r}")
 
 
 def _as_tp(tp: Any) -> TopicPartition:

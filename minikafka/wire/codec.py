@@ -68,6 +68,10 @@ from typing import Any, Mapping, Sequence, Union
 try:
     import kafka.version
     from kafka.protocol.admin import (
+        AlterConfigsRequest as _KAlterConfigsRequest,
+        AlterConfigsResponse as _KAlterConfigsResponse,
+        CreatePartitionsRequest as _KCreatePartitionsRequest,
+        CreatePartitionsResponse as _KCreatePartitionsResponse,
         CreateTopicsRequest as _KCreateTopicsRequest,
         CreateTopicsResponse as _KCreateTopicsResponse,
         DeleteGroupsRequest as _KDeleteGroupsRequest,
@@ -80,6 +84,8 @@ try:
         DescribeGroupsResponse as _KDescribeGroupsResponse,
         DescribeQuorumRequest as _KDescribeQuorumRequest,
         DescribeQuorumResponse as _KDescribeQuorumResponse,
+        IncrementalAlterConfigsRequest as _KIncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse as _KIncrementalAlterConfigsResponse,
         ListGroupsRequest as _KListGroupsRequest,
         ListGroupsResponse as _KListGroupsResponse,
     )
@@ -141,6 +147,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROU
 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
+ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -164,6 +171,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 3),  # v1: config_source instead of is_default
     DELETE_GROUPS: (0, 1),
     DESCRIBE_QUORUM: (0, 1),  # v1: last fetch / caught-up timestamps; v2 adds directory ids and nodes
+    ALTER_CONFIGS: (0, 1),  # v2 turns flexible; kafka-python uses it only without IncrementalAlterConfigs
+    CREATE_PARTITIONS: (0, 1),  # v2 turns flexible
+    INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 turns flexible; both kafka-python and librdkafka send v0
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -422,6 +432,28 @@ def _describe_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tu
         for res in r.resources)),)
 
 
+def _create_partitions_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    if any(t.assignments is not None for t in r.topics):
+        raise _Reply(m.CreatePartitionsResponse(corr, tuple(
+            (t.name, m.INVALID_REQUEST, "explicit replica assignments are not supported: give the new count only")
+            for t in r.topics)))
+    return (m.CreatePartitionsRequest(corr, tuple((t.name, t.count) for t in r.topics), bool(r.validate_only)),)
+
+
+def _alter_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    # AlterConfigs: the resource's overrides become exactly these (a null value: not set)
+    return (m.AlterConfigsRequest(corr, tuple(
+        (res.resource_type, res.resource_name,
+         tuple((c.name, m.CONFIG_SET, c.value) for c in res.configs if c.value is not None))
+        for res in r.resources), incremental=False, validate_only=bool(r.validate_only)),)
+
+
+def _incremental_alter_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.AlterConfigsRequest(corr, tuple(
+        (res.resource_type, res.resource_name, tuple((c.name, c.config_operation, c.value) for c in res.configs))
+        for res in r.resources), incremental=True, validate_only=bool(r.validate_only)),)
+
+
 def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.FindCoordinatorRequest(corr, r.key, r.key_type),)
 
@@ -592,6 +624,21 @@ def _delete_topics_out(d: Decoded, resp: m.DeleteTopicsResponse, ctx: BrokerCont
     return K(version=v, throttle_time_ms=0, responses=[
         K.DeletableTopicResult(name=name, error_code=error, error_message=message)  # message: v5+ only
         for name, error, message in resp.results])
+
+
+def _create_partitions_out(d: Decoded, resp: m.CreatePartitionsResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KCreatePartitionsResponse
+    return K(version=v, throttle_time_ms=0, results=[
+        K.CreatePartitionsTopicResult(name=name, error_code=error, error_message=message)
+        for name, error, message in resp.results])
+
+
+def _alter_configs_out(d: Decoded, resp: m.AlterConfigsResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KIncrementalAlterConfigsResponse if d.api_key == INCREMENTAL_ALTER_CONFIGS else _KAlterConfigsResponse
+    return K(version=v, throttle_time_ms=0, responses=[
+        K.AlterConfigsResourceResponse(error_code=error, error_message=message, resource_type=rtype,
+                                       resource_name=name)
+        for rtype, name, error, message in resp.results])
 
 
 def _config_source(resource_type: int, is_default: bool) -> int:
@@ -768,6 +815,12 @@ _APIS: dict[int, _Api] = {
                         _delete_groups_in, _delete_groups_out),
     DESCRIBE_QUORUM: _Api(_KDescribeQuorumRequest, _KDescribeQuorumResponse, m.DescribeQuorumResponse,
                           _describe_quorum_in, _describe_quorum_out),
+    ALTER_CONFIGS: _Api(_KAlterConfigsRequest, _KAlterConfigsResponse, m.AlterConfigsResponse,
+                        _alter_configs_in, _alter_configs_out),
+    CREATE_PARTITIONS: _Api(_KCreatePartitionsRequest, _KCreatePartitionsResponse, m.CreatePartitionsResponse,
+                            _create_partitions_in, _create_partitions_out),
+    INCREMENTAL_ALTER_CONFIGS: _Api(_KIncrementalAlterConfigsRequest, _KIncrementalAlterConfigsResponse,
+                                    m.AlterConfigsResponse, _incremental_alter_configs_in, _alter_configs_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
@@ -929,6 +982,10 @@ INTERNAL_API_KEYS: dict[type, int] = {
     m.DeleteTopicsResponse: 10010,
     m.DescribeQuorumRequest: 10011,  # a broker forwarding a client's DescribeQuorum
     m.DescribeQuorumResponse: 10012,
+    m.CreatePartitionsRequest: 10013,
+    m.CreatePartitionsResponse: 10014,
+    m.AlterConfigsRequest: 10015,
+    m.AlterConfigsResponse: 10016,
     **{cls: 10020 + i for i, cls in enumerate(_raft.RAFT_MESSAGES)},  # Vote, BeginQuorumEpoch, ..., Fetch
 }
 _INTERNAL_CLASSES = {key: cls for cls, key in INTERNAL_API_KEYS.items()}
