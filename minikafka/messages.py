@@ -261,6 +261,21 @@ class AlterConfigsResponse:
 
 
 @dataclass(frozen=True)
+class DeleteRecordsRequest:
+    """To each partition's leader: records before ``offset`` go (-1: before the high watermark)."""
+
+    correlation_id: int
+    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, offset)
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True)
+class DeleteRecordsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, int, int], ...]  # (topic, partition, low watermark = new log start, error)
+
+
+@dataclass(frozen=True)
 class DescribeConfigsRequest:
     correlation_id: int
     # (resource type, name, keys or None for every key); Kafka's resource types: 2 topic, 4 broker

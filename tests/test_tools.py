@@ -527,3 +527,36 @@ def test_broker_list_is_the_deprecated_alias_of_bootstrap_server(tool, bootstrap
     with pytest.raises(SystemExit) as usage:  # neither flag: argparse's usage error, exit 2
         tool("topics", "--list")
     assert usage.value.code == 2
+
+
+def test_delete_records_from_kafkas_offset_json_file(tool, bootstrap, admin, tmp_path):
+    topic = name("purge")
+    assert tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic)[0] == 0
+    assert tool("console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                stdin=b"".join(b"line%d\n" % i for i in range(6)))[0] == 0
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 4}}], "version": 1}}')
+    code, out, err = tool("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["Executing records delete operation", "Records delete operation completed:",
+                                f"partition: {topic}-0\tlow_watermark: 4"]
+    code, out, _ = tool("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+                        "--timeout-ms", "5000")
+    assert out.split() == ["line4", "line5"]
+    offsets.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 99}}], "version": 1}}')
+    code, out, _ = tool("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert code == 1 and f"partition: {topic}-0\terror: OffsetOutOfRangeError" in out
+    offsets.write_text('{"partitions": [{"topic": 3}]}')
+    code, _, err = tool("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert code == 1 and "partitions[0] must have a \"topic\"" in err
+
+
+def test_console_consumer_says_when_its_group_was_still_joining(tool):
+    # Kafka's default group.initial.rebalance.delay.ms (3 s) and a 1 s timeout: the group
+    # cannot have its first assignment yet, whatever the machine's speed.
+    with launch(brokers=1, controllers=1) as slow:
+        code, out, err = tool("console-consumer", "--bootstrap-server", slow.bootstrap_servers, "--topic",
+                              name("quiet"), "--group", "g1", "--timeout-ms", "1000")
+    assert code == 0 and out == ""
+    assert "still joining group 'g1' when --timeout-ms 1000 ran out" in err
+    assert "group.initial.rebalance.delay.ms" in err and "Processed a total of 0 messages" in err

@@ -171,3 +171,39 @@ def test_topic_configs_change_on_running_logs_and_retention_deletes_on_its_timer
     assert admin.alter_configs([ConfigResource("topic", "t", {"min.insync.replicas": None})]) == {"topic": {"t": "OK"}}
     assert c.replica(leader, "t", 0).config.min_insync_replicas == 1  # back to the default
     admin.close()
+
+
+# --- DeleteRecords -----------------------------------------------------------------------------------------------
+
+
+def test_delete_records_moves_the_log_start_on_leader_and_followers_and_a_consumer_below_is_reset(make_cluster):
+    from minikafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
+    from minikafka.errors import OffsetOutOfRangeError
+
+    c = make_cluster(3)
+    c.create_topic("t", partitions=1, replication_factor=3, config={"segment.bytes": 1024})
+    producer = KafkaProducer(bootstrap_servers=c, acks="all")
+    for i in range(30):
+        producer.send("t", b"%02d" % i + b"." * 100, partition=0)
+        producer.flush(timeout=10)
+    producer.close()
+    tp = TopicPartition("t", 0)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    assert admin.delete_records({tp: 17}) == {tp: {"low_watermark": 17}}
+    # every replica starts at 17 once the followers' next fetch brings the leader's log start
+    assert c.run_until(lambda: all(c.replica(b, "t", 0).log.log_start_offset == 17 for b in (1, 2, 3)), 10_000)
+    assert all(len(c.replica(b, "t", 0).log.segments) < 20 for b in (1, 2, 3))  # whole segments below it went
+    with pytest.raises(OffsetOutOfRangeError, match="past its high watermark"):
+        admin.delete_records({tp: 31})
+    consumer = KafkaConsumer(bootstrap_servers=c, auto_offset_reset="earliest", enable_auto_commit=False)
+    consumer.assign([tp])
+    consumer.seek(tp, 3)  # below the log start: OFFSET_OUT_OF_RANGE, reset to earliest
+    got = []
+    for _ in range(20):
+        got += [r for rs in consumer.poll(timeout_ms=500).values() for r in rs]
+        if len(got) >= 13:
+            break
+    assert [r.offset for r in got] == list(range(17, 30))
+    consumer.close()
+    assert admin.delete_records({tp: -1}) == {tp: {"low_watermark": 30}}  # -1: up to the high watermark
+    admin.close()

@@ -220,3 +220,57 @@ def test_retention_bytes_set_on_a_running_topic_deletes_old_segments_and_a_consu
         assert records[0].offset >= start and records[0].value.startswith(b"%03d" % records[0].offset)
     finally:
         consumer.close()
+
+
+# --- DeleteRecords -----------------------------------------------------------------------------------------------
+
+
+def produce_one_batch_each(cluster, topic, n):
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=0)
+    try:
+        for i in range(n):
+            producer.send(topic, b"%03d" % i, partition=0).get(timeout=30)
+    finally:
+        producer.close()
+
+
+def test_kafka_python_deletes_records_and_a_consumer_below_the_log_start_is_reset(cluster, admin):
+    import kafka.errors as Errors
+    from kafka import TopicPartition
+
+    topic = new_topic(admin, partitions=1, rf=3)
+    produce_one_batch_each(cluster, topic, 20)
+    tp = TopicPartition(topic, 0)
+    result = admin.delete_records({tp: 12})
+    assert result[tp]["low_watermark"] == 12
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                             enable_auto_commit=False)
+    try:
+        consumer.assign([tp])
+        assert consumer.beginning_offsets([tp])[tp] == 12
+        consumer.seek(tp, 0)  # OFFSET_OUT_OF_RANGE, then auto.offset.reset=earliest
+        records = poll_until(consumer, 8)
+        assert [r.offset for r in records] == list(range(12, 20))
+    finally:
+        consumer.close()
+    with pytest.raises(Errors.OffsetOutOfRangeError):
+        admin.delete_records({tp: 21})
+
+
+def test_confluent_kafka_deletes_records(cluster, admin):
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) comes with the dev extra")
+    from confluent_kafka.admin import AdminClient
+
+    topic = new_topic(admin, partitions=1, rf=2)
+    produce_one_batch_each(cluster, topic, 10)
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    futures = client.delete_records([ck.TopicPartition(topic, 0, 6)])
+    [deleted] = [f.result(timeout=30) for f in futures.values()]
+    assert deleted.low_watermark == 6
+    c = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique("g"),
+                     "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        low, high = c.get_watermark_offsets(ck.TopicPartition(topic, 0), timeout=10)
+        assert (low, high) == (6, 10)
+    finally:
+        c.close()

@@ -154,12 +154,14 @@ def client_requests():
         (KAlterConfigs(resources=[], validate_only=False), 1),
         (KCreatePartitions(topics=[], timeout_ms=1, validate_only=False), 1),
         (KIncrementalAlterConfigs(resources=[], validate_only=False), 0),
+        (KDeleteRecords(topics=[], timeout_ms=1), 1),
     ]
 
 
 from kafka.protocol.admin import (  # noqa: E402
     AlterConfigsRequest as KAlterConfigs,
     CreatePartitionsRequest as KCreatePartitions,
+    DeleteRecordsRequest as KDeleteRecords,
     IncrementalAlterConfigsRequest as KIncrementalAlterConfigs,
 )
 

@@ -18,7 +18,8 @@ same view as everyone else. From then on it serves:
   CreateTopics, DeleteTopics, CreatePartitions and (Incremental)AlterConfigs (forwarded to
   the active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``;
   a changed topic config reaches the running logs when its ConfigRecord commits),
-  DescribeQuorum (forwarded too), DescribeConfigs;
+  DescribeQuorum (forwarded too), DescribeConfigs, DeleteRecords (at the leader: the log
+  start offset moves; followers follow it through their fetches);
 - retention: every ``log.retention.check.interval.ms``, old segments go (``log-retention``);
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers;
@@ -62,6 +63,9 @@ from minikafka.messages import (
     BrokerHeartbeatResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    OFFSET_OUT_OF_RANGE,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -405,6 +409,25 @@ class Broker(StateMachine):
                     out.append((topic, partition, NO_ERROR, found[0], found[1]))
         self.send(src, ListOffsetsResponse(request.correlation_id, tuple(out)))
 
+    def _delete_records(self, src: NodeId, request: DeleteRecordsRequest) -> None:
+        """At the leader: the log start offset moves to the given offset (-1: the high
+        watermark), never past the high watermark (OFFSET_OUT_OF_RANGE). Followers move theirs
+        when their next fetch brings the leader's log start offset. Answered at once, with the
+        leader's new log start offset (Kafka waits until every follower has caught up with it)."""
+        out = []
+        for topic, partition, offset in request.partitions:
+            p = self.replica_manager.partitions.get((topic, partition))
+            if p is None or not p.is_leader:
+                out.append((topic, partition, -1, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            target = p.high_watermark if offset == -1 else offset
+            if target < 0 or target > p.high_watermark:
+                out.append((topic, partition, -1, OFFSET_OUT_OF_RANGE))
+                continue
+            p.log.maybe_increment_log_start_offset(target)
+            out.append((topic, partition, p.log.log_start_offset, NO_ERROR))
+        self.send(src, DeleteRecordsResponse(request.correlation_id, tuple(out)))
+
     def _init_producer_id(self, src: NodeId, request: InitProducerIdRequest) -> None:
         self._waiting_for_ids.append((src, request.correlation_id))
         self._hand_out_producer_ids()
@@ -574,6 +597,7 @@ class Broker(StateMachine):
         FetchResponse: _fetch_response,
         MetadataRequest: _metadata,
         ListOffsetsRequest: _list_offsets,
+        DeleteRecordsRequest: _delete_records,
         InitProducerIdRequest: _init_producer_id,
         CreateTopicsRequest: _create_topics,
         DeleteTopicsRequest: _delete_topics,

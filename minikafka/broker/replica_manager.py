@@ -460,6 +460,11 @@ class ReplicaManager:
                 backoff = True  # wait for the controller's news
             else:
                 p.append_as_follower(part.records, part.high_watermark)
+                if part.log_start_offset > p.log.log_start_offset:
+                    # DeleteRecords (or the leader's retention) moved the leader's log start:
+                    # a follower's copy starts there too, as far as it holds (Kafka's follower
+                    # does the same with the fetch response's log_start_offset).
+                    p.log.maybe_increment_log_start_offset(min(part.log_start_offset, p.log.log_end_offset))
         fetcher.in_flight = None
         if backoff:
             fetcher.in_flight = -1  # parked until the backoff timer

@@ -86,6 +86,7 @@ from minikafka.messages import (
     COORDINATOR_LOAD_IN_PROGRESS,
     AlterConfigsRequest,
     CreatePartitionsRequest,
+    DeleteRecordsRequest,
     COORDINATOR_NOT_AVAILABLE,
     NO_ERROR,
     NOT_COORDINATOR,
@@ -718,6 +719,44 @@ class KafkaAdminClient:
                 cls = for_code(error)
                 out.setdefault(kind, {})[name] = f"[Error {error}] {cls.__name__}: {message}"
         return out
+
+    def delete_records(self, records_to_delete: Mapping[Any, int]) -> dict[TopicPartition, dict]:
+        """DeleteRecords at each partition's leader: ``{TopicPartition('t', 0): 100}`` makes
+        offset 100 the partition's first (its log start offset, the "low watermark"); -1
+        means the high watermark (everything committed goes). A consumer positioned below it
+        then gets OFFSET_OUT_OF_RANGE and ``auto_offset_reset`` decides. An offset past the
+        high watermark raises ``OffsetOutOfRangeError``. Returns kafka-python's shape:
+        ``{tp: {'low_watermark': new log start offset}}``."""
+        wanted = {_as_tp(tp): offset for tp, offset in dict(records_to_delete).items()}
+        for tp, offset in wanted.items():
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < -1:
+                raise IllegalArgumentError(f"the offset to delete before in {tp} must be an int >= -1, not {offset!r}")
+
+        def attempt(deadline: int) -> dict[TopicPartition, dict]:
+            leaders = self._partitions_at((tp.topic for tp in wanted), deadline)
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in sorted(wanted):
+                leader = leaders[tp.topic].get(tp.partition)
+                if leader is None:
+                    raise UnknownTopicOrPartitionError(f"partition {tp} does not exist")
+                if leader < 0:
+                    raise LeaderNotAvailableError(f"partition {tp} has no leader")
+                by_leader.setdefault(leader, []).append(tp)
+            out: dict[TopicPartition, dict] = {}
+            for leader, group in sorted(by_leader.items()):
+                request = tuple((tp.topic, tp.partition, wanted[tp]) for tp in group)
+                response = self._roundtrip(leader, lambda c: DeleteRecordsRequest(c, request),
+                                           f"DeleteRecords (broker {leader})", deadline)
+                for topic, partition, low, error in response.results:
+                    tp = TopicPartition(topic, partition)
+                    if error in (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION):
+                        raise NotLeaderForPartitionError(f"broker {leader} no longer leads {tp}")
+                    if error != NO_ERROR:
+                        raise for_code(error)(f"DeleteRecords for {tp} before offset {wanted[tp]}: past its "
+                                              "high watermark" if error == 1 else f"DeleteRecords for {tp}")
+                    out[tp] = {"low_watermark": low}
+            return dict(sorted(out.items()))
+        return self._retrying("DeleteRecords", attempt)
 
 
 class ConfigResource(NamedTuple):

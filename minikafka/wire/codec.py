@@ -75,6 +75,8 @@ try:
         CreateTopicsRequest as _KCreateTopicsRequest,
         CreateTopicsResponse as _KCreateTopicsResponse,
         DeleteGroupsRequest as _KDeleteGroupsRequest,
+        DeleteRecordsRequest as _KDeleteRecordsRequest,
+        DeleteRecordsResponse as _KDeleteRecordsResponse,
         DeleteGroupsResponse as _KDeleteGroupsResponse,
         DeleteTopicsRequest as _KDeleteTopicsRequest,
         DeleteTopicsResponse as _KDeleteTopicsResponse,
@@ -148,6 +150,7 @@ SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
+DELETE_RECORDS = 21
 METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -174,6 +177,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ALTER_CONFIGS: (0, 1),  # v2 turns flexible; kafka-python uses it only without IncrementalAlterConfigs
     CREATE_PARTITIONS: (0, 1),  # v2 turns flexible
     INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 turns flexible; both kafka-python and librdkafka send v0
+    DELETE_RECORDS: (0, 1),  # v2 turns flexible
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -454,6 +458,11 @@ def _incremental_alter_configs_in(r: Any, corr: int, v: int, client_id: str | No
         for res in r.resources), incremental=True, validate_only=bool(r.validate_only)),)
 
 
+def _delete_records_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.DeleteRecordsRequest(corr, tuple(
+        (t.name, p.partition_index, p.offset) for t in r.topics for p in t.partitions), r.timeout_ms),)
+
+
 def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.FindCoordinatorRequest(corr, r.key, r.key_type),)
 
@@ -641,6 +650,16 @@ def _alter_configs_out(d: Decoded, resp: m.AlterConfigsResponse, ctx: BrokerCont
         for rtype, name, error, message in resp.results])
 
 
+def _delete_records_out(d: Decoded, resp: m.DeleteRecordsResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KDeleteRecordsResponse
+    T = K.DeleteRecordsTopicResult
+    by_topic: dict[str, list] = {}
+    for topic, partition, low, error in resp.results:
+        by_topic.setdefault(topic, []).append(T.DeleteRecordsPartitionResult(
+            partition_index=partition, low_watermark=low, error_code=error))
+    return K(version=v, throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
 def _config_source(resource_type: int, is_default: bool) -> int:
     if is_default:
         return _DEFAULT_CONFIG
@@ -821,6 +840,8 @@ _APIS: dict[int, _Api] = {
                             _create_partitions_in, _create_partitions_out),
     INCREMENTAL_ALTER_CONFIGS: _Api(_KIncrementalAlterConfigsRequest, _KIncrementalAlterConfigsResponse,
                                     m.AlterConfigsResponse, _incremental_alter_configs_in, _alter_configs_out),
+    DELETE_RECORDS: _Api(_KDeleteRecordsRequest, _KDeleteRecordsResponse, m.DeleteRecordsResponse,
+                         _delete_records_in, _delete_records_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
