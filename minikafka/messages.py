@@ -276,6 +276,24 @@ class DeleteRecordsResponse:
 
 
 @dataclass(frozen=True)
+class OffsetForLeaderEpochRequest:
+    """KIP-320: where did ``leader_epoch`` end in the leader's log? A consumer asks after a
+    leader change, to find out whether its position was truncated away."""
+
+    correlation_id: int
+    replica_id: int
+    # (topic, partition, current leader epoch as the client knows it (-1: unknown), epoch asked about)
+    partitions: tuple[tuple[str, int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class OffsetForLeaderEpochResponse:
+    correlation_id: int
+    # (topic, partition, error, largest epoch <= the one asked, its end offset); -1, -1: unknown
+    results: tuple[tuple[str, int, int, int, int], ...]
+
+
+@dataclass(frozen=True)
 class DescribeConfigsRequest:
     correlation_id: int
     # (resource type, name, keys or None for every key); Kafka's resource types: 2 topic, 4 broker

@@ -274,3 +274,65 @@ def test_confluent_kafka_deletes_records(cluster, admin):
         assert (low, high) == (6, 10)
     finally:
         c.close()
+
+
+# --- OffsetForLeaderEpoch (KIP-320) --------------------------------------------------------------------------------
+
+
+def offset_for_leader_epoch(cluster, broker, topic, current_epoch, epoch):
+    from kafka.protocol.consumer import OffsetForLeaderEpochRequest as R
+
+    from wire_helpers import RawConnection
+
+    P = R.OffsetForLeaderTopic.OffsetForLeaderPartition
+    request = R(replica_id=-1, topics=[R.OffsetForLeaderTopic(topic=topic, partitions=[
+        P(partition=0, current_leader_epoch=current_epoch, leader_epoch=epoch)])])
+    with RawConnection((cluster.host, cluster.ports[broker])) as conn:
+        [p] = conn.request(request, 3).topics[0].partitions
+        return p.error_code, p.leader_epoch, p.end_offset
+
+
+def test_positions_are_validated_after_a_leader_change_by_both_clients(cluster, admin):
+    """Kill the leader: the new one answers OffsetForLeaderEpoch with where each epoch ended,
+    fences a stale epoch, and kafka-python's and librdkafka's consumers, which validate
+    their positions with it after the change, go on reading where they were."""
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) comes with the dev extra")
+    from kafka import TopicPartition
+
+    from wire_helpers import leader_of, tolerant
+
+    topic = new_topic(admin, partitions=1, rf=3)
+    produce_one_batch_each(cluster, topic, 10)
+    tp = TopicPartition(topic, 0)
+    old_leader = leader_of(admin, topic)
+    assert offset_for_leader_epoch(cluster, old_leader, topic, 0, 0) == (0, 0, 10)  # the current epoch: the log end
+    kp = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest",
+                       enable_auto_commit=False)
+    rd = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": unique("g"),
+                      "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        kp.assign([tp])
+        assert [r.offset for r in poll_until(kp, 10)] == list(range(10))
+        rd.assign([ck.TopicPartition(topic, 0, 0)])
+        got = []
+        wait_until(lambda: got.extend(m for m in [rd.poll(0.2)] if m is not None and m.error() is None)
+                   or len(got) >= 10, 30, "librdkafka to read 10 records")
+        cluster.kill(old_leader)
+        try:
+            new_leader = wait_until(lambda: (lambda b: b if b not in (None, -1, old_leader) else None)(
+                tolerant(lambda: leader_of(admin, topic))), 30, "a new leader")
+            code, epoch, end = offset_for_leader_epoch(cluster, new_leader, topic, 1, 0)
+            assert (code, epoch, end) == (0, 0, 10)  # epoch 0 ended where epoch 1 began
+            assert offset_for_leader_epoch(cluster, new_leader, topic, 0, 0)[0] == 74  # FENCED_LEADER_EPOCH
+            assert offset_for_leader_epoch(cluster, new_leader, topic, 9, 0)[0] == 75  # UNKNOWN_LEADER_EPOCH
+            produce_one_batch_each(cluster, topic, 5)
+            assert [r.offset for r in poll_until(kp, 5)] == list(range(10, 15))
+            wait_until(lambda: got.extend(m for m in [rd.poll(0.2)] if m is not None and m.error() is None)
+                       or len(got) >= 15, 30, "librdkafka to read 15 records")
+            assert [m.offset() for m in got] == list(range(15))
+        finally:
+            cluster.restart(old_leader)
+            cluster.wait_until_ready()
+    finally:
+        kp.close()
+        rd.close()

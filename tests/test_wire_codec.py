@@ -155,6 +155,7 @@ def client_requests():
         (KCreatePartitions(topics=[], timeout_ms=1, validate_only=False), 1),
         (KIncrementalAlterConfigs(resources=[], validate_only=False), 0),
         (KDeleteRecords(topics=[], timeout_ms=1), 1),
+        (KOffsetForLeaderEpoch(replica_id=-1, topics=[]), 3),
     ]
 
 
@@ -164,6 +165,7 @@ from kafka.protocol.admin import (  # noqa: E402
     DeleteRecordsRequest as KDeleteRecords,
     IncrementalAlterConfigsRequest as KIncrementalAlterConfigs,
 )
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest as KOffsetForLeaderEpoch  # noqa: E402
 
 
 def test_kafka_python_negotiates_our_max_everywhere_and_guesses_a_v2_batch_broker():
@@ -1036,3 +1038,39 @@ def test_mutated_private_frames_are_frame_errors_or_decode(index, data):
 @given(st.binary(max_size=300))
 def test_random_bytes_as_private_frames_are_frame_errors_only(frame):
     _decode_internal_or_frame_error(frame)
+
+
+@pytest.mark.parametrize("v", [2, 3])
+def test_offset_for_leader_epoch(v):
+    P = KOffsetForLeaderEpoch.OffsetForLeaderTopic.OffsetForLeaderPartition
+    request = KOffsetForLeaderEpoch(replica_id=-1, topics=[KOffsetForLeaderEpoch.OffsetForLeaderTopic(
+        topic="t", partitions=[P(partition=0, current_leader_epoch=4, leader_epoch=2),
+                               P(partition=1, current_leader_epoch=-1, leader_epoch=0)])])
+    expected = m.OffsetForLeaderEpochRequest(CORR, -1, (("t", 0, 4, 2), ("t", 1, -1, 0)))
+    response = m.OffsetForLeaderEpochResponse(CORR, (("t", 0, 0, 2, 57), ("t", 1, m.FENCED_LEADER_EPOCH, -1, -1)))
+    r = roundtrip(request, v, expected, response)
+    [t] = r.topics
+    assert [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in t.partitions] == [
+        (0, 0, 2, 57), (1, m.FENCED_LEADER_EPOCH, -1, -1)]
+
+
+def test_delete_records_and_create_partitions_and_configs_round_trip():
+    D = KDeleteRecords.DeleteRecordsTopic
+    request = KDeleteRecords(topics=[D(name="t", partitions=[D.DeleteRecordsPartition(partition_index=0, offset=5)])],
+                             timeout_ms=100)
+    r = roundtrip(request, 1, m.DeleteRecordsRequest(CORR, (("t", 0, 5),), 100),
+                  m.DeleteRecordsResponse(CORR, (("t", 0, 5, 0),)))
+    assert [(p.partition_index, p.low_watermark, p.error_code) for p in r.topics[0].partitions] == [(0, 5, 0)]
+    C = KCreatePartitions.CreatePartitionsTopic
+    r = roundtrip(KCreatePartitions(topics=[C(name="t", count=4, assignments=None)], timeout_ms=1, validate_only=False),
+                  1, m.CreatePartitionsRequest(CORR, (("t", 4),)),
+                  m.CreatePartitionsResponse(CORR, (("t", m.INVALID_PARTITIONS, "not an increase"),)))
+    assert [(x.name, x.error_code, x.error_message) for x in r.results] == [("t", 37, "not an increase")]
+    A = KIncrementalAlterConfigs.AlterConfigsResource
+    request = KIncrementalAlterConfigs(resources=[A(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="retention.ms", config_operation=0, value="1000"),
+        A.AlterableConfig(name="segment.bytes", config_operation=1, value=None)])], validate_only=False)
+    r = roundtrip(request, 0, m.AlterConfigsRequest(CORR, ((2, "t", (("retention.ms", 0, "1000"),
+                                                                     ("segment.bytes", 1, None))),)),
+                  m.AlterConfigsResponse(CORR, ((2, "t", 0, None),)))
+    assert [(x.resource_type, x.resource_name, x.error_code) for x in r.responses] == [(2, "t", 0)]

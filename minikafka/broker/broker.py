@@ -19,7 +19,8 @@ same view as everyone else. From then on it serves:
   the active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``;
   a changed topic config reaches the running logs when its ConfigRecord commits),
   DescribeQuorum (forwarded too), DescribeConfigs, DeleteRecords (at the leader: the log
-  start offset moves; followers follow it through their fetches);
+  start offset moves; followers follow it through their fetches), OffsetForLeaderEpoch
+  (KIP-320: clients validate their positions after a leader change);
 - retention: every ``log.retention.check.interval.ms``, old segments go (``log-retention``);
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers;
@@ -65,6 +66,10 @@ from minikafka.messages import (
     CreateTopicsResponse,
     DeleteRecordsRequest,
     DeleteRecordsResponse,
+    FENCED_LEADER_EPOCH,
+    UNKNOWN_LEADER_EPOCH,
+    OffsetForLeaderEpochRequest,
+    OffsetForLeaderEpochResponse,
     OFFSET_OUT_OF_RANGE,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
@@ -428,6 +433,25 @@ class Broker(StateMachine):
             out.append((topic, partition, p.log.log_start_offset, NO_ERROR))
         self.send(src, DeleteRecordsResponse(request.correlation_id, tuple(out)))
 
+    def _offset_for_leader_epoch(self, src: NodeId, request: OffsetForLeaderEpochRequest) -> None:
+        """KIP-320, at the leader: the largest epoch at or below the one asked and the offset
+        where it ended in this log (the log end for the current epoch), from the leader epoch
+        cache; (-1, -1) if the log knows no such epoch (the client then resets). A client's
+        current epoch older than ours is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH
+        (our metadata is behind): both make it refresh metadata and ask again."""
+        out = []
+        for topic, partition, current_epoch, epoch in request.partitions:
+            p = self.replica_manager.partitions.get((topic, partition))
+            if p is None or not p.is_leader:
+                out.append((topic, partition, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
+            elif current_epoch >= 0 and current_epoch != p.leader_epoch:
+                error = FENCED_LEADER_EPOCH if current_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+                out.append((topic, partition, error, -1, -1))
+            else:
+                found_epoch, end = p.log.leader_epoch_cache.end_offset_for(epoch, p.log.log_end_offset)
+                out.append((topic, partition, NO_ERROR, found_epoch, end))
+        self.send(src, OffsetForLeaderEpochResponse(request.correlation_id, tuple(out)))
+
     def _init_producer_id(self, src: NodeId, request: InitProducerIdRequest) -> None:
         self._waiting_for_ids.append((src, request.correlation_id))
         self._hand_out_producer_ids()
@@ -598,6 +622,7 @@ class Broker(StateMachine):
         MetadataRequest: _metadata,
         ListOffsetsRequest: _list_offsets,
         DeleteRecordsRequest: _delete_records,
+        OffsetForLeaderEpochRequest: _offset_for_leader_epoch,
         InitProducerIdRequest: _init_producer_id,
         CreateTopicsRequest: _create_topics,
         DeleteTopicsRequest: _delete_topics,

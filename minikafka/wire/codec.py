@@ -107,6 +107,8 @@ try:
         OffsetCommitResponse as _KOffsetCommitResponse,
         OffsetFetchRequest as _KOffsetFetchRequest,
         OffsetFetchResponse as _KOffsetFetchResponse,
+        OffsetForLeaderEpochRequest as _KOffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse as _KOffsetForLeaderEpochResponse,
         SyncGroupRequest as _KSyncGroupRequest,
         SyncGroupResponse as _KSyncGroupResponse,
     )
@@ -150,7 +152,7 @@ SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
-DELETE_RECORDS = 21
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
 METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -178,6 +180,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     CREATE_PARTITIONS: (0, 1),  # v2 turns flexible
     INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 turns flexible; both kafka-python and librdkafka send v0
     DELETE_RECORDS: (0, 1),  # v2 turns flexible
+    OFFSET_FOR_LEADER_EPOCH: (2, 3),  # v2: Kafka 4's floor (current leader epoch); v4 turns flexible
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -463,6 +466,12 @@ def _delete_records_in(r: Any, corr: int, v: int, client_id: str | None) -> tupl
         (t.name, p.partition_index, p.offset) for t in r.topics for p in t.partitions), r.timeout_ms),)
 
 
+def _offset_for_leader_epoch_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    replica_id = r.replica_id if v >= 3 else m.CONSUMER_REPLICA_ID  # v2 has none: a consumer
+    return (m.OffsetForLeaderEpochRequest(corr, replica_id, tuple(
+        (t.topic, p.partition, p.current_leader_epoch, p.leader_epoch) for t in r.topics for p in t.partitions)),)
+
+
 def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.FindCoordinatorRequest(corr, r.key, r.key_type),)
 
@@ -660,6 +669,17 @@ def _delete_records_out(d: Decoded, resp: m.DeleteRecordsResponse, ctx: BrokerCo
     return K(version=v, throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
+def _offset_for_leader_epoch_out(d: Decoded, resp: m.OffsetForLeaderEpochResponse, ctx: BrokerContext | None,
+                                 v: int) -> Any:
+    K = _KOffsetForLeaderEpochResponse
+    T = K.OffsetForLeaderTopicResult
+    by_topic: dict[str, list] = {}
+    for topic, partition, error, epoch, end in resp.results:
+        by_topic.setdefault(topic, []).append(T.EpochEndOffset(
+            error_code=error, partition=partition, leader_epoch=epoch, end_offset=end))
+    return K(version=v, throttle_time_ms=0, topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+
 def _config_source(resource_type: int, is_default: bool) -> int:
     if is_default:
         return _DEFAULT_CONFIG
@@ -842,6 +862,9 @@ _APIS: dict[int, _Api] = {
                                     m.AlterConfigsResponse, _incremental_alter_configs_in, _alter_configs_out),
     DELETE_RECORDS: _Api(_KDeleteRecordsRequest, _KDeleteRecordsResponse, m.DeleteRecordsResponse,
                          _delete_records_in, _delete_records_out),
+    OFFSET_FOR_LEADER_EPOCH: _Api(_KOffsetForLeaderEpochRequest, _KOffsetForLeaderEpochResponse,
+                                  m.OffsetForLeaderEpochResponse, _offset_for_leader_epoch_in,
+                                  _offset_for_leader_epoch_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
