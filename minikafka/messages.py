@@ -294,6 +294,22 @@ class OffsetForLeaderEpochResponse:
 
 
 @dataclass(frozen=True)
+class OffsetDeleteRequest:
+    """To the group's coordinator: forget the group's committed offsets of these partitions."""
+
+    correlation_id: int
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class OffsetDeleteResponse:
+    correlation_id: int
+    error: int  # about the group (NOT_COORDINATOR, GROUP_ID_NOT_FOUND, ...)
+    results: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, error)
+
+
+@dataclass(frozen=True)
 class DescribeConfigsRequest:
     correlation_id: int
     # (resource type, name, keys or None for every key); Kafka's resource types: 2 topic, 4 broker
@@ -637,6 +653,7 @@ MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 ERROR_NAMES = {
     value: name for name, value in dict(globals()).items() if name.isupper() and isinstance(value, int)

@@ -336,3 +336,37 @@ def test_positions_are_validated_after_a_leader_change_by_both_clients(cluster, 
     finally:
         kp.close()
         rd.close()
+
+
+# --- OffsetDelete ------------------------------------------------------------------------------------------------
+
+
+def test_kafka_python_deletes_a_groups_committed_offsets_unless_a_member_subscribes(cluster, admin):
+    import kafka.errors as Errors
+    from kafka import TopicPartition
+    from kafka.structs import OffsetAndMetadata
+
+    topic, other, group = new_topic(admin, partitions=2, rf=1), new_topic(admin, partitions=1, rf=1), unique("g")
+    consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=group, enable_auto_commit=False)
+    try:
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(5, "", -1),
+                         TopicPartition(topic, 1): OffsetAndMetadata(7, "", -1),
+                         TopicPartition(other, 0): OffsetAndMetadata(3, "", -1)})
+    finally:
+        consumer.close()
+    result = admin.delete_group_offsets(group, [TopicPartition(topic, 0)])
+    assert result == {TopicPartition(topic, 0): Errors.NoError}
+    offsets = admin.list_group_offsets([group])[group] if hasattr(admin, "list_group_offsets") else \
+        admin.list_consumer_group_offsets(group)
+    assert {tp.partition for tp in offsets if tp.topic == topic} == {1}
+    # A member subscribed to `other`: its offsets are in use and stay.
+    member = KafkaConsumer(other, bootstrap_servers=cluster.bootstrap_servers, group_id=group, enable_auto_commit=False)
+    try:
+        wait_until(lambda: member.poll(timeout_ms=200) is not None and member.assignment(), 30, "the member's assignment")
+        result = admin.delete_group_offsets(group, [TopicPartition(other, 0), TopicPartition(topic, 1)])
+        assert result == {TopicPartition(other, 0): Errors.GroupSubscribedToTopicError,
+                          TopicPartition(topic, 1): Errors.NoError}
+    finally:
+        member.close()
+    with pytest.raises(Errors.GroupIdNotFoundError):
+        admin.delete_group_offsets(unique("nobody"), [TopicPartition(topic, 0)])

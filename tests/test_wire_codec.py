@@ -156,6 +156,7 @@ def client_requests():
         (KIncrementalAlterConfigs(resources=[], validate_only=False), 0),
         (KDeleteRecords(topics=[], timeout_ms=1), 1),
         (KOffsetForLeaderEpoch(replica_id=-1, topics=[]), 3),
+        (KOffsetDelete(group_id="g", topics=[]), 0),
     ]
 
 
@@ -166,6 +167,7 @@ from kafka.protocol.admin import (  # noqa: E402
     IncrementalAlterConfigsRequest as KIncrementalAlterConfigs,
 )
 from kafka.protocol.consumer import OffsetForLeaderEpochRequest as KOffsetForLeaderEpoch  # noqa: E402
+from kafka.protocol.consumer import OffsetDeleteRequest as KOffsetDelete  # noqa: E402
 
 
 def test_kafka_python_negotiates_our_max_everywhere_and_guesses_a_v2_batch_broker():

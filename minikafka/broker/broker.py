@@ -27,7 +27,7 @@ same view as everyone else. From then on it serves:
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``).
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``).
 
 It never reads a clock (``self.now`` is the input's time) and touches disk only through
 the storage layer.
@@ -69,6 +69,7 @@ from minikafka.messages import (
     FENCED_LEADER_EPOCH,
     UNKNOWN_LEADER_EPOCH,
     OffsetForLeaderEpochRequest,
+    OffsetDeleteRequest,
     OffsetForLeaderEpochResponse,
     OFFSET_OUT_OF_RANGE,
     DeleteGroupsRequest,
@@ -612,6 +613,7 @@ class Broker(StateMachine):
             ListGroupsRequest: GroupCoordinator.list_groups,
             DescribeGroupsRequest: GroupCoordinator.describe_groups,
             DeleteGroupsRequest: GroupCoordinator.delete_groups,
+            OffsetDeleteRequest: GroupCoordinator.delete_offsets,
         }[type(request)]
         handler(self.group_coordinator, src, request)
 
@@ -641,6 +643,7 @@ class Broker(StateMachine):
         ListGroupsRequest: _group_request,
         DescribeGroupsRequest: _group_request,
         DeleteGroupsRequest: _group_request,
+        OffsetDeleteRequest: _group_request,
     }
 
     def close(self, *, lose_unflushed: bool = False) -> None:

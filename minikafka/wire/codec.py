@@ -107,6 +107,8 @@ try:
         OffsetCommitResponse as _KOffsetCommitResponse,
         OffsetFetchRequest as _KOffsetFetchRequest,
         OffsetFetchResponse as _KOffsetFetchResponse,
+        OffsetDeleteRequest as _KOffsetDeleteRequest,
+        OffsetDeleteResponse as _KOffsetDeleteResponse,
         OffsetForLeaderEpochRequest as _KOffsetForLeaderEpochRequest,
         OffsetForLeaderEpochResponse as _KOffsetForLeaderEpochResponse,
         SyncGroupRequest as _KSyncGroupRequest,
@@ -152,7 +154,7 @@ SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
-DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH = 21, 23
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, OFFSET_DELETE = 21, 23, 47
 METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -181,6 +183,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 turns flexible; both kafka-python and librdkafka send v0
     DELETE_RECORDS: (0, 1),  # v2 turns flexible
     OFFSET_FOR_LEADER_EPOCH: (2, 3),  # v2: Kafka 4's floor (current leader epoch); v4 turns flexible
+    OFFSET_DELETE: (0, 0),  # its only version
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -472,6 +475,11 @@ def _offset_for_leader_epoch_in(r: Any, corr: int, v: int, client_id: str | None
         (t.topic, p.partition, p.current_leader_epoch, p.leader_epoch) for t in r.topics for p in t.partitions)),)
 
 
+def _offset_delete_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.OffsetDeleteRequest(corr, r.group_id, tuple(
+        (t.name, p.partition_index) for t in r.topics for p in t.partitions)),)
+
+
 def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.FindCoordinatorRequest(corr, r.key, r.key_type),)
 
@@ -680,6 +688,17 @@ def _offset_for_leader_epoch_out(d: Decoded, resp: m.OffsetForLeaderEpochRespons
     return K(version=v, throttle_time_ms=0, topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
 
 
+def _offset_delete_out(d: Decoded, resp: m.OffsetDeleteResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KOffsetDeleteResponse
+    T = K.OffsetDeleteResponseTopic
+    by_topic: dict[str, list] = {}
+    for topic, partition, error in resp.results:
+        by_topic.setdefault(topic, []).append(T.OffsetDeleteResponsePartition(partition_index=partition,
+                                                                              error_code=error))
+    return K(version=v, error_code=resp.error, throttle_time_ms=0,
+             topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
 def _config_source(resource_type: int, is_default: bool) -> int:
     if is_default:
         return _DEFAULT_CONFIG
@@ -865,6 +884,8 @@ _APIS: dict[int, _Api] = {
     OFFSET_FOR_LEADER_EPOCH: _Api(_KOffsetForLeaderEpochRequest, _KOffsetForLeaderEpochResponse,
                                   m.OffsetForLeaderEpochResponse, _offset_for_leader_epoch_in,
                                   _offset_for_leader_epoch_out),
+    OFFSET_DELETE: _Api(_KOffsetDeleteRequest, _KOffsetDeleteResponse, m.OffsetDeleteResponse,
+                        _offset_delete_in, _offset_delete_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
