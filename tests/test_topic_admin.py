@@ -207,3 +207,17 @@ def test_delete_records_moves_the_log_start_on_leader_and_followers_and_a_consum
     consumer.close()
     assert admin.delete_records({tp: -1}) == {tp: {"low_watermark": 30}}  # -1: up to the high watermark
     admin.close()
+
+
+def test_the_older_alter_configs_replaces_every_override_and_broker_configs_are_refused(make_cluster):
+    from minikafka.messages import CONFIG_SET, INVALID_REQUEST, AlterConfigsRequest
+
+    c = make_cluster(1)
+    c.create_topic("t", config={"retention.ms": 60_000, "min.insync.replicas": 1})
+    answer = request(c, 1, lambda k: AlterConfigsRequest(k, ((2, "t", (("segment.bytes", CONFIG_SET, "2048"),)),),
+                                                           incremental=False))
+    assert answer.results == ((2, "t", NO_ERROR, None),)
+    assert dict(c.broker(1).topics["t"].configs) == {"segment.bytes": "2048"}  # the others went
+    answer = request(c, 1, lambda k: AlterConfigsRequest(k, ((4, "1", (("retention.ms", CONFIG_SET, "1"),)),)))
+    [(rtype, name, error, message)] = answer.results
+    assert (rtype, name, error) == (4, "1", INVALID_REQUEST) and "--override" in message

@@ -157,6 +157,12 @@ def test_kafka_python_alters_topic_configs_and_the_running_log_takes_them(cluste
     admin.reset_configs([ConfigResource(ConfigResourceType.TOPIC, topic, ["retention.ms"])])
     described = describe(admin, topic)
     assert described["retention.ms"] == str(7 * 24 * 3600 * 1000) and described["min.insync.replicas"] == "2"
+    # The older AlterConfigs (no increments: the overrides become exactly the ones sent;
+    # kafka-python adds the other dynamic ones it finds, so min.insync.replicas stays).
+    assert admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, {"segment.bytes": "2097152"})],
+                               incremental=False) == {"topic": {topic: "OK"}}
+    described = describe(admin, topic)
+    assert described["segment.bytes"] == "2097152" and described["min.insync.replicas"] == "2"
 
 
 def describe(admin, topic):
