@@ -33,7 +33,7 @@ record is committed: by then its image holds everything earlier leaders committe
   leader epoch; every change bumps the partition epoch (``PartitionChangeRecord``).
 - CreatePartitions: only ever more partitions; the new ones placed as Kafka places added
   partitions (continuing the topic's round robin), one ``PartitionRecord`` each.
-- Incremental/AlterConfigs (topics): the resulting overrides validated as a whole, then one
+- Incremental/AlterConfigs (topics; brokers: the topics' defaults, cluster-wide or per broker): the resulting overrides validated as a whole, then one
   ``ConfigRecord`` per key that changed (value None: back to the broker's default).
 - AlterPartition: granted only if it names the current leader epoch and partition epoch
   (a deposed leader cannot change the ISR) and every new member is unfenced.
@@ -96,7 +96,7 @@ from minikafka.messages import (
     TopicConfig,
 )
 from minikafka.metadata import records as mr
-from minikafka.metadata.image import TOPIC_RESOURCE, MetadataImage
+from minikafka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
 from minikafka.topic import validate_topic_name
@@ -190,7 +190,9 @@ class QuorumController(StateMachine):
         return self.image.is_alive(broker_id)
 
     def _unclean_allowed(self, topic: str) -> bool:
-        return self.config.for_topic(self.image.topic_configs.get(topic, {}))["unclean.leader.election.enable"]
+        # the cluster-wide dynamic default (a broker ConfigRecord for ""), then the topic's own
+        configs = {**self.image.broker_configs.get("", {}), **self.image.topic_configs.get(topic, {})}
+        return self.config.for_topic(configs)["unclean.leader.election.enable"]
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
@@ -543,16 +545,25 @@ class QuorumController(StateMachine):
         """The ConfigRecords' (key, value or None) that turn a topic's overrides into what the
         request asks, validated as a whole (unknown keys, bad values, a LogConfig that could
         not be made); or the error."""
-        if rtype != TOPIC_RESOURCE:
-            return INVALID_REQUEST, ("only topic configs (resource type 2) can be changed on a running cluster "
-                                     "here; broker configs are set when a broker starts (--override KEY=VALUE)"), []
-        if name not in self.image.topic_ids:
-            return UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist", []
-        old = dict(self.image.topic_configs.get(name, {}))
+        if rtype == BROKER_RESOURCE:
+            # Dynamic broker configs: the defaults every topic inherits ("" for the whole
+            # cluster, or one broker's id), as Kafka's kafka-configs --entity-type brokers.
+            if name != "" and not (name.isdigit() and int(name) in self.image.brokers):
+                return INVALID_REQUEST, (f"broker {name!r} is not registered: name a broker id, or '' for the "
+                                         "cluster-wide default (--entity-default)"), []
+            old = dict(self.image.broker_configs.get(name, {}))
+            kind = "dynamic broker"
+        elif rtype == TOPIC_RESOURCE:
+            if name not in self.image.topic_ids:
+                return UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist", []
+            old = dict(self.image.topic_configs.get(name, {}))
+            kind = "topic"
+        else:
+            return INVALID_REQUEST, f"resource type {rtype} is neither a topic (2) nor a broker (4)", []
         new = dict(old) if incremental else {}
         for key, op, value in entries:
-            if key not in TOPIC_KEYS:
-                return INVALID_CONFIG, f"unknown topic config {key!r}; known: {', '.join(sorted(TOPIC_KEYS))}", []
+            if key not in TOPIC_KEYS:  # the dynamic broker configs here are the topics' defaults
+                return INVALID_CONFIG, f"unknown {kind} config {key!r}; known: {', '.join(sorted(TOPIC_KEYS))}", []
             if op == CONFIG_DELETE:
                 new.pop(key, None)
             elif value is None:

@@ -560,3 +560,17 @@ def test_console_consumer_says_when_its_group_was_still_joining(tool):
     assert code == 0 and out == ""
     assert "still joining group 'g1' when --timeout-ms 1000 ran out" in err
     assert "group.initial.rebalance.delay.ms" in err and "Processed a total of 0 messages" in err
+
+
+def test_configs_alter_the_brokers_dynamic_defaults(tool, bootstrap):
+    code, out, err = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+                          "--alter", "--add-config", "retention.ms=604800001")
+    assert (code, out, err) == (0, "Completed updating default config for brokers in the cluster.\n", "")
+    code, out, _ = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "1",
+                        "--alter", "--delete-config", "retention.ms")
+    assert (code, out) == (0, "Completed updating config for broker 1.\n")
+    code, _, err = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+                        "--alter", "--add-config", "num.partitions=3")
+    assert code == 1 and "unknown dynamic broker config 'num.partitions'" in err
+    assert tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+                "--alter", "--delete-config", "retention.ms")[0] == 0

@@ -209,7 +209,7 @@ def test_delete_records_moves_the_log_start_on_leader_and_followers_and_a_consum
     admin.close()
 
 
-def test_the_older_alter_configs_replaces_every_override_and_broker_configs_are_refused(make_cluster):
+def test_the_older_alter_configs_replaces_every_override_and_other_resources_are_refused(make_cluster):
     from minikafka.messages import CONFIG_SET, INVALID_REQUEST, AlterConfigsRequest
 
     c = make_cluster(1)
@@ -218,6 +218,28 @@ def test_the_older_alter_configs_replaces_every_override_and_broker_configs_are_
                                                            incremental=False))
     assert answer.results == ((2, "t", NO_ERROR, None),)
     assert dict(c.broker(1).topics["t"].configs) == {"segment.bytes": "2048"}  # the others went
-    answer = request(c, 1, lambda k: AlterConfigsRequest(k, ((4, "1", (("retention.ms", CONFIG_SET, "1"),)),)))
+    answer = request(c, 1, lambda k: AlterConfigsRequest(k, ((1, "x", (("retention.ms", CONFIG_SET, "1"),)),)))
     [(rtype, name, error, message)] = answer.results
-    assert (rtype, name, error) == (4, "1", INVALID_REQUEST) and "--override" in message
+    assert (rtype, name, error) == (1, "x", INVALID_REQUEST) and "neither a topic (2) nor a broker (4)" in message
+
+
+def test_dynamic_broker_configs_are_the_topics_defaults_cluster_wide_or_per_broker(make_cluster):
+    from minikafka import KafkaAdminClient
+    from minikafka.clients.admin import ConfigResource
+
+    c = make_cluster(2)
+    c.create_topic("t", partitions=2, replication_factor=2)
+    c.create_topic("own", partitions=1, replication_factor=2, config={"retention.ms": 1000})
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    assert admin.alter_configs([ConfigResource("broker", "", {"retention.ms": 120_000})]) == {"broker": {"": "OK"}}
+    assert admin.alter_configs([ConfigResource("broker", "2", {"segment.bytes": 4096})]) == {"broker": {"2": "OK"}}
+    for b in (1, 2):
+        assert c.replica(b, "t", 0).log.config.retention_ms == 120_000  # the new cluster-wide default
+        assert c.replica(b, "own", 0).log.config.retention_ms == 1000  # a topic's own override wins
+    assert c.replica(2, "t", 0).log.config.segment_bytes == 4096  # broker 2 only
+    assert c.replica(1, "t", 0).log.config.segment_bytes != 4096
+    refused = admin.alter_configs([ConfigResource("broker", "9", {"retention.ms": 1}),
+                                   ConfigResource("broker", "1", {"num.partitions": 3})])
+    assert refused["broker"]["9"].startswith("[Error 42] BrokerResponseError: broker '9' is not registered")
+    assert refused["broker"]["1"].startswith("[Error 40] InvalidConfigurationError: unknown dynamic broker config")
+    admin.close()

@@ -123,7 +123,10 @@ class Broker(StateMachine):
         super().__init__(broker_id)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
-        self.config = config
+        # Its own copy: dynamic broker configs change this broker's, not every broker's that
+        # was handed the same object (the simulated cluster hands one to all).
+        self.config = BrokerConfig(config.values)
+        self._static_config = dict(config.values)  # as started; dynamic broker configs go over it
         self.incarnation = incarnation
         self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
         self.controllers = tuple(controllers)  # the metadata quorum's voters
@@ -239,6 +242,7 @@ class Broker(StateMachine):
         if delta.brokers_changed:
             self.live_brokers = image.live_brokers
             self.endpoints = image.endpoints()
+            self._apply_dynamic_broker_configs()
         for topic in sorted(delta.removed_topics):
             self._drop_topic(topic)  # every local copy goes; a re-created topic starts afresh below
         for topic in sorted(delta.topics):
@@ -254,6 +258,17 @@ class Broker(StateMachine):
             if self.broker_id in state.replicas:
                 self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
         self.group_coordinator.on_metadata_changed()
+
+    def _apply_dynamic_broker_configs(self) -> None:
+        """Dynamic broker configs (committed broker ConfigRecords: "" for the cluster, then this
+        broker's id) over the ones it started with; every hosted log takes the new defaults.
+        The values are changed in place: the replica manager and the logs share the object."""
+        dynamic = {**self.image.broker_configs.get("", {}), **self.image.broker_configs.get(str(self.broker_id), {})}
+        values = BrokerConfig({**self._static_config, **dynamic}).values
+        if values != self.config.values:
+            self.config.values = values
+            for topic in sorted(self.topics):
+                self.replica_manager.apply_topic_configs(topic, dict(self.topics[topic].configs))
 
     def send_to_controller(self, message: Any) -> None:
         """A one-shot message to the active controller (AlterPartition: the replica manager

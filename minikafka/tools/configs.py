@@ -12,8 +12,13 @@ Theory of operation
   topic T.`` as Kafka does. A value holding commas goes in square brackets, Kafka's rule:
   ``--add-config cleanup.policy=[compact,delete]``.
 
-``--entity-type brokers`` is refused with one line: broker configs are set when a broker
-starts (``--override``), the brokers here have no dynamic broker configs. ``--topic T`` is
+``--entity-type brokers --entity-name N`` (or ``--entity-default``: every broker) ``--alter``
+changes the dynamic broker configs, which here are the topics' defaults (``retention.ms``,
+``segment.bytes``, ``min.insync.replicas``, ``cleanup.policy``, ... with the topic-level names):
+Kafka's ``log.retention.ms`` is written ``retention.ms``. Prints ``Completed updating config
+for broker N.`` (``default config for brokers in the cluster`` with ``--entity-default``).
+``--describe`` of brokers is not offered (every other broker config is static: ``--override``
+at start). ``--topic T`` is
 accepted for ``--entity-type topics --entity-name T`` as Kafka 3 accepts it. Failures print
 Kafka's ``Error while executing config command with args ...``-style one line and exit 1.
 """
@@ -38,8 +43,11 @@ def add_parser(commands: Any) -> None:
     action.add_argument("--describe", action="store_true", help="list the configs of the given entity")
     action.add_argument("--alter", action="store_true", help="change the configs of the given entity")
     p.add_argument("--entity-type", choices=["topics", "brokers"], metavar="TYPE",
-                   help="topics (brokers: refused, their configs are static here)")
-    p.add_argument("--entity-name", metavar="NAME", help="the topic's name (all topics with --describe if left out)")
+                   help="topics, or brokers (--alter only: the topics' defaults, e.g. retention.ms)")
+    p.add_argument("--entity-name", metavar="NAME",
+                   help="the topic's name (all topics with --describe if left out), or a broker's id")
+    p.add_argument("--entity-default", action="store_true",
+                   help="with --entity-type brokers: the cluster-wide default of every broker")
     p.add_argument("--topic", metavar="TOPIC", help="short for --entity-type topics --entity-name TOPIC")
     p.add_argument("--add-config", metavar="K=V,K=V",
                    help="configs to set, comma separated; a value with commas in [brackets]: "
@@ -61,9 +69,14 @@ def _run(args: argparse.Namespace) -> int:
     if args.entity_type is None:
         raise UsageError("--entity-type topics is required (or --topic T)")
     if args.entity_type == "brokers":
-        raise ToolError("broker configs cannot be changed or listed here: a minikafka broker takes them when it "
-                        "starts (minikafka cluster up --override KEY=VALUE); topic configs can: --entity-type topics")
-    if args.alter and args.entity_name is None:
+        if args.describe:
+            raise ToolError("--describe of brokers is not offered here: a broker's static configs are the "
+                            "--override values it started with; --alter changes the dynamic ones")
+        if args.entity_default == (args.entity_name is not None):
+            raise UsageError("--entity-type brokers needs --entity-name N (one broker) or --entity-default (all)")
+    elif args.entity_default:
+        raise UsageError("--entity-default goes with --entity-type brokers")
+    if args.alter and args.entity_name is None and not args.entity_default:
         raise UsageError("--alter needs --entity-name (or --topic)")
     if args.alter and not (args.add_config or args.delete_config):
         raise UsageError("--alter needs --add-config and/or --delete-config")
@@ -106,20 +119,32 @@ def parse_add_config(text: str) -> dict[str, str]:
 def alter(admin: Any, args: argparse.Namespace) -> int:
     from kafka.admin import ConfigResource, ConfigResourceType
 
-    topic = args.entity_name
-    if topic not in admin.list_topics():
-        raise ToolError(f"The topic '{topic}' does not exist.")
+    if args.entity_type == "brokers":
+        name = "" if args.entity_default else args.entity_name
+        rtype, what = ConfigResourceType.BROKER, ("default config for brokers in the cluster" if args.entity_default
+                                                  else f"config for broker {name}")
+    else:
+        name, rtype, what = args.entity_name, ConfigResourceType.TOPIC, f"config for topic {args.entity_name}"
+        if name not in admin.list_topics():
+            raise ToolError(f"The topic '{name}' does not exist.")
     changes: dict[str, Any] = {k: ("SET", v) for k, v in parse_add_config(args.add_config or "").items()}
     for key in filter(None, (k.strip() for k in (args.delete_config or "").split(","))):
         if key in changes:
             raise ToolError(f"{key} is both added and deleted")
         changes[key] = ("DELETE", None)
-    result = admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, topic, changes)],
-                                 raise_on_unknown=False, incremental=True)
-    outcome = result.get("topic", {}).get(topic, "OK")
+    resource = ConfigResource(rtype, name, changes)
+    if name == "":
+        # kafka-python's alter_configs wants a broker id; Kafka's cluster-wide default is the
+        # empty name, sent to any broker (which forwards it to the controller).
+        request = admin._alter_configs_request([resource], False, True)
+        response = admin._manager.run(admin._manager.send, request)
+        result = admin._alter_configs_process_responses(response.responses)
+    else:
+        result = admin.alter_configs([resource], raise_on_unknown=False, incremental=True)
+    outcome = next((v.get(name, "OK") for v in result.values() if isinstance(v, dict)), "OK")
     if outcome != "OK":
         raise ToolError(one_line(str(outcome)))
-    print(f"Completed updating config for topic {topic}.")
+    print(f"Completed updating {what}.")
     return 0
 
 
