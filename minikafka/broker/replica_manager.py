@@ -17,6 +17,10 @@ Theory of operation
   every partition it follows from that leader; the next one goes out when the answer comes.
 - ISR changes are proposed to the controller with AlterPartition and applied when it
   commits them (see ``Partition``).
+- The log start offset: retention (``delete_old_segments``, on the broker's timer) moves it
+  on each replica; DeleteRecords moves it on the leader, and a follower moves its own to the
+  leader's as its fetches bring it. Changed topic configs reach every running log and
+  partition at once (``apply_topic_configs``).
 
 This class does no I/O of its own: it sends and sets timers through its broker node.
 """

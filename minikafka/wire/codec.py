@@ -22,7 +22,8 @@ Four directions, one per runtime role:
 - client side (a follower fetching from its leader, with real Fetch frames, as in Kafka):
   ``encode_request(message)`` and ``decode_response(api_key, version, frame)``;
 - the controller's own messages (heartbeats, the Raft quorum's, AlterPartition, producer id
-  blocks, forwarded CreateTopics/DeleteTopics): Kafka has no public schema we could reuse
+  blocks, forwarded CreateTopics/DeleteTopics/CreatePartitions/AlterConfigs, the last two
+  carrying both AlterConfigs and IncrementalAlterConfigs): Kafka has no public schema we could reuse
   faithfully, so they travel as *private* frames: a request header with an api key of
   10000 or more (``INTERNAL_KEY_BASE``), the sender's node id as client id, and a JSON body
   that is checked field by field against the dataclass's type hints on the way in
