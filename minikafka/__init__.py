@@ -22,6 +22,8 @@ _WHERE = {
     "KafkaProducer": "minikafka.clients",
     "RecordMetadata": "minikafka.clients",
     "Cluster": "minikafka.cluster",
+    "LocalCluster": "minikafka.wire.process",
+    "launch": "minikafka.wire.process",
     "CorruptRecordError": "minikafka.errors",
     "KafkaError": "minikafka.errors",
     "OffsetOutOfRangeError": "minikafka.errors",

@@ -188,8 +188,15 @@ def run_cluster(args) -> int:
 
     from .wire.process import LocalCluster
 
-    with LocalCluster(args.brokers, controllers=args.controllers, base_port=args.base_port, host=args.host,
-                      dir=args.dir, config=_overrides(args)) as cluster:
+    from .errors import IllegalArgumentError
+
+    try:
+        cluster = LocalCluster(args.brokers, controllers=args.controllers, base_port=args.base_port,
+                               host=args.host, dir=args.dir, config=_overrides(args))
+    except (IllegalArgumentError, OSError) as e:
+        print(f"minikafka cluster up: {e}", file=sys.stderr)
+        return 1
+    with cluster:
         print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
         print(f"controller quorum voters: {', '.join(f'{c}@{h}:{p}' for c, (h, p) in cluster.voters.items())}",
               flush=True)
@@ -318,14 +325,20 @@ def build_parser() -> argparse.ArgumentParser:
     cl = commands.add_parser("cluster", help="start a local multi-process cluster",
                              description="`minikafka cluster up`: a controller quorum and N broker "
                              "processes on this machine; prints the bootstrap servers.")
-    cl.add_argument("action", choices=["up"])
-    cl.add_argument("--brokers", type=int, default=3)
-    cl.add_argument("--controllers", type=int, default=3, help="voters of the metadata quorum (default: 3)")
+    cl.add_argument("action", choices=["up"], help="up: start the cluster and run until Ctrl-C")
+    cl.add_argument("--brokers", type=int, default=3, metavar="N", help="broker processes, ids 1..N (default: 3)")
+    cl.add_argument("--controllers", type=int, default=3, metavar="N",
+                    help="controller processes, the voters of the metadata quorum (default: 3)")
     cl.add_argument("--base-port", type=int, default=None, metavar="PORT",
-                    help="brokers on PORT, PORT+1, ...; the controller after them (default: free ports)")
-    cl.add_argument("--dir", type=Path, default=None, help="log directories go here (default: a temporary one)")
-    cl.add_argument("--host", default="127.0.0.1")
-    cl.add_argument("--override", action="append", metavar="KEY=VALUE")
+                    help="brokers on PORT, PORT+1, ...; the controllers after them; refused if any is "
+                         "in use (default: free ports)")
+    cl.add_argument("--dir", type=Path, default=None, metavar="DIR",
+                    help="log directories go here, one per process; created if missing; kept on exit "
+                         "(default: a temporary one, removed on exit)")
+    cl.add_argument("--host", default="127.0.0.1", help="address every process binds and advertises "
+                                                          "(default: 127.0.0.1)")
+    cl.add_argument("--override", action="append", metavar="KEY=VALUE",
+                    help="a broker/controller config for every process, e.g. num.partitions=3 (repeatable)")
     cl.set_defaults(run=run_cluster)
     from .tools import register as register_kafka_tools  # topics, console-producer/-consumer, consumer-groups
     register_kafka_tools(commands)
@@ -334,6 +347,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
+    args._argv = list(sys.argv[1:] if argv is None else argv)  # as typed: the tools quote it back
     return args.run(args)
 
 

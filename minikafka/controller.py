@@ -31,6 +31,10 @@ record is committed: by then its image holds everything earlier leaders committe
   unfenced and in the ISR leads; with none, the partition goes offline (leader -1) unless
   ``unclean.leader.election.enable`` lets any live replica lead. A leader change bumps the
   leader epoch; every change bumps the partition epoch (``PartitionChangeRecord``).
+- CreatePartitions: only ever more partitions; the new ones placed as Kafka places added
+  partitions (continuing the topic's round robin), one ``PartitionRecord`` each.
+- Incremental/AlterConfigs (topics; brokers: the topics' defaults, cluster-wide or per broker): the resulting overrides validated as a whole, then one
+  ``ConfigRecord`` per key that changed (value None: back to the broker's default).
 - AlterPartition: granted only if it names the current leader epoch and partition epoch
   (a deposed leader cannot change the ISR) and every new member is unfenced.
 - DescribeQuorum answers from the Raft client's view.
@@ -68,6 +72,15 @@ from minikafka.messages import (
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CONFIG_APPEND,
+    CONFIG_DELETE,
+    CONFIG_SET,
+    CONFIG_SUBTRACT,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    INVALID_REQUEST,
     AlterPartitionRequest,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
@@ -83,7 +96,7 @@ from minikafka.messages import (
     TopicConfig,
 )
 from minikafka.metadata import records as mr
-from minikafka.metadata.image import TOPIC_RESOURCE, MetadataImage
+from minikafka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
 from minikafka.topic import validate_topic_name
@@ -177,7 +190,9 @@ class QuorumController(StateMachine):
         return self.image.is_alive(broker_id)
 
     def _unclean_allowed(self, topic: str) -> bool:
-        return self.config.for_topic(self.image.topic_configs.get(topic, {}))["unclean.leader.election.enable"]
+        # the cluster-wide dynamic default (a broker ConfigRecord for ""), then the topic's own
+        configs = {**self.image.broker_configs.get("", {}), **self.image.topic_configs.get(topic, {})}
+        return self.config.for_topic(configs)["unclean.leader.election.enable"]
 
     # --- lifecycle ------------------------------------------------------------------------------------------
 
@@ -461,6 +476,119 @@ class QuorumController(StateMachine):
             return INVALID_CONFIG, str(e)
         return NO_ERROR, None
 
+    def _create_partitions(self, src: NodeId, req: CreatePartitionsRequest) -> None:
+        def fail(error: int, message: str) -> None:
+            self.send(src, CreatePartitionsResponse(req.correlation_id, tuple((t, error, message) for t, _ in req.topics)))
+
+        def run() -> tuple[list, Callable[[], None]]:
+            results, records, seen = [], [], set()
+            for name, count in req.topics:
+                error, message, placement = self._new_partitions(name, count, seen)
+                seen.add(name)
+                if error == NO_ERROR and not req.validate_only:
+                    topic_id = self.image.topic_ids[name]
+                    first = self.image.partition_count(name)
+                    for p, replicas in enumerate(placement, start=first):
+                        records.append(mr.PartitionRecord(p, topic_id, replicas, replicas, replicas[0], 0, 0))
+                results.append((name, error, message))
+            return records, lambda: self.send(src, CreatePartitionsResponse(req.correlation_id, tuple(results),
+                                                                            self.image.offset))
+
+        self._submit(run, fail)
+
+    def _new_partitions(self, name: str, count: int, seen: set[str]) -> tuple[int, str | None, list]:
+        """Validate growing ``name`` to ``count`` partitions; place the new ones as Kafka's
+        ``assignReplicasToBrokers`` does for added partitions: the start index and the
+        replica shift fixed by partition 0's first replica, numbering from the current count,
+        so the new partitions continue the existing round robin."""
+        if name in seen:
+            return INVALID_REQUEST, f"topic '{name}' is named twice in one request", []
+        if name not in self.image.topic_ids:
+            return UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist", []
+        if name.startswith("__"):
+            return INVALID_PARTITIONS, f"'{name}' is an internal topic: its partition count is fixed", []
+        current = self.image.partition_count(name)
+        if count == current:
+            return INVALID_PARTITIONS, f"topic '{name}' already has {current} partition(s)", []
+        if count < current:
+            return INVALID_PARTITIONS, (f"topic '{name}' currently has {current} partition(s); {count} would not be "
+                                        "an increase (partitions can be added, never removed)"), []
+        rf = len(self.image.partitions[(name, 0)].replicas)
+        live = list(self.image.live_brokers)
+        if rf > len(live):
+            return INVALID_REPLICATION_FACTOR, (f"topic '{name}' has replication factor {rf}, but only "
+                                                f"{len(live)} broker(s) are available for the new partitions"), []
+        head = self.image.partitions[(name, 0)].replicas[0]
+        fixed = live.index(head) if head in live else 0
+        placement = assign_replicas(count, rf, live, fixed, fixed)[current:]
+        return NO_ERROR, None, placement
+
+    def _alter_configs(self, src: NodeId, req: AlterConfigsRequest) -> None:
+        def fail(error: int, message: str) -> None:
+            self.send(src, AlterConfigsResponse(req.correlation_id, tuple(
+                (rtype, name, error, message) for rtype, name, _ in req.resources)))
+
+        def run() -> tuple[list, Callable[[], None]]:
+            results, records = [], []
+            for rtype, name, entries in req.resources:
+                error, message, changes = self._config_changes(rtype, name, entries, req.incremental)
+                if error == NO_ERROR and not req.validate_only:
+                    records += [mr.ConfigRecord(rtype, name, k, v) for k, v in changes]
+                results.append((rtype, name, error, message))
+            return records, lambda: self.send(src, AlterConfigsResponse(req.correlation_id, tuple(results),
+                                                                        self.image.offset))
+
+        self._submit(run, fail)
+
+    def _config_changes(self, rtype: int, name: str, entries: Sequence[tuple[str, int, str | None]],
+                        incremental: bool) -> tuple[int, str | None, list[tuple[str, str | None]]]:
+        """The ConfigRecords' (key, value or None) that turn a topic's overrides into what the
+        request asks, validated as a whole (unknown keys, bad values, a LogConfig that could
+        not be made); or the error."""
+        if rtype == BROKER_RESOURCE:
+            # Dynamic broker configs: the defaults every topic inherits ("" for the whole
+            # cluster, or one broker's id), as Kafka's kafka-configs --entity-type brokers.
+            if name != "" and not (name.isdigit() and int(name) in self.image.brokers):
+                return INVALID_REQUEST, (f"broker {name!r} is not registered: name a broker id, or '' for the "
+                                         "cluster-wide default (--entity-default)"), []
+            old = dict(self.image.broker_configs.get(name, {}))
+            kind = "dynamic broker"
+        elif rtype == TOPIC_RESOURCE:
+            if name not in self.image.topic_ids:
+                return UNKNOWN_TOPIC_OR_PARTITION, f"topic '{name}' does not exist", []
+            old = dict(self.image.topic_configs.get(name, {}))
+            kind = "topic"
+        else:
+            return INVALID_REQUEST, f"resource type {rtype} is neither a topic (2) nor a broker (4)", []
+        new = dict(old) if incremental else {}
+        for key, op, value in entries:
+            if key not in TOPIC_KEYS:  # the dynamic broker configs here are the topics' defaults
+                return INVALID_CONFIG, f"unknown {kind} config {key!r}; known: {', '.join(sorted(TOPIC_KEYS))}", []
+            if op == CONFIG_DELETE:
+                new.pop(key, None)
+            elif value is None:
+                return INVALID_CONFIG, f"{key}: a value is needed to set it (null only deletes)", []
+            elif op == CONFIG_SET:
+                new[key] = value
+            elif op in (CONFIG_APPEND, CONFIG_SUBTRACT):
+                if key != "cleanup.policy":  # Kafka's only LIST-typed topic config here
+                    return INVALID_CONFIG, f"{key} is not a list: APPEND and SUBTRACT apply to cleanup.policy only", []
+                items = [v for v in new.get(key, self.config[key]).split(",") if v]
+                given = [v.strip() for v in value.split(",") if v.strip()]
+                items = items + [v for v in given if v not in items] if op == CONFIG_APPEND else \
+                    [v for v in items if v not in given]
+                new[key] = ",".join(items)
+            else:
+                return INVALID_REQUEST, f"unknown config operation {op} for {key}", []
+        try:
+            self.config.partition_config(new)
+            self.config.log_config(new)  # LogConfig's own limits (segment.bytes, ...)
+        except (IllegalArgumentError, ValueError) as e:
+            return INVALID_CONFIG, str(e), []
+        changes = [(k, new[k]) for k in sorted(new) if old.get(k) != new[k]]
+        changes += [(k, None) for k in sorted(old) if k not in new]
+        return NO_ERROR, None, changes
+
     def _alter_partition(self, src: NodeId, req: AlterPartitionRequest) -> None:
         def fail(error: int, message: str) -> None:
             self.send(src, AlterPartitionResponse(req.correlation_id, error, None))
@@ -527,6 +655,8 @@ class QuorumController(StateMachine):
         DeleteTopicsRequest: _delete_topics,
         AlterPartitionRequest: _alter_partition,
         AllocateProducerIdsRequest: _allocate_producer_ids,
+        CreatePartitionsRequest: _create_partitions,
+        AlterConfigsRequest: _alter_configs,
         DescribeQuorumRequest: _describe_quorum,
     }
 

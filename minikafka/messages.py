@@ -63,6 +63,9 @@ class TopicConfig:
 class MetadataRequest:
     correlation_id: int
     topics: tuple[str, ...] | None = None  # None: all topics
+    # Create the named topics that do not exist (if the broker's auto.create.topics.enable
+    # allows): what kafka-python's and librdkafka's producers ask. The simulated clients never do.
+    allow_auto_topic_creation: bool = False
 
 
 @dataclass(frozen=True)
@@ -218,6 +221,92 @@ class DeleteTopicsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
     metadata_offset: int = -1  # the controller's: the metadata record that made the change
+
+
+@dataclass(frozen=True)
+class CreatePartitionsRequest:
+    correlation_id: int
+    topics: tuple[tuple[str, int], ...]  # (topic, the new total partition count)
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class CreatePartitionsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
+    metadata_offset: int = -1  # the controller's: the metadata record that made the change
+
+
+# IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType)
+CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
+
+
+@dataclass(frozen=True)
+class AlterConfigsRequest:
+    """IncrementalAlterConfigs (``incremental``: each entry an operation on one key) or the
+    older AlterConfigs (every override of the resource replaced by the entries, as SETs)."""
+
+    correlation_id: int
+    # (resource type, name, ((key, operation, value), ...)); resource types: 2 topic, 4 broker
+    resources: tuple[tuple[int, str, tuple[tuple[str, int, str | None], ...]], ...]
+    incremental: bool = True
+    validate_only: bool = False
+
+
+@dataclass(frozen=True)
+class AlterConfigsResponse:
+    correlation_id: int
+    results: tuple[tuple[int, str, int, str | None], ...]  # (resource type, name, error, message)
+    metadata_offset: int = -1
+
+
+@dataclass(frozen=True)
+class DeleteRecordsRequest:
+    """To each partition's leader: records before ``offset`` go (-1: before the high watermark)."""
+
+    correlation_id: int
+    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, offset)
+    timeout_ms: int = 30000
+
+
+@dataclass(frozen=True)
+class DeleteRecordsResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, int, int], ...]  # (topic, partition, low watermark = new log start, error)
+
+
+@dataclass(frozen=True)
+class OffsetForLeaderEpochRequest:
+    """KIP-320: where did ``leader_epoch`` end in the leader's log? A consumer asks after a
+    leader change, to find out whether its position was truncated away."""
+
+    correlation_id: int
+    replica_id: int
+    # (topic, partition, current leader epoch as the client knows it (-1: unknown), epoch asked about)
+    partitions: tuple[tuple[str, int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class OffsetForLeaderEpochResponse:
+    correlation_id: int
+    # (topic, partition, error, largest epoch <= the one asked, its end offset); -1, -1: unknown
+    results: tuple[tuple[str, int, int, int, int], ...]
+
+
+@dataclass(frozen=True)
+class OffsetDeleteRequest:
+    """To the group's coordinator: forget the group's committed offsets of these partitions."""
+
+    correlation_id: int
+    group_id: str
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class OffsetDeleteResponse:
+    correlation_id: int
+    error: int  # about the group (NOT_COORDINATOR, GROUP_ID_NOT_FOUND, ...)
+    results: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, error)
 
 
 @dataclass(frozen=True)
@@ -564,6 +653,7 @@ MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
+GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 ERROR_NAMES = {
     value: name for name, value in dict(globals()).items() if name.isupper() and isinstance(value, int)

@@ -466,3 +466,111 @@ def test_reset_times():
             parse_duration_ms(bad)
     with pytest.raises(ToolError, match="not a date-time"):
         parse_datetime_ms("yesterday")
+
+
+# --- issue 14: partitions and configs that change, Kafka's commands as written ----------------------------------
+
+
+def test_topics_alter_adds_partitions_and_refuses_fewer(tool, bootstrap, admin):
+    topic = name("grow")
+    assert tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic, "--partitions", "2")[0] == 0
+    assert tool("topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic, "--partitions", "4") == (0, "", "")
+    assert len(admin.describe_topics([topic])[0]["partitions"]) == 4
+    code, out, err = tool("topics", "--bootstrap-server", bootstrap, "--alter", "--topic", topic, "--partitions", "3")
+    assert code == 1 and err.startswith(TOPIC_ERROR) and "currently has 4 partition(s); 3 would not be an increase" in err
+    code, _, err = tool("topics", "--bootstrap-server", bootstrap, "--alter", "--topic", name("nope"), "--partitions", "3")
+    assert code == 1 and "does not exist as expected" in err
+
+
+def test_configs_alter_and_describe_a_topic(tool, bootstrap):
+    topic = name("cfg")
+    assert tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic)[0] == 0
+    code, out, err = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", topic,
+                          "--alter", "--add-config", "retention.ms=60000,cleanup.policy=[compact,delete]")
+    assert (code, out, err) == (0, f"Completed updating config for topic {topic}.\n", "")
+    code, out, _ = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "topics", "--entity-name", topic,
+                        "--describe")
+    assert code == 0
+    assert out.splitlines()[0] == f"Dynamic configs for topic {topic} are:"
+    assert "  retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}" in out.splitlines()
+    assert any(line.startswith("  cleanup.policy=compact,delete ") for line in out.splitlines())
+    assert tool("configs", "--bootstrap-server", bootstrap, "--topic", topic, "--alter",
+                "--delete-config", "retention.ms")[0] == 0
+    out = tool("configs", "--bootstrap-server", bootstrap, "--topic", topic, "--describe")[1]
+    assert "retention.ms" not in out
+    code, _, err = tool("configs", "--bootstrap-server", bootstrap, "--topic", topic, "--alter",
+                        "--add-config", "min.insync.replicas=0")
+    assert code == 1 and err.startswith("Error while executing config command : ") and "min.insync.replicas" in err
+    assert len(err.splitlines()) == 1
+
+
+def test_zookeeper_gets_one_line_with_the_command_to_type(tool):
+    code, out, err = tool("topics", "--zookeeper", "127.0.0.1:2181", "--create", "--topic", "my-topic",
+                          "--partitions", "3", "--replication-factor", "1")
+    assert code == 1 and out == ""
+    assert len(err.splitlines()) == 1
+    assert err.strip().endswith("type instead: minikafka topics --bootstrap-server 127.0.0.1:9092 --create "
+                                "--topic my-topic --partitions 3 --replication-factor 1")
+    assert "--zookeeper is not a recognized option" in err
+
+
+def test_broker_list_is_the_deprecated_alias_of_bootstrap_server(tool, bootstrap, admin):
+    topic = name("old-flags")
+    assert tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic)[0] == 0
+    code, out, err = tool("console-producer", "--broker-list", bootstrap, "--topic", topic, stdin=b"a\nb\n")
+    assert code == 0
+    assert err.splitlines()[0] == ("Warning: --broker-list is deprecated and will be removed in a future release; "
+                                   "use --bootstrap-server instead.")
+    code, out, _ = tool("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+                        "--timeout-ms", "5000")
+    assert out.split() == ["a", "b"]
+    with pytest.raises(SystemExit) as usage:  # neither flag: argparse's usage error, exit 2
+        tool("topics", "--list")
+    assert usage.value.code == 2
+
+
+def test_delete_records_from_kafkas_offset_json_file(tool, bootstrap, admin, tmp_path):
+    topic = name("purge")
+    assert tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic)[0] == 0
+    assert tool("console-producer", "--bootstrap-server", bootstrap, "--topic", topic,
+                stdin=b"".join(b"line%d\n" % i for i in range(6)))[0] == 0
+    offsets = tmp_path / "offsets.json"
+    offsets.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 4}}], "version": 1}}')
+    code, out, err = tool("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert (code, err) == (0, "")
+    assert out.splitlines() == ["Executing records delete operation", "Records delete operation completed:",
+                                f"partition: {topic}-0\tlow_watermark: 4"]
+    code, out, _ = tool("console-consumer", "--bootstrap-server", bootstrap, "--topic", topic, "--from-beginning",
+                        "--timeout-ms", "5000")
+    assert out.split() == ["line4", "line5"]
+    offsets.write_text(f'{{"partitions": [{{"topic": "{topic}", "partition": 0, "offset": 99}}], "version": 1}}')
+    code, out, _ = tool("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert code == 1 and f"partition: {topic}-0\terror: OffsetOutOfRangeError" in out
+    offsets.write_text('{"partitions": [{"topic": 3}]}')
+    code, _, err = tool("delete-records", "--bootstrap-server", bootstrap, "--offset-json-file", str(offsets))
+    assert code == 1 and "partitions[0] must have a \"topic\"" in err
+
+
+def test_console_consumer_says_when_its_group_was_still_joining(tool):
+    # Kafka's default group.initial.rebalance.delay.ms (3 s) and a 1 s timeout: the group
+    # cannot have its first assignment yet, whatever the machine's speed.
+    with launch(brokers=1, controllers=1) as slow:
+        code, out, err = tool("console-consumer", "--bootstrap-server", slow.bootstrap_servers, "--topic",
+                              name("quiet"), "--group", "g1", "--timeout-ms", "1000")
+    assert code == 0 and out == ""
+    assert "still joining group 'g1' when --timeout-ms 1000 ran out" in err
+    assert "group.initial.rebalance.delay.ms" in err and "Processed a total of 0 messages" in err
+
+
+def test_configs_alter_the_brokers_dynamic_defaults(tool, bootstrap):
+    code, out, err = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+                          "--alter", "--add-config", "retention.ms=604800001")
+    assert (code, out, err) == (0, "Completed updating default config for brokers in the cluster.\n", "")
+    code, out, _ = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-name", "1",
+                        "--alter", "--delete-config", "retention.ms")
+    assert (code, out) == (0, "Completed updating config for broker 1.\n")
+    code, _, err = tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+                        "--alter", "--add-config", "num.partitions=3")
+    assert code == 1 and "unknown dynamic broker config 'num.partitions'" in err
+    assert tool("configs", "--bootstrap-server", bootstrap, "--entity-type", "brokers", "--entity-default",
+                "--alter", "--delete-config", "retention.ms")[0] == 0

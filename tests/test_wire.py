@@ -605,12 +605,12 @@ def test_an_illegal_topic_name_gets_invalid_topic_exception(cluster, admin):
     with RawConnection((cluster.host, cluster.ports[1])) as conn:
         response = conn.request(request, 4)
         assert {t.name: t.error_code for t in response.topics} == {n: m.INVALID_TOPIC_EXCEPTION for n in names}
-        # Producing to, or asking about, such a name is an unknown topic (as in Kafka, with
-        # auto-creation off), not a crash.
+        # Producing to such a name is an unknown topic, not a crash; asking about it is an
+        # invalid name (as Kafka answers Metadata, auto-creation allowed or not).
         produced = conn.request(produce_request("bad/name", 0, batch(b"v")), 8)
         assert produced.responses[0].partition_responses[0].error_code == m.UNKNOWN_TOPIC_OR_PARTITION
         described = conn.request(metadata_request("bad/name"), 8)
-        assert described.topics[0].error_code == m.UNKNOWN_TOPIC_OR_PARTITION
+        assert described.topics[0].error_code == m.INVALID_TOPIC_EXCEPTION
     assert not any(n in admin.list_topics() for n in names)
 
 

@@ -151,7 +151,23 @@ def client_requests():
         (KDeleteGroups(groups_names=["g"]), 1),
         (KDescribeQuorum(topics=[]), 1),
         (KApiVersions(client_software_name="x", client_software_version="1"), 3),
+        (KAlterConfigs(resources=[], validate_only=False), 1),
+        (KCreatePartitions(topics=[], timeout_ms=1, validate_only=False), 1),
+        (KIncrementalAlterConfigs(resources=[], validate_only=False), 0),
+        (KDeleteRecords(topics=[], timeout_ms=1), 1),
+        (KOffsetForLeaderEpoch(replica_id=-1, topics=[]), 3),
+        (KOffsetDelete(group_id="g", topics=[]), 0),
     ]
+
+
+from kafka.protocol.admin import (  # noqa: E402
+    AlterConfigsRequest as KAlterConfigs,
+    CreatePartitionsRequest as KCreatePartitions,
+    DeleteRecordsRequest as KDeleteRecords,
+    IncrementalAlterConfigsRequest as KIncrementalAlterConfigs,
+)
+from kafka.protocol.consumer import OffsetForLeaderEpochRequest as KOffsetForLeaderEpoch  # noqa: E402
+from kafka.protocol.consumer import OffsetDeleteRequest as KOffsetDelete  # noqa: E402
 
 
 def test_kafka_python_negotiates_our_max_everywhere_and_guesses_a_v2_batch_broker():
@@ -377,7 +393,7 @@ def test_metadata(v):
     request = KMetadata(topics=[KMetadata.MetadataRequestTopic(name="trucks_gps"), KMetadata.MetadataRequestTopic(name="nope")],
                         allow_auto_topic_creation=True, include_cluster_authorized_operations=False,
                         include_topic_authorized_operations=False)
-    expected = m.MetadataRequest(CORR, ("trucks_gps", "nope"))
+    expected = m.MetadataRequest(CORR, ("trucks_gps", "nope"), allow_auto_topic_creation=True)
     response = m.MetadataResponse(CORR, brokers=(1, 2, 3), controller_id=m.CONTROLLER_ID, topics=(
         m.TopicMetadata("trucks_gps", 0, (m.PartitionMetadata(0, 0, 2, 4, (2, 1), (2, 1)),
                                           m.PartitionMetadata(1, m.LEADER_NOT_AVAILABLE, -1, -1, (1, 4), (1,)))),
@@ -416,7 +432,7 @@ def test_metadata_all_topics_and_no_topics():
     assert decode_request(Client().send(KMetadata(topics=[], allow_auto_topic_creation=False), 4)).message == \
         m.MetadataRequest(CORR, ())
     decoded = decode_request(Client().send(KMetadata(topics=None, allow_auto_topic_creation=True), 8))
-    assert decoded.kafka_request.allow_auto_topic_creation is True  # what our dataclass does not carry
+    assert decoded.message == m.MetadataRequest(CORR, None, allow_auto_topic_creation=True)
 
 
 def test_metadata_and_find_coordinator_need_the_context():
@@ -856,6 +872,11 @@ INTERNAL_SAMPLES = [
     m.DescribeQuorumResponse(11, 0, 3001, 4, 57, (m.QuorumReplica(3001, 57, -1, 1700000000000),
                                                    m.QuorumReplica(3000, 50)), (m.QuorumReplica(1, 57, 5, 6),)),
     m.DescribeQuorumResponse(12, m.NOT_CONTROLLER, error_message="not the leader"),
+    m.CreatePartitionsRequest(13, (("t", 6), ("u", 2)), validate_only=True),
+    m.CreatePartitionsResponse(13, (("t", 0, None), ("u", m.INVALID_PARTITIONS, "not an increase")), 57),
+    m.AlterConfigsRequest(14, ((2, "t", (("retention.ms", m.CONFIG_SET, "60000"), ("segment.bytes", m.CONFIG_DELETE, None))),),
+                          incremental=False),
+    m.AlterConfigsResponse(14, ((2, "t", 0, None), (4, "1", m.INVALID_REQUEST, "broker configs are static")), 58),
     raft.VoteRequest(20, 3, 3001, 2, 40, True),
     raft.VoteResponse(20, 0, -1, 3, True),
     raft.BeginQuorumEpochRequest(21, 3, 3001),
@@ -1019,3 +1040,39 @@ def test_mutated_private_frames_are_frame_errors_or_decode(index, data):
 @given(st.binary(max_size=300))
 def test_random_bytes_as_private_frames_are_frame_errors_only(frame):
     _decode_internal_or_frame_error(frame)
+
+
+@pytest.mark.parametrize("v", [2, 3])
+def test_offset_for_leader_epoch(v):
+    P = KOffsetForLeaderEpoch.OffsetForLeaderTopic.OffsetForLeaderPartition
+    request = KOffsetForLeaderEpoch(replica_id=-1, topics=[KOffsetForLeaderEpoch.OffsetForLeaderTopic(
+        topic="t", partitions=[P(partition=0, current_leader_epoch=4, leader_epoch=2),
+                               P(partition=1, current_leader_epoch=-1, leader_epoch=0)])])
+    expected = m.OffsetForLeaderEpochRequest(CORR, -1, (("t", 0, 4, 2), ("t", 1, -1, 0)))
+    response = m.OffsetForLeaderEpochResponse(CORR, (("t", 0, 0, 2, 57), ("t", 1, m.FENCED_LEADER_EPOCH, -1, -1)))
+    r = roundtrip(request, v, expected, response)
+    [t] = r.topics
+    assert [(p.partition, p.error_code, p.leader_epoch, p.end_offset) for p in t.partitions] == [
+        (0, 0, 2, 57), (1, m.FENCED_LEADER_EPOCH, -1, -1)]
+
+
+def test_delete_records_and_create_partitions_and_configs_round_trip():
+    D = KDeleteRecords.DeleteRecordsTopic
+    request = KDeleteRecords(topics=[D(name="t", partitions=[D.DeleteRecordsPartition(partition_index=0, offset=5)])],
+                             timeout_ms=100)
+    r = roundtrip(request, 1, m.DeleteRecordsRequest(CORR, (("t", 0, 5),), 100),
+                  m.DeleteRecordsResponse(CORR, (("t", 0, 5, 0),)))
+    assert [(p.partition_index, p.low_watermark, p.error_code) for p in r.topics[0].partitions] == [(0, 5, 0)]
+    C = KCreatePartitions.CreatePartitionsTopic
+    r = roundtrip(KCreatePartitions(topics=[C(name="t", count=4, assignments=None)], timeout_ms=1, validate_only=False),
+                  1, m.CreatePartitionsRequest(CORR, (("t", 4),)),
+                  m.CreatePartitionsResponse(CORR, (("t", m.INVALID_PARTITIONS, "not an increase"),)))
+    assert [(x.name, x.error_code, x.error_message) for x in r.results] == [("t", 37, "not an increase")]
+    A = KIncrementalAlterConfigs.AlterConfigsResource
+    request = KIncrementalAlterConfigs(resources=[A(resource_type=2, resource_name="t", configs=[
+        A.AlterableConfig(name="retention.ms", config_operation=0, value="1000"),
+        A.AlterableConfig(name="segment.bytes", config_operation=1, value=None)])], validate_only=False)
+    r = roundtrip(request, 0, m.AlterConfigsRequest(CORR, ((2, "t", (("retention.ms", 0, "1000"),
+                                                                     ("segment.bytes", 1, None))),)),
+                  m.AlterConfigsResponse(CORR, ((2, "t", 0, None),)))
+    assert [(x.resource_type, x.resource_name, x.error_code) for x in r.responses] == [(2, "t", 0)]

@@ -13,16 +13,21 @@ deleted only for a committed topic removal, never because some controller did no
 mention it. After a restart it replays the log from the start, so it comes back with the
 same view as everyone else. From then on it serves:
 
-- clients: Metadata (from its image), Produce, Fetch, ListOffsets, InitProducerId (ids
-  from blocks the controller allocates), CreateTopics and DeleteTopics (forwarded to the
-  active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``),
-  DescribeQuorum (forwarded too);
+- clients: Metadata (from its image; unknown topics auto-created, as in Kafka), Produce,
+  Fetch, ListOffsets, InitProducerId (ids from blocks the controller allocates),
+  CreateTopics, DeleteTopics, CreatePartitions and (Incremental)AlterConfigs (forwarded to
+  the active controller, as KRaft brokers do, through ``NodeToControllerChannelManager``;
+  a changed topic config reaches the running logs when its ConfigRecord commits),
+  DescribeQuorum (forwarded too), DescribeConfigs, DeleteRecords (at the leader: the log
+  start offset moves; followers follow it through their fetches), OffsetForLeaderEpoch
+  (KIP-320: clients validate their positions after a leader change);
+- retention: every ``log.retention.check.interval.ms``, old segments go (``log-retention``);
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers;
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``).
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``).
 
 It never reads a clock (``self.now`` is the input's time) and touches disk only through
 the storage layer.
@@ -45,15 +50,28 @@ from minikafka.messages import (
     LEADER_NOT_AVAILABLE,
     NO_ERROR,
     INVALID_REQUEST,
+    INVALID_TOPIC_EXCEPTION,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
     AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     CreateTopicsRequest,
     CreateTopicsResponse,
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    FENCED_LEADER_EPOCH,
+    UNKNOWN_LEADER_EPOCH,
+    OffsetForLeaderEpochRequest,
+    OffsetDeleteRequest,
+    OffsetForLeaderEpochResponse,
+    OFFSET_OUT_OF_RANGE,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -90,8 +108,11 @@ from minikafka.metadata import records as metadata_records
 from minikafka.metadata.image import MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
+
+METADATA_TOPIC = "__cluster_metadata"  # the controllers' log: never a topic clients may create
 from minikafka.storage import LogManager
-from minikafka.topic import INTERNAL_TOPICS, TopicPartition
+from minikafka.errors import InvalidTopicError
+from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 
@@ -102,7 +123,10 @@ class Broker(StateMachine):
         super().__init__(broker_id)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
-        self.config = config
+        # Its own copy: dynamic broker configs change this broker's, not every broker's that
+        # was handed the same object (the simulated cluster hands one to all).
+        self.config = BrokerConfig(config.values)
+        self._static_config = dict(config.values)  # as started; dynamic broker configs go over it
         self.incarnation = incarnation
         self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
         self.controllers = tuple(controllers)  # the metadata quorum's voters
@@ -121,6 +145,8 @@ class Broker(StateMachine):
         self.group_coordinator: GroupCoordinator | None = None
         self.controller_channel: NodeToControllerChannelManager | None = None
         self._creating_offsets_topic = False
+        self._auto_creating: set[str] = set()
+        self.retention_deleted = 0  # segments retention deleted here (for notebooks and tests)  # topics a Metadata request is having created
         self._heartbeat_in_flight = False
         self._correlation = 0
         self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
@@ -157,6 +183,7 @@ class Broker(StateMachine):
         self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
         if self.config["log.cleaner.enable"]:
             self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
+        self.set_timer("log-retention", self.config["log.retention.check.interval.ms"])
         self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
         self.set_timer("flush", self.config["log.flush.interval.ms"])
 
@@ -215,11 +242,15 @@ class Broker(StateMachine):
         if delta.brokers_changed:
             self.live_brokers = image.live_brokers
             self.endpoints = image.endpoints()
+            self._apply_dynamic_broker_configs()
         for topic in sorted(delta.removed_topics):
             self._drop_topic(topic)  # every local copy goes; a re-created topic starts afresh below
         for topic in sorted(delta.topics):
             if topic in image.topic_ids:
+                old = self.topics.get(topic)
                 self.topics[topic] = image.topic_config(topic)
+                if old is not None and old.configs != self.topics[topic].configs:
+                    self.replica_manager.apply_topic_configs(topic, dict(self.topics[topic].configs))
         for key, state in sorted(delta.partitions.items()):
             if key[0] not in image.topic_ids:
                 continue
@@ -227,6 +258,17 @@ class Broker(StateMachine):
             if self.broker_id in state.replicas:
                 self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
         self.group_coordinator.on_metadata_changed()
+
+    def _apply_dynamic_broker_configs(self) -> None:
+        """Dynamic broker configs (committed broker ConfigRecords: "" for the cluster, then this
+        broker's id) over the ones it started with; every hosted log takes the new defaults.
+        The values are changed in place: the replica manager and the logs share the object."""
+        dynamic = {**self.image.broker_configs.get("", {}), **self.image.broker_configs.get(str(self.broker_id), {})}
+        values = BrokerConfig({**self._static_config, **dynamic}).values
+        if values != self.config.values:
+            self.config.values = values
+            for topic in sorted(self.topics):
+                self.replica_manager.apply_topic_configs(topic, dict(self.topics[topic].configs))
 
     def send_to_controller(self, message: Any) -> None:
         """A one-shot message to the active controller (AlterPartition: the replica manager
@@ -262,6 +304,11 @@ class Broker(StateMachine):
             hws = {TopicPartition(*k): p.high_watermark for k, p in rm.partitions.items()}
             self.log_manager.clean_logs(self.now, high_watermarks=hws)
             self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
+        elif key == "log-retention":
+            # Kafka's kafka-log-retention task: every log.retention.check.interval.ms, whole
+            # segments past retention.ms / retention.bytes go and the log start offset moves.
+            self.retention_deleted += sum(len(v) for v in rm.delete_old_segments().values())
+            self.set_timer("log-retention", self.config["log.retention.check.interval.ms"])
         elif key == "offsets-expire":
             self.group_coordinator.expire_offsets()
             self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
@@ -314,7 +361,7 @@ class Broker(StateMachine):
         topics = []
         for name in names:
             if name not in self.topics:
-                topics.append(TopicMetadata(name, UNKNOWN_TOPIC_OR_PARTITION))
+                topics.append(TopicMetadata(name, self._unknown_topic(name, request.allow_auto_topic_creation)))
                 continue
             parts = []
             for p in range(self.topics[name].num_partitions):
@@ -330,6 +377,40 @@ class Broker(StateMachine):
         controller = self.active_controller
         self.send(src, MetadataResponse(request.correlation_id, self.live_brokers,
                                         CONTROLLER_ID if controller is None else controller, tuple(topics)))
+
+    def _unknown_topic(self, name: str, allow_auto_creation: bool) -> int:
+        """The error for a topic a Metadata request names and this broker does not know.
+
+        Kafka's auto-creation: with ``auto.create.topics.enable`` (default true) and a client
+        that allows it (producers do), the broker asks the controller to create the topic
+        with ``num.partitions`` partitions and ``default.replication.factor`` replicas,
+        capped at the live brokers so a one-broker course cluster works (Kafka would refuse
+        there), and answers LEADER_NOT_AVAILABLE: the client asks again until it exists.
+        An illegal name is INVALID_TOPIC_EXCEPTION, never created."""
+        try:
+            validate_topic_name(name)
+        except InvalidTopicError:
+            return INVALID_TOPIC_EXCEPTION
+        if not allow_auto_creation or name == METADATA_TOPIC:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if name == OFFSETS_TOPIC:  # internal: made as the group coordinator makes it, whatever the config
+            self._create_offsets_topic()
+            return LEADER_NOT_AVAILABLE
+        if not self.config["auto.create.topics.enable"]:
+            return UNKNOWN_TOPIC_OR_PARTITION
+        if name not in self._auto_creating:
+            self._auto_creating.add(name)  # one request per topic in flight, however often clients ask
+            c = self.config
+            # (not knowing any live broker yet, ask for the default: the controller knows better)
+            rf = max(1, min(c["default.replication.factor"], len(self.live_brokers) or c["default.replication.factor"]))
+            topic = TopicConfig(name, c["num.partitions"], rf)
+
+            def done(*_: Any) -> None:
+                self._auto_creating.discard(name)  # made (or made by another broker): ask again if need be
+
+            self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, (topic,)), done,
+                                         timeout_ms=c["request.timeout.ms"], on_timeout=done)
+        return LEADER_NOT_AVAILABLE
 
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []
@@ -348,6 +429,44 @@ class Broker(StateMachine):
                 else:
                     out.append((topic, partition, NO_ERROR, found[0], found[1]))
         self.send(src, ListOffsetsResponse(request.correlation_id, tuple(out)))
+
+    def _delete_records(self, src: NodeId, request: DeleteRecordsRequest) -> None:
+        """At the leader: the log start offset moves to the given offset (-1: the high
+        watermark), never past the high watermark (OFFSET_OUT_OF_RANGE). Followers move theirs
+        when their next fetch brings the leader's log start offset. Answered at once, with the
+        leader's new log start offset (Kafka waits until every follower has caught up with it)."""
+        out = []
+        for topic, partition, offset in request.partitions:
+            p = self.replica_manager.partitions.get((topic, partition))
+            if p is None or not p.is_leader:
+                out.append((topic, partition, -1, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION))
+                continue
+            target = p.high_watermark if offset == -1 else offset
+            if target < 0 or target > p.high_watermark:
+                out.append((topic, partition, -1, OFFSET_OUT_OF_RANGE))
+                continue
+            p.log.maybe_increment_log_start_offset(target)
+            out.append((topic, partition, p.log.log_start_offset, NO_ERROR))
+        self.send(src, DeleteRecordsResponse(request.correlation_id, tuple(out)))
+
+    def _offset_for_leader_epoch(self, src: NodeId, request: OffsetForLeaderEpochRequest) -> None:
+        """KIP-320, at the leader: the largest epoch at or below the one asked and the offset
+        where it ended in this log (the log end for the current epoch), from the leader epoch
+        cache; (-1, -1) if the log knows no such epoch (the client then resets). A client's
+        current epoch older than ours is FENCED_LEADER_EPOCH, newer UNKNOWN_LEADER_EPOCH
+        (our metadata is behind): both make it refresh metadata and ask again."""
+        out = []
+        for topic, partition, current_epoch, epoch in request.partitions:
+            p = self.replica_manager.partitions.get((topic, partition))
+            if p is None or not p.is_leader:
+                out.append((topic, partition, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
+            elif current_epoch >= 0 and current_epoch != p.leader_epoch:
+                error = FENCED_LEADER_EPOCH if current_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
+                out.append((topic, partition, error, -1, -1))
+            else:
+                found_epoch, end = p.log.leader_epoch_cache.end_offset_for(epoch, p.log.log_end_offset)
+                out.append((topic, partition, NO_ERROR, found_epoch, end))
+        self.send(src, OffsetForLeaderEpochResponse(request.correlation_id, tuple(out)))
 
     def _init_producer_id(self, src: NodeId, request: InitProducerIdRequest) -> None:
         self._waiting_for_ids.append((src, request.correlation_id))
@@ -422,6 +541,18 @@ class Broker(StateMachine):
                       lambda r: DeleteTopicsResponse(request.correlation_id, r.results),
                       lambda message: DeleteTopicsResponse(request.correlation_id, tuple(
                           (t, REQUEST_TIMED_OUT, message) for t in request.topics)))
+
+    def _create_partitions(self, src: NodeId, request: CreatePartitionsRequest) -> None:
+        self._forward(src, request, lambda corr: replace(request, correlation_id=corr),
+                      lambda r: replace(r, correlation_id=request.correlation_id, metadata_offset=-1),
+                      lambda message: CreatePartitionsResponse(request.correlation_id, tuple(
+                          (t, REQUEST_TIMED_OUT, message) for t, _ in request.topics)))
+
+    def _alter_configs(self, src: NodeId, request: AlterConfigsRequest) -> None:
+        self._forward(src, request, lambda corr: replace(request, correlation_id=corr),
+                      lambda r: replace(r, correlation_id=request.correlation_id, metadata_offset=-1),
+                      lambda message: AlterConfigsResponse(request.correlation_id, tuple(
+                          (rtype, name, REQUEST_TIMED_OUT, message) for rtype, name, _ in request.resources)))
 
     def _describe_quorum(self, src: NodeId, request: DescribeQuorumRequest) -> None:
         self._forward(src, request, lambda corr: DescribeQuorumRequest(corr),
@@ -504,6 +635,7 @@ class Broker(StateMachine):
             ListGroupsRequest: GroupCoordinator.list_groups,
             DescribeGroupsRequest: GroupCoordinator.describe_groups,
             DeleteGroupsRequest: GroupCoordinator.delete_groups,
+            OffsetDeleteRequest: GroupCoordinator.delete_offsets,
         }[type(request)]
         handler(self.group_coordinator, src, request)
 
@@ -513,10 +645,14 @@ class Broker(StateMachine):
         FetchResponse: _fetch_response,
         MetadataRequest: _metadata,
         ListOffsetsRequest: _list_offsets,
+        DeleteRecordsRequest: _delete_records,
+        OffsetForLeaderEpochRequest: _offset_for_leader_epoch,
         InitProducerIdRequest: _init_producer_id,
         CreateTopicsRequest: _create_topics,
         DeleteTopicsRequest: _delete_topics,
         DescribeQuorumRequest: _describe_quorum,
+        CreatePartitionsRequest: _create_partitions,
+        AlterConfigsRequest: _alter_configs,
         DescribeConfigsRequest: _describe_configs,
         AlterPartitionResponse: _alter_partition_response,
         FindCoordinatorRequest: _find_coordinator,
@@ -529,6 +665,7 @@ class Broker(StateMachine):
         ListGroupsRequest: _group_request,
         DescribeGroupsRequest: _group_request,
         DeleteGroupsRequest: _group_request,
+        OffsetDeleteRequest: _group_request,
     }
 
     def close(self, *, lose_unflushed: bool = False) -> None:

@@ -45,7 +45,10 @@ DEFAULTS: dict[str, Any] = {
     # topics
     "num.partitions": 1,
     "default.replication.factor": 1,
-    "auto.create.topics.enable": False,
+    # Kafka's default: a producer's first send to a new topic creates it (num.partitions,
+    # default.replication.factor, the latter capped at the live brokers; see Broker._metadata).
+    # Only wire clients ask for it: the simulated clients' Metadata requests never do.
+    "auto.create.topics.enable": True,
     # log (topic-level names)
     "segment.bytes": LogConfig().segment_bytes,
     "segment.ms": LogConfig().segment_ms,
@@ -65,6 +68,7 @@ DEFAULTS: dict[str, Any] = {
     "offsets.topic.segment.bytes": 100 * 1024 * 1024,
     "offsets.retention.minutes": 7 * 24 * 60,
     "offsets.retention.check.interval.ms": 600_000,
+    "log.retention.check.interval.ms": 300_000,  # Kafka's: how often retention deletes old segments
     "offsets.commit.timeout.ms": 5_000,
     "offset.metadata.max.bytes": 4_096,
     # consumer groups
@@ -94,6 +98,7 @@ _MINIMUM = {
     "offsets.topic.segment.bytes": 1,
     "offsets.retention.minutes": 1,
     "offsets.retention.check.interval.ms": 1,
+    "log.retention.check.interval.ms": 1,
     "offsets.commit.timeout.ms": 1,
     "group.max.size": 1,
 }

@@ -57,6 +57,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from minikafka.assignors import Subscription
 from minikafka.broker.group_metadata import (
     GroupKey,
     GroupValue,
@@ -66,6 +67,9 @@ from minikafka.broker.group_metadata import (
     decode_key,
 )
 from minikafka.messages import (
+    GROUP_SUBSCRIBED_TO_TOPIC,
+    OffsetDeleteRequest,
+    OffsetDeleteResponse,
     COORDINATOR_NOT_AVAILABLE,
     GROUP_ID_NOT_FOUND,
     GROUP_MAX_SIZE_REACHED,
@@ -749,6 +753,38 @@ class GroupCoordinator:
             out.append(DescribedGroup(NO_ERROR, gid, g.state, g.protocol_type or "",
                                       (g.protocol or "") if stable else "", members))
         self._send(src, DescribeGroupsResponse(req.correlation_id, tuple(out)))
+
+    def delete_offsets(self, src: Any, req: OffsetDeleteRequest) -> None:
+        """OffsetDelete (KIP-496): tombstones for the group's committed offsets of these
+        partitions. An empty group loses any of them; a group with members keeps the offsets
+        of the topics its members subscribe to (GROUP_SUBSCRIBED_TO_TOPIC: they are in use).
+        A partition without a committed offset is no error, as in Kafka."""
+        if not self.owns(req.group_id):
+            return self._send(src, OffsetDeleteResponse(req.correlation_id, NOT_COORDINATOR))
+        g = self.groups.get(req.group_id)
+        if g is None or g.state == DEAD:
+            return self._send(src, OffsetDeleteResponse(req.correlation_id, GROUP_ID_NOT_FOUND))
+        subscribed: set[str] = set()
+        if g.state != EMPTY and g.protocol_type == "consumer":
+            for m in g.members.values():
+                try:
+                    subscribed |= set(Subscription.decode(m.metadata(g.protocol)).topics)
+                except Exception:  # unreadable metadata: treat every topic as in use
+                    subscribed = {t for t, _ in req.partitions}
+        elif g.state != EMPTY:
+            subscribed = {t for t, _ in req.partitions}  # not a consumer group: nothing is known free
+        results, records = [], []
+        for topic, partition in req.partitions:
+            if topic in subscribed:
+                results.append((topic, partition, GROUP_SUBSCRIBED_TO_TOPIC))
+                continue
+            if (topic, partition) in g.offsets:
+                del g.offsets[(topic, partition)]
+                records.append((OffsetKey(g.group_id, topic, partition).encode(), None))
+            results.append((topic, partition, NO_ERROR))
+        if records:
+            self._append(g, records, lambda error: None)
+        self._send(src, OffsetDeleteResponse(req.correlation_id, NO_ERROR, tuple(results)))
 
     def delete_groups(self, src: Any, req: DeleteGroupsRequest) -> None:
         results = []

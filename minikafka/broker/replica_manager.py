@@ -17,6 +17,10 @@ Theory of operation
   every partition it follows from that leader; the next one goes out when the answer comes.
 - ISR changes are proposed to the controller with AlterPartition and applied when it
   commits them (see ``Partition``).
+- The log start offset: retention (``delete_old_segments``, on the broker's timer) moves it
+  on each replica; DeleteRecords moves it on the leader, and a follower moves its own to the
+  leader's as its fetches bring it. Changed topic configs reach every running log and
+  partition at once (``apply_topic_configs``).
 
 This class does no I/O of its own: it sends and sets timers through its broker node.
 """
@@ -108,6 +112,26 @@ class ReplicaManager:
                 topic, partition, self.broker_id, log, self.config.partition_config(topic_configs)
             )
         return p
+
+    def apply_topic_configs(self, topic: str, topic_configs: dict) -> None:
+        """A topic's overrides changed (a committed ConfigRecord): every replica of it here
+        takes them at once, as Kafka's ``LogManager.updateTopicConfig`` does: the next
+        append, roll, retention check or ISR decision uses the new values."""
+        for (t, _), p in self.partitions.items():
+            if t == topic:
+                p.config = self.config.partition_config(topic_configs)
+                p.log.config = self.config.log_config(topic_configs)
+
+    def delete_old_segments(self) -> dict[tuple[str, int], list[tuple[int, str]]]:
+        """Retention (Kafka's ``LogManager.cleanupLogs``): whole segments past retention.ms or
+        retention.bytes go from every replica here, never at or past its high watermark (a
+        follower's own high watermark, as in Kafka). What went, per partition."""
+        deleted = {}
+        for key, p in sorted(self.partitions.items()):
+            gone = p.log.delete_old_segments(self.node.now, high_watermark=p.high_watermark)
+            if gone:
+                deleted[key] = gone
+        return deleted
 
     def apply_partition_state(self, state: PartitionState, topic_configs: dict) -> None:
         p = self.get_or_create_partition(state.topic, state.partition, topic_configs)
@@ -447,6 +471,11 @@ class ReplicaManager:
                 backoff = True  # wait for the controller's news
             else:
                 p.append_as_follower(part.records, part.high_watermark)
+                if part.log_start_offset > p.log.log_start_offset:
+                    # DeleteRecords (or the leader's retention) moved the leader's log start:
+                    # a follower's copy starts there too, as far as it holds (Kafka's follower
+                    # does the same with the fetch response's log_start_offset).
+                    p.log.maybe_increment_log_start_offset(min(part.log_start_offset, p.log.log_end_offset))
         fetcher.in_flight = None
         if backoff:
             fetcher.in_flight = -1  # parked until the backoff timer

@@ -79,7 +79,14 @@ from minikafka.errors import (
     for_code,
 )
 from minikafka.messages import (
+    CONFIG_APPEND,
+    CONFIG_DELETE,
+    CONFIG_SET,
+    CONFIG_SUBTRACT,
     COORDINATOR_LOAD_IN_PROGRESS,
+    AlterConfigsRequest,
+    CreatePartitionsRequest,
+    DeleteRecordsRequest,
     COORDINATOR_NOT_AVAILABLE,
     NO_ERROR,
     NOT_COORDINATOR,
@@ -653,6 +660,130 @@ class KafkaAdminClient:
                     out[tp] = offset
             return dict(sorted(out.items()))
         return self._retrying("ListOffsets", attempt)
+
+    # --- changing topics: partitions and configs -------------------------------------------------------
+
+    def _to_controller(self, make: Callable[[int], Any], what: str) -> Any:
+        """Ask any broker: it forwards to the active controller and answers once the change is
+        in its own metadata (as KRaft brokers do for kafka-python's admin client)."""
+        return self._retrying(what, lambda deadline: self._any_broker(make, what, deadline))
+
+    def create_partitions(self, topic_partitions: Mapping[str, Any], validate_only: bool = False) -> dict[str, str]:
+        """Grow topics to a new total partition count: ``create_partitions({'orders': 6})``
+        (kafka-python's; a ``NewPartitions``-like object with ``total_count`` works too).
+        Partitions are only ever added: a count that is not an increase raises
+        ``InvalidPartitionsError``; an unknown topic ``UnknownTopicOrPartitionError``. Keys
+        already written keep their partition; *new* records of a key may now hash elsewhere.
+        Returns ``{topic: 'OK'}``."""
+        if not isinstance(topic_partitions, Mapping):
+            raise IllegalArgumentError(f"topic_partitions must be a dict {{topic: new total count}}, "
+                                       f"not {topic_partitions!r}")
+        topics = []
+        for topic, count in topic_partitions.items():
+            count = getattr(count, "total_count", count)
+            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
+                raise IllegalArgumentError(f"the new partition count of {topic!r} must be an int >= 1, not {count!r}")
+            topics.append((validate_topic_name(topic), count))
+        response = self._to_controller(lambda c: CreatePartitionsRequest(c, tuple(topics), validate_only),
+                                       "CreatePartitions")
+        for topic, error, message in response.results:
+            if error != NO_ERROR:
+                raise for_code(error)(message or f"CreatePartitions for {topic!r}")
+        return {topic: "OK" for topic, _, _ in response.results}
+
+    def alter_configs(self, config_resources: Iterable[Any], validate_only: bool = False) -> dict[str, dict[str, str]]:
+        """Change topic configs, as IncrementalAlterConfigs does (kafka-python 3.0's
+        ``alter_configs``): each resource a ``ConfigResource('topic', name, {key: value})``,
+        a value of None (or ``('DELETE', None)``) putting the key back to the broker's
+        default. The running logs take the new values at once. Returns kafka-python's shape:
+        ``{'topic': {name: 'OK' or '[Error 40] InvalidConfigurationError: why'}}``."""
+        resources = []
+        for res in config_resources:
+            rtype = _resource_type(res.resource_type)
+            entries = []
+            for key, change in dict(res.configs or {}).items():
+                op, value = change if isinstance(change, tuple) else (CONFIG_SET, change)
+                op = _config_op(op)
+                if value is None:
+                    op = CONFIG_DELETE
+                entries.append((key, op, None if op == CONFIG_DELETE else str(value)))
+            resources.append((rtype, res.name, tuple(entries)))
+        response = self._to_controller(lambda c: AlterConfigsRequest(c, tuple(resources), True, validate_only),
+                                       "IncrementalAlterConfigs")
+        out: dict[str, dict[str, str]] = {}
+        for rtype, name, error, message in response.results:
+            kind = {2: "topic", 4: "broker"}.get(rtype, str(rtype))
+            if error == NO_ERROR:
+                out.setdefault(kind, {})[name] = "OK"
+            else:
+                cls = for_code(error)
+                out.setdefault(kind, {})[name] = f"[Error {error}] {cls.__name__}: {message}"
+        return out
+
+    def delete_records(self, records_to_delete: Mapping[Any, int]) -> dict[TopicPartition, dict]:
+        """DeleteRecords at each partition's leader: ``{TopicPartition('t', 0): 100}`` makes
+        offset 100 the partition's first (its log start offset, the "low watermark"); -1
+        means the high watermark (everything committed goes). A consumer positioned below it
+        then gets OFFSET_OUT_OF_RANGE and ``auto_offset_reset`` decides. An offset past the
+        high watermark raises ``OffsetOutOfRangeError``. Returns kafka-python's shape:
+        ``{tp: {'low_watermark': new log start offset}}``."""
+        wanted = {_as_tp(tp): offset for tp, offset in dict(records_to_delete).items()}
+        for tp, offset in wanted.items():
+            if not isinstance(offset, int) or isinstance(offset, bool) or offset < -1:
+                raise IllegalArgumentError(f"the offset to delete before in {tp} must be an int >= -1, not {offset!r}")
+
+        def attempt(deadline: int) -> dict[TopicPartition, dict]:
+            leaders = self._partitions_at((tp.topic for tp in wanted), deadline)
+            by_leader: dict[int, list[TopicPartition]] = {}
+            for tp in sorted(wanted):
+                leader = leaders[tp.topic].get(tp.partition)
+                if leader is None:
+                    raise UnknownTopicOrPartitionError(f"partition {tp} does not exist")
+                if leader < 0:
+                    raise LeaderNotAvailableError(f"partition {tp} has no leader")
+                by_leader.setdefault(leader, []).append(tp)
+            out: dict[TopicPartition, dict] = {}
+            for leader, group in sorted(by_leader.items()):
+                request = tuple((tp.topic, tp.partition, wanted[tp]) for tp in group)
+                response = self._roundtrip(leader, lambda c: DeleteRecordsRequest(c, request),
+                                           f"DeleteRecords (broker {leader})", deadline)
+                for topic, partition, low, error in response.results:
+                    tp = TopicPartition(topic, partition)
+                    if error in (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION):
+                        raise NotLeaderForPartitionError(f"broker {leader} no longer leads {tp}")
+                    if error != NO_ERROR:
+                        raise for_code(error)(f"DeleteRecords for {tp} before offset {wanted[tp]}: past its "
+                                              "high watermark" if error == 1 else f"DeleteRecords for {tp}")
+                    out[tp] = {"low_watermark": low}
+            return dict(sorted(out.items()))
+        return self._retrying("DeleteRecords", attempt)
+
+
+class ConfigResource(NamedTuple):
+    """kafka-python's ``ConfigResource``: ``ConfigResource('topic', 'orders', {'retention.ms': '60000'})``."""
+
+    resource_type: Any  # 'topic' / 'broker', or Kafka's number (2 / 4)
+    name: str
+    configs: Mapping[str, Any] | None = None
+
+
+def _resource_type(value: Any) -> int:
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name.lower() in ("topic", "broker"):
+        return 2 if name.lower() == "topic" else 4
+    if name in (2, 4):
+        return name
+    raise IllegalArgumentError(f"a config resource type is 'topic' or 'broker', not {value!r}")
+
+
+def _config_op(value: Any) -> int:
+    ops = {"SET": CONFIG_SET, "DELETE": CONFIG_DELETE, "APPEND": CONFIG_APPEND, "SUBTRACT": CONFIG_SUBTRACT}
+    name = getattr(value, "name", value)
+    if isinstance(name, str) and name.upper() in ops:
+        return ops[name.upper()]
+    if name in ops.values():
+        return name
+    raise IllegalArgumentError(f"a config operation is one of {', '.join(ops)}, not {value!r}")
 
 
 def _as_tp(tp: Any) -> TopicPartition:

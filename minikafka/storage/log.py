@@ -630,6 +630,26 @@ class Log:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return deleted
 
+    def maybe_increment_log_start_offset(self, offset: int) -> list[tuple[int, str]]:
+        """DeleteRecords (Kafka's ``maybeIncrementLogStartOffset``): records below ``offset``
+        are gone for readers at once (the log start offset moves, checkpointed); whole
+        segments entirely below it are deleted now (Kafka leaves that to its next retention
+        check), the one holding ``offset`` stays. Never past the log end; never backwards.
+        Returns (base offset, reason) of each segment deleted."""
+        if offset > self.log_end_offset:
+            raise OffsetOutOfRangeError(f"cannot delete records before {offset}: {self.name} ends at {self.log_end_offset}")
+        if offset <= self.log_start_offset:
+            return []
+        deleted = []
+        for segment in list(self.segments[:-1]):
+            if self._next_base(segment) > offset:
+                break
+            deleted.append(self._delete_segment(segment, f"log start offset moved to {offset} (DeleteRecords)"))
+        self.log_start_offset = offset
+        self._write_checkpoint(LOG_START_FILE, offset)
+        self.leader_epoch_cache.truncate_from_start(offset)
+        return deleted
+
     def _next_base(self, segment: LogSegment) -> int:
         i = self.segments.index(segment)
         return self.segments[i + 1].base_offset if i + 1 < len(self.segments) else self.log_end_offset

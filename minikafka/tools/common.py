@@ -101,6 +101,9 @@ def describe_error(exc: BaseException) -> str:
 
 def run_tool(body: Callable[[Any], int], args: Any, prefix: str) -> int:
     """Run ``body(args)``; report a failure as ``prefix + message`` on stderr, exit code 1."""
+    stop = resolve_bootstrap(args)
+    if stop is not None:
+        return stop
     try:
         need_kafka_python()
         with quiet_kafka_logs():
@@ -382,6 +385,56 @@ def merged_properties(config_file: str | None, file_flag: str, items: list[str] 
 
 
 def add_bootstrap(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--bootstrap-server", required=True, metavar="HOST:PORT",
-                   help="the brokers to connect to: HOST:PORT[,HOST:PORT...] "
+    """``--bootstrap-server`` (required: checked by ``resolve_bootstrap``, so that the old
+    spellings below get their own answer first), ``--broker-list`` (its deprecated alias) and
+    ``--zookeeper`` (gone from Kafka: answered with what to type instead)."""
+    p.add_argument("--bootstrap-server", metavar="HOST:PORT",
+                   help="REQUIRED: the brokers to connect to: HOST:PORT[,HOST:PORT...] "
                    "(`minikafka cluster up` prints them)")
+    p.add_argument("--broker-list", metavar="HOST:PORT",
+                   help="DEPRECATED, use --bootstrap-server instead; ignored if --bootstrap-server is specified")
+    p.add_argument("--zookeeper", metavar="HOST:PORT",
+                   help="REMOVED (Kafka 4.0; deprecated since 2.x): brokers and their controllers hold the "
+                   "metadata, not ZooKeeper; use --bootstrap-server")
+
+
+BROKER_LIST_NOTICE = ("Warning: --broker-list is deprecated and will be removed in a future release; "
+                      "use --bootstrap-server instead.")
+DEFAULT_BROKER = "127.0.0.1:9092"
+
+
+def zookeeper_answer(tool: str, argv: list[str]) -> str:
+    """One line for a command written for ZooKeeper-era Kafka: what replaced ``--zookeeper``
+    and the same command with ``--bootstrap-server`` (the ZooKeeper host, Kafka's port 9092)."""
+    out, host, skip = [], "127.0.0.1", False
+    for i, arg in enumerate(argv):
+        if skip:
+            skip = False
+            continue
+        if arg == "--zookeeper" or arg.startswith("--zookeeper="):
+            value = arg.split("=", 1)[1] if "=" in arg else (argv[i + 1] if i + 1 < len(argv) else "")
+            skip = "=" not in arg
+            host = value.split(",")[0].rsplit(":", 1)[0].split("/")[0] or host
+            out += ["--bootstrap-server", f"{host}:9092"]
+        else:
+            out.append(arg)
+    command = " ".join(["minikafka", *out]) if out and out[0] == tool else f"minikafka {tool} " + " ".join(out)
+    return (f"--zookeeper is not a recognized option: since Kafka 3.0 the tools talk to the brokers, which "
+            f"(with their KRaft controllers) hold the metadata ZooKeeper used to; type instead: {command}")
+
+
+def resolve_bootstrap(args: Any) -> int | None:
+    """Settle ``args.bootstrap_server`` from the flags a user may have typed; an exit code if
+    the tool must stop (``--zookeeper``: 1, as Kafka's tools exit on an unknown option)."""
+    tool = getattr(args, "command", None) or getattr(args._parser, "prog", "").split()[-1]
+    if getattr(args, "zookeeper", None) is not None:
+        argv = list(getattr(args, "_argv", None) or sys.argv[1:])
+        print(zookeeper_answer(tool, argv), file=sys.stderr)
+        return 1
+    if getattr(args, "broker_list", None) is not None:
+        print(BROKER_LIST_NOTICE, file=sys.stderr)
+        if args.bootstrap_server is None:
+            args.bootstrap_server = args.broker_list
+    if args.bootstrap_server is None:
+        args._parser.error("the following arguments are required: --bootstrap-server")
+    return None

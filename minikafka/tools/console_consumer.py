@@ -231,6 +231,13 @@ def _run(args: argparse.Namespace) -> int:
             count += 1
             if args.max_messages is not None and count >= args.max_messages:
                 break
+        if (args.timeout_ms is not None and count == 0 and args.partition is None
+                and not consumer.assignment()):
+            # Silence would look like an empty topic: say the group never got its partitions.
+            print(f"The consumer was still joining group '{configs['group_id']}' when --timeout-ms "
+                  f"{args.timeout_ms} ran out: no partitions assigned yet, so nothing was read (a new group "
+                  "waits group.initial.rebalance.delay.ms, 3000 ms in Kafka, before its first assignment); "
+                  "try a longer --timeout-ms", file=sys.stderr)
     except KeyboardInterrupt:
         pass
     finally:

@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-One action per run, as in Kafka: ``--create``, ``--list``, ``--describe`` or ``--delete``. Each
+One action per run, as in Kafka: ``--create``, ``--list``, ``--describe``, ``--alter`` or ``--delete``. Each
 is one or two admin requests through kafka-python's ``KafkaAdminClient``:
 
 - ``--create --topic T [--partitions N] [--replication-factor R] [--config k=v ...]``:
@@ -20,6 +20,8 @@ is one or two admin requests through kafka-python's ``KafkaAdminClient``:
   Kafka's tool leaves the column out in that case too. ``--under-replicated-partitions``,
   ``--unavailable-partitions``, ``--under-min-isr-partitions`` and
   ``--at-min-isr-partitions`` print only the partitions that match, without header lines.
+- ``--alter --topic T --partitions N``: CreatePartitions, T grows to N partitions in total
+  (only ever more: Kafka's INVALID_PARTITIONS otherwise); prints nothing on success.
 - ``--delete --topic T``: DeleteTopics; prints nothing on success (Kafka 3.x does not).
 
 ``--topic`` is a regular expression for ``--list``, ``--describe`` and ``--delete`` (Kafka's
@@ -58,6 +60,8 @@ def add_parser(commands: Any) -> None:
     action.add_argument("--list", action="store_true", help="list all available topics")
     action.add_argument("--describe", action="store_true", help="list details for the given topics")
     action.add_argument("--delete", action="store_true", help="delete a topic")
+    action.add_argument("--alter", action="store_true",
+                        help="add partitions to a topic: --alter --topic T --partitions N (N: the new total)")
     p.add_argument("--topic", metavar="TOPIC",
                    help="the topic to create, describe or delete; a regular expression except with --create")
     p.add_argument("--partitions", type=int, metavar="N",
@@ -101,6 +105,8 @@ def _run(args: argparse.Namespace) -> int:
             return list_topics(admin, args)
         if args.describe:
             return describe(admin, args)
+        if args.alter:
+            return alter(admin, args)
         return delete(admin, args)
     finally:
         admin.close()
@@ -113,10 +119,13 @@ def _partition_filters(args: argparse.Namespace) -> bool:
 
 def _check_flags(args: argparse.Namespace) -> None:
     """Kafka's option checks (TopicCommandOptions.checkArgs), with its wording where it has one."""
-    if (args.create or args.delete) and not args.topic:
-        raise UsageError(f"--{'create' if args.create else 'delete'} needs --topic")
+    if (args.create or args.delete or args.alter) and not args.topic:
+        raise UsageError(f"--{'create' if args.create else 'delete' if args.delete else 'alter'} needs --topic")
+    if args.alter and args.partitions is None:
+        raise UsageError("--alter needs --partitions: the new total number of partitions (configs: minikafka configs "
+                         "--entity-type topics --entity-name T --alter --add-config k=v)")
     if not args.create:
-        for flag, given in (("--partitions", args.partitions is not None),
+        for flag, given in (("--partitions", args.partitions is not None and not args.alter),
                             ("--replication-factor", args.replication_factor is not None),
                             ("--replica-assignment", args.replica_assignment is not None),
                             ("--config", bool(args.config)), ("--if-not-exists", args.if_not_exists)):
@@ -190,6 +199,27 @@ def _broker_message(error: Any, message: str | None) -> str:
     text = one_line(message or "")
     text = re.sub(r"^\[Error -?\d+\] [A-Z_]+: ", "", text)
     return text or f"{error.__name__}: {error.description}"
+
+
+# --- --alter ----------------------------------------------------------------------------------------------
+
+
+def alter(admin: Any, args: argparse.Namespace) -> int:
+    """CreatePartitions: each topic ``--topic`` matches grows to ``--partitions`` in total.
+    Prints nothing on success, as Kafka 3.x does. Partitions are only ever added; keys
+    written before keep their partition, new records of a key may hash to another one."""
+    import kafka.errors as Errors
+
+    if args.partitions < 1:
+        raise ToolError("The partitions must be greater than 0")
+    for topic in _topics(admin, args, must_exist=True):
+        if _is_internal(topic):
+            raise ToolError(f"The number of partitions for the internal topic {topic['name']} cannot be changed")
+        try:
+            admin.create_partitions({topic["name"]: args.partitions})
+        except Errors.BrokerResponseError as exc:
+            raise ToolError(_broker_message(type(exc), str(exc.args[0]) if exc.args else None)) from None
+    return 0
 
 
 # --- --list, --describe, --delete ----------------------------------------------------------------------

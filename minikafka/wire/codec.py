@@ -22,7 +22,8 @@ Four directions, one per runtime role:
 - client side (a follower fetching from its leader, with real Fetch frames, as in Kafka):
   ``encode_request(message)`` and ``decode_response(api_key, version, frame)``;
 - the controller's own messages (heartbeats, the Raft quorum's, AlterPartition, producer id
-  blocks, forwarded CreateTopics/DeleteTopics): Kafka has no public schema we could reuse
+  blocks, forwarded CreateTopics/DeleteTopics/CreatePartitions/AlterConfigs, the last two
+  carrying both AlterConfigs and IncrementalAlterConfigs): Kafka has no public schema we could reuse
   faithfully, so they travel as *private* frames: a request header with an api key of
   10000 or more (``INTERNAL_KEY_BASE``), the sender's node id as client id, and a JSON body
   that is checked field by field against the dataclass's type hints on the way in
@@ -68,9 +69,15 @@ from typing import Any, Mapping, Sequence, Union
 try:
     import kafka.version
     from kafka.protocol.admin import (
+        AlterConfigsRequest as _KAlterConfigsRequest,
+        AlterConfigsResponse as _KAlterConfigsResponse,
+        CreatePartitionsRequest as _KCreatePartitionsRequest,
+        CreatePartitionsResponse as _KCreatePartitionsResponse,
         CreateTopicsRequest as _KCreateTopicsRequest,
         CreateTopicsResponse as _KCreateTopicsResponse,
         DeleteGroupsRequest as _KDeleteGroupsRequest,
+        DeleteRecordsRequest as _KDeleteRecordsRequest,
+        DeleteRecordsResponse as _KDeleteRecordsResponse,
         DeleteGroupsResponse as _KDeleteGroupsResponse,
         DeleteTopicsRequest as _KDeleteTopicsRequest,
         DeleteTopicsResponse as _KDeleteTopicsResponse,
@@ -80,6 +87,8 @@ try:
         DescribeGroupsResponse as _KDescribeGroupsResponse,
         DescribeQuorumRequest as _KDescribeQuorumRequest,
         DescribeQuorumResponse as _KDescribeQuorumResponse,
+        IncrementalAlterConfigsRequest as _KIncrementalAlterConfigsRequest,
+        IncrementalAlterConfigsResponse as _KIncrementalAlterConfigsResponse,
         ListGroupsRequest as _KListGroupsRequest,
         ListGroupsResponse as _KListGroupsResponse,
     )
@@ -99,6 +108,10 @@ try:
         OffsetCommitResponse as _KOffsetCommitResponse,
         OffsetFetchRequest as _KOffsetFetchRequest,
         OffsetFetchResponse as _KOffsetFetchResponse,
+        OffsetDeleteRequest as _KOffsetDeleteRequest,
+        OffsetDeleteResponse as _KOffsetDeleteResponse,
+        OffsetForLeaderEpochRequest as _KOffsetForLeaderEpochRequest,
+        OffsetForLeaderEpochResponse as _KOffsetForLeaderEpochResponse,
         SyncGroupRequest as _KSyncGroupRequest,
         SyncGroupResponse as _KSyncGroupResponse,
     )
@@ -141,6 +154,8 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROU
 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
+ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
+DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, OFFSET_DELETE = 21, 23, 47
 METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -164,6 +179,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DESCRIBE_CONFIGS: (1, 3),  # v1: config_source instead of is_default
     DELETE_GROUPS: (0, 1),
     DESCRIBE_QUORUM: (0, 1),  # v1: last fetch / caught-up timestamps; v2 adds directory ids and nodes
+    ALTER_CONFIGS: (0, 1),  # v2 turns flexible; kafka-python uses it only without IncrementalAlterConfigs
+    CREATE_PARTITIONS: (0, 1),  # v2 turns flexible
+    INCREMENTAL_ALTER_CONFIGS: (0, 0),  # v1 turns flexible; both kafka-python and librdkafka send v0
+    DELETE_RECORDS: (0, 1),  # v2 turns flexible
+    OFFSET_FOR_LEADER_EPOCH: (2, 3),  # v2: Kafka 4's floor (current leader epoch); v4 turns flexible
+    OFFSET_DELETE: (0, 0),  # its only version
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -386,7 +407,9 @@ def _list_offsets_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
 
 def _metadata_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     # None asks for every topic, [] for none (v1+)
-    return (m.MetadataRequest(corr, None if r.topics is None else tuple(t.name for t in r.topics)),)
+    # allow_auto_topic_creation exists from v4 (our floor); a null topic name (v10+) never reaches us
+    return (m.MetadataRequest(corr, None if r.topics is None else tuple(t.name for t in r.topics),
+                              bool(r.allow_auto_topic_creation)),)
 
 
 def _init_producer_id_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -418,6 +441,44 @@ def _describe_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tu
         (res.resource_type, res.resource_name,
          None if res.configuration_keys is None else tuple(res.configuration_keys))
         for res in r.resources)),)
+
+
+def _create_partitions_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    if any(t.assignments is not None for t in r.topics):
+        raise _Reply(m.CreatePartitionsResponse(corr, tuple(
+            (t.name, m.INVALID_REQUEST, "explicit replica assignments are not supported: give the new count only")
+            for t in r.topics)))
+    return (m.CreatePartitionsRequest(corr, tuple((t.name, t.count) for t in r.topics), bool(r.validate_only)),)
+
+
+def _alter_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    # AlterConfigs: the resource's overrides become exactly these (a null value: not set)
+    return (m.AlterConfigsRequest(corr, tuple(
+        (res.resource_type, res.resource_name,
+         tuple((c.name, m.CONFIG_SET, c.value) for c in res.configs if c.value is not None))
+        for res in r.resources), incremental=False, validate_only=bool(r.validate_only)),)
+
+
+def _incremental_alter_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.AlterConfigsRequest(corr, tuple(
+        (res.resource_type, res.resource_name, tuple((c.name, c.config_operation, c.value) for c in res.configs))
+        for res in r.resources), incremental=True, validate_only=bool(r.validate_only)),)
+
+
+def _delete_records_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.DeleteRecordsRequest(corr, tuple(
+        (t.name, p.partition_index, p.offset) for t in r.topics for p in t.partitions), r.timeout_ms),)
+
+
+def _offset_for_leader_epoch_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    replica_id = r.replica_id if v >= 3 else m.CONSUMER_REPLICA_ID  # v2 has none: a consumer
+    return (m.OffsetForLeaderEpochRequest(corr, replica_id, tuple(
+        (t.topic, p.partition, p.current_leader_epoch, p.leader_epoch) for t in r.topics for p in t.partitions)),)
+
+
+def _offset_delete_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.OffsetDeleteRequest(corr, r.group_id, tuple(
+        (t.name, p.partition_index) for t in r.topics for p in t.partitions)),)
 
 
 def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -590,6 +651,53 @@ def _delete_topics_out(d: Decoded, resp: m.DeleteTopicsResponse, ctx: BrokerCont
     return K(version=v, throttle_time_ms=0, responses=[
         K.DeletableTopicResult(name=name, error_code=error, error_message=message)  # message: v5+ only
         for name, error, message in resp.results])
+
+
+def _create_partitions_out(d: Decoded, resp: m.CreatePartitionsResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KCreatePartitionsResponse
+    return K(version=v, throttle_time_ms=0, results=[
+        K.CreatePartitionsTopicResult(name=name, error_code=error, error_message=message)
+        for name, error, message in resp.results])
+
+
+def _alter_configs_out(d: Decoded, resp: m.AlterConfigsResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KIncrementalAlterConfigsResponse if d.api_key == INCREMENTAL_ALTER_CONFIGS else _KAlterConfigsResponse
+    return K(version=v, throttle_time_ms=0, responses=[
+        K.AlterConfigsResourceResponse(error_code=error, error_message=message, resource_type=rtype,
+                                       resource_name=name)
+        for rtype, name, error, message in resp.results])
+
+
+def _delete_records_out(d: Decoded, resp: m.DeleteRecordsResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KDeleteRecordsResponse
+    T = K.DeleteRecordsTopicResult
+    by_topic: dict[str, list] = {}
+    for topic, partition, low, error in resp.results:
+        by_topic.setdefault(topic, []).append(T.DeleteRecordsPartitionResult(
+            partition_index=partition, low_watermark=low, error_code=error))
+    return K(version=v, throttle_time_ms=0, topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _offset_for_leader_epoch_out(d: Decoded, resp: m.OffsetForLeaderEpochResponse, ctx: BrokerContext | None,
+                                 v: int) -> Any:
+    K = _KOffsetForLeaderEpochResponse
+    T = K.OffsetForLeaderTopicResult
+    by_topic: dict[str, list] = {}
+    for topic, partition, error, epoch, end in resp.results:
+        by_topic.setdefault(topic, []).append(T.EpochEndOffset(
+            error_code=error, partition=partition, leader_epoch=epoch, end_offset=end))
+    return K(version=v, throttle_time_ms=0, topics=[T(topic=t, partitions=ps) for t, ps in by_topic.items()])
+
+
+def _offset_delete_out(d: Decoded, resp: m.OffsetDeleteResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KOffsetDeleteResponse
+    T = K.OffsetDeleteResponseTopic
+    by_topic: dict[str, list] = {}
+    for topic, partition, error in resp.results:
+        by_topic.setdefault(topic, []).append(T.OffsetDeleteResponsePartition(partition_index=partition,
+                                                                              error_code=error))
+    return K(version=v, error_code=resp.error, throttle_time_ms=0,
+             topics=[T(name=t, partitions=ps) for t, ps in by_topic.items()])
 
 
 def _config_source(resource_type: int, is_default: bool) -> int:
@@ -766,6 +874,19 @@ _APIS: dict[int, _Api] = {
                         _delete_groups_in, _delete_groups_out),
     DESCRIBE_QUORUM: _Api(_KDescribeQuorumRequest, _KDescribeQuorumResponse, m.DescribeQuorumResponse,
                           _describe_quorum_in, _describe_quorum_out),
+    ALTER_CONFIGS: _Api(_KAlterConfigsRequest, _KAlterConfigsResponse, m.AlterConfigsResponse,
+                        _alter_configs_in, _alter_configs_out),
+    CREATE_PARTITIONS: _Api(_KCreatePartitionsRequest, _KCreatePartitionsResponse, m.CreatePartitionsResponse,
+                            _create_partitions_in, _create_partitions_out),
+    INCREMENTAL_ALTER_CONFIGS: _Api(_KIncrementalAlterConfigsRequest, _KIncrementalAlterConfigsResponse,
+                                    m.AlterConfigsResponse, _incremental_alter_configs_in, _alter_configs_out),
+    DELETE_RECORDS: _Api(_KDeleteRecordsRequest, _KDeleteRecordsResponse, m.DeleteRecordsResponse,
+                         _delete_records_in, _delete_records_out),
+    OFFSET_FOR_LEADER_EPOCH: _Api(_KOffsetForLeaderEpochRequest, _KOffsetForLeaderEpochResponse,
+                                  m.OffsetForLeaderEpochResponse, _offset_for_leader_epoch_in,
+                                  _offset_for_leader_epoch_out),
+    OFFSET_DELETE: _Api(_KOffsetDeleteRequest, _KOffsetDeleteResponse, m.OffsetDeleteResponse,
+                        _offset_delete_in, _offset_delete_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
@@ -927,6 +1048,10 @@ INTERNAL_API_KEYS: dict[type, int] = {
     m.DeleteTopicsResponse: 10010,
     m.DescribeQuorumRequest: 10011,  # a broker forwarding a client's DescribeQuorum
     m.DescribeQuorumResponse: 10012,
+    m.CreatePartitionsRequest: 10013,
+    m.CreatePartitionsResponse: 10014,
+    m.AlterConfigsRequest: 10015,
+    m.AlterConfigsResponse: 10016,
     **{cls: 10020 + i for i, cls in enumerate(_raft.RAFT_MESSAGES)},  # Vote, BeginQuorumEpoch, ..., Fetch
 }
 _INTERNAL_CLASSES = {key: cls for cls, key in INTERNAL_API_KEYS.items()}

@@ -266,6 +266,18 @@ def free_port(host: str = LOCALHOST) -> int:
         return s.getsockname()[1]
 
 
+def port_in_use(host: str, port: int) -> bool:
+    """Whether something already listens on (host, port): bound as our servers bind (with
+    SO_REUSEADDR, so a port in TIME_WAIT from a cluster just stopped still counts as free)."""
+    with socket.socket() as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            s.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def wait_for_port(host: str, port: int, timeout_s: float, proc: subprocess.Popen | None = None) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -293,9 +305,6 @@ class LocalCluster:
             raise IllegalArgumentError(f"a cluster needs at least 1 controller, not {controllers!r}")
         self.host = host
         self.config = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
-        self._own_dir = dir is None
-        self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
-        self.dir.mkdir(parents=True, exist_ok=True)  # a new --dir is made, as Kafka makes log.dirs
         self.broker_ids = list(range(1, brokers + 1))
         self.controller_ids = list(controller_ids(controllers))
         if base_port is None:
@@ -303,6 +312,18 @@ class LocalCluster:
         else:
             self.ports = {b: base_port + b - 1 for b in self.broker_ids}
             self.ports.update({c: base_port + brokers + i for i, c in enumerate(self.controller_ids)})
+            # Checked before spawning: a process that dies of EADDRINUSE would leave the
+            # bootstrap servers pointing at whatever else listens there (another cluster?).
+            busy = [port for port in sorted(self.ports.values()) if port_in_use(host, port)]
+            if busy:
+                raise IllegalArgumentError(
+                    f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} on {host} "
+                    f"{'are' if len(busy) > 1 else 'is'} already in use (another cluster still running?): "
+                    f"stop it, or choose another base port (this cluster needs {base_port}-"
+                    f"{base_port + len(self.ports) - 1})")
+        self._own_dir = dir is None
+        self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
+        self.dir.mkdir(parents=True, exist_ok=True)  # a new --dir is made, as Kafka makes log.dirs
         self.startup_timeout_s = startup_timeout_s
         self._procs: dict[Any, subprocess.Popen] = {}
         self._closed = False
