@@ -391,7 +391,7 @@ class Broker(StateMachine):
             validate_topic_name(name)
         except InvalidTopicError:
             return INVALID_TOPIC_EXCEPTION
-        if not allow_auto_creation or name == METADATA_TOPIC:
+        if not allow_auto_creation or (name in INTERNAL_TOPICS and name != OFFSETS_TOPIC):
             return UNKNOWN_TOPIC_OR_PARTITION
         if name == OFFSETS_TOPIC:  # internal: made as the group coordinator makes it, whatever the config
             self._create_offsets_topic()
