@@ -212,15 +212,7 @@ class QuorumController(StateMachine):
         if self.raft_history is not None:
             for rec in records:
                 self.raft_history.commit(self.now, self.node_id, self.incarnation, rec)
-        for rec in records:
-            try:
-                decoded = mr.decode(rec.key, rec.value)
-            except Exception:
-                self.image.skipped += 1
-                self.image.offset = rec.offset
-                continue
-            self.image.apply(decoded, rec.offset, rec.timestamp)
-        self.image.take_delta()  # controllers act on operations, not on deltas
+        self.image.apply_committed(records)  # controllers act on operations, not on deltas
         self._maybe_activate()
         if self._inflight is not None and self.image.offset >= self._inflight[0]:
             _, done, op = self._inflight

@@ -104,7 +104,6 @@ from minikafka.messages import (
     TopicConfig,
     TopicMetadata,
 )
-from minikafka.metadata import records as metadata_records
 from minikafka.metadata.image import MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
@@ -212,15 +211,7 @@ class Broker(StateMachine):
         if self.raft_history is not None:
             for rec in records:
                 self.raft_history.commit(self.now, self.broker_id, self.incarnation, rec)
-        for rec in records:
-            try:
-                decoded = metadata_records.decode(rec.key, rec.value)
-            except Exception:
-                self.image.skipped += 1
-                self.image.offset = rec.offset
-                continue
-            self.image.apply(decoded, rec.offset, rec.timestamp)
-        delta = self.image.take_delta()
+        delta = self.image.apply_committed(records)
         if delta:
             self._publish(delta)
         if self._after_metadata:

@@ -35,6 +35,7 @@ from minikafka.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
     UnregisterBrokerRecord,
+    decode,
 )
 
 TOPIC_RESOURCE, BROKER_RESOURCE = 2, 4
@@ -121,6 +122,19 @@ class MetadataImage:
             self.skipped += 1
             return
         handler(self, record, offset, timestamp)
+
+    def apply_committed(self, records: Any) -> MetadataDelta:
+        """Apply a run of committed log records (key and value still encoded) and return what
+        they changed. A record that does not decode is skipped like one that does not fit."""
+        for rec in records:
+            try:
+                decoded = decode(rec.key, rec.value)
+            except Exception:
+                self.skipped += 1
+                self.offset = rec.offset
+                continue
+            self.apply(decoded, rec.offset, rec.timestamp)
+        return self.take_delta()
 
     def take_delta(self) -> MetadataDelta:
         delta, self.delta = self.delta, MetadataDelta()
