@@ -330,7 +330,8 @@ class QuorumController(StateMachine):
                 records: list = []
                 if reg is not None and not reg.fenced:  # restarted before its session expired
                     records += self._fence_records([req.broker_id])
-                records.append(mr.RegisterBrokerRecord(req.broker_id, req.incarnation, req.host, req.port, True))
+                records.append(mr.RegisterBrokerRecord(req.broker_id, req.incarnation, req.host, req.port, True,
+                                                       req.inter_broker_port))
                 self.last_heartbeat[req.broker_id] = self.now
                 return records, lambda: reply(NO_ERROR)
             if reg.incarnation == req.incarnation and reg.fenced and req.metadata_offset >= reg.registered_at:

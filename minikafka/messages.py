@@ -337,6 +337,9 @@ class BrokerHeartbeatRequest:
     # where node ids are the addresses.
     host: str = ""
     port: int = 0
+    # Where other brokers reach it (its inter-broker listener: followers fetch there); 0 in
+    # the simulation.
+    inter_broker_port: int = 0
 
 
 @dataclass(frozen=True)

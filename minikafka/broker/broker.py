@@ -118,7 +118,7 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
-                 advertised: tuple[str, int] | None = None, controllers: tuple[int, ...] = (CONTROLLER_ID,),
+                 advertised: tuple[str, int] | None = None, inter_broker_port: int = 0, controllers: tuple[int, ...] = (CONTROLLER_ID,),
                  seed: int = 0, raft_history: Any = None) -> None:
         super().__init__(broker_id)
         self.broker_id = broker_id
@@ -129,6 +129,7 @@ class Broker(StateMachine):
         self._static_config = dict(config.values)  # as started; dynamic broker configs go over it
         self.incarnation = incarnation
         self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
+        self.inter_broker_port = inter_broker_port  # its inter-broker listener's port there; 0 in the simulation
         self.controllers = tuple(controllers)  # the metadata quorum's voters
         self.seed = seed
         self.raft_history = raft_history  # a checker's RaftHistory: what this observer was told
@@ -136,7 +137,8 @@ class Broker(StateMachine):
         self.image = MetadataImage()  # the committed metadata log, folded
         self.fenced = True  # as the controller last said
         # what the image says, in the shapes the handlers use
-        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's address
+        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's client address
+        self.inter_broker_endpoints: dict[int, tuple[str, int]] = {}  # ... and inter-broker address
         self.live_brokers: tuple[int, ...] = ()
         self.topics: dict[str, TopicConfig] = {}
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
@@ -203,7 +205,8 @@ class Broker(StateMachine):
             self._heartbeat_in_flight = False
 
         self.controller_channel.send(
-            lambda corr: BrokerHeartbeatRequest(corr, self.broker_id, self.incarnation, self.metadata_offset, host, port),
+            lambda corr: BrokerHeartbeatRequest(corr, self.broker_id, self.incarnation, self.metadata_offset, host, port,
+                                                self.inter_broker_port),
             answered, timeout_ms=self.config["broker.heartbeat.interval.ms"], on_timeout=timed_out)
 
     # --- the metadata log: the Raft client's listener -----------------------------------------------
@@ -242,6 +245,7 @@ class Broker(StateMachine):
         if delta.brokers_changed:
             self.live_brokers = image.live_brokers
             self.endpoints = image.endpoints()
+            self.inter_broker_endpoints = image.inter_broker_endpoints()
             self._apply_dynamic_broker_configs()
         for topic in sorted(delta.removed_topics):
             self._drop_topic(topic)  # every local copy goes; a re-created topic starts afresh below

@@ -55,9 +55,10 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
-from minikafka.messages import CONTROLLER_ID, Disconnected
+from minikafka.errors import IllegalArgumentError
+from minikafka.messages import CONTROLLER_ID, Disconnected, FetchRequest
 from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
-from minikafka.wire import codec
+from minikafka.wire import auth, codec
 
 log = logging.getLogger("minikafka.wire")
 
@@ -65,6 +66,18 @@ DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.byte
 # Names of closed connections the node may still answer, remembered so that a new connection
 # from the same recycled port is not mistaken for the old one; bounded: oldest forgotten.
 RETIRED_NAMES_KEPT = 10_000
+# What a listener is for (Kafka's listener names): clients, or the cluster's own nodes
+# (a broker's inter-broker listener, a controller's controller listener).
+CLIENT_LISTENER, INTER_NODE_LISTENER = "client", "inter-node"
+
+
+def _private_name(api_key: int) -> str:
+    names = {key: cls.__name__ for cls, key in codec.INTERNAL_API_KEYS.items()}
+    return names.get(api_key, "unknown private api")
+
+
+class RefusedFrame(codec.FrameError):
+    """A well-formed frame this listener must not deliver (an inter-node message from a client)."""
 
 
 def wall_clock_ms() -> int:
@@ -77,6 +90,7 @@ class _Connection:
 
     name: str
     writer: asyncio.StreamWriter
+    inter_node: bool = False  # came in on an inter-node listener and passed the handshake
     order: deque = field(default_factory=deque)  # correlation ids, in arrival order
     requests: dict[int, Any] = field(default_factory=dict)  # corr -> (Decoded, answers so far)
     ready: dict[int, bytes] = field(default_factory=dict)  # corr -> encoded answer
@@ -102,9 +116,17 @@ class NodeRuntime:
         self, node: StateMachine, host: str, port: int, *, addresses: dict[NodeId, tuple[str, int]] | None = None,
         clock: Callable[[], int] = wall_clock_ms, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         context: Callable[[], Any] | None = None, resolve: Callable[[NodeId], tuple[str, int] | None] | None = None,
+        listener: str = CLIENT_LISTENER, inter_node_port: int | None = None, secret: bytes | None = None,
     ) -> None:
+        if listener not in (CLIENT_LISTENER, INTER_NODE_LISTENER):
+            raise IllegalArgumentError(f"a listener is {CLIENT_LISTENER!r} or {INTER_NODE_LISTENER!r}, not {listener!r}")
+        if secret is None:  # every node talks to others (its peers' listeners are inter-node ones)
+            raise IllegalArgumentError("a node needs the cluster secret to reach or admit other nodes")
         self.node = node
         self.host, self.port = host, port
+        self.listener = listener  # what ``port`` is for
+        self.inter_node_port = inter_node_port  # a second listener, for the other nodes (a broker's)
+        self.secret = secret
         self.addresses: dict[NodeId, tuple[str, int]] = dict(addresses or {})
         self.clock = clock
         self.max_request_bytes = max_request_bytes
@@ -114,32 +136,45 @@ class NodeRuntime:
         self._peers: dict[NodeId, _Peer] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._server: asyncio.base_events.Server | None = None
+        self._inter_node_server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._counter = itertools.count(2)
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
-        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0}
+        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        main_is_inter_node = self.listener == INTER_NODE_LISTENER
+        self._server = await asyncio.start_server(
+            lambda r, w: self._serve(r, w, main_is_inter_node), self.host, self.port, reuse_address=True)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+        if self.inter_node_port is not None:
+            self._inter_node_server = await asyncio.start_server(
+                lambda r, w: self._serve(r, w, True), self.host, self.inter_node_port, reuse_address=True)
+            if self.inter_node_port == 0:
+                self.inter_node_port = self._inter_node_server.sockets[0].getsockname()[1]
         self._apply(self.node.start(self.clock()))
+
+    async def serve(self) -> None:
+        """Serve every listener until cancelled (after ``start``)."""
+        servers = [s for s in (self._server, self._inter_node_server) if s is not None]
+        await asyncio.gather(*(s.serve_forever() for s in servers))
 
     async def serve_forever(self) -> None:
         await self.start()
-        async with self._server:
-            await self._server.serve_forever()
+        await self.serve()
 
     async def close(self) -> None:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self._inter_node_server):
+            if server is not None:
+                server.close()
         for conn in list(self._connections.values()):
             self._close_connection(conn, "shutting down")
         for peer in self._peers.values():
@@ -215,12 +250,32 @@ class NodeRuntime:
 
     # --- incoming connections ------------------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str) -> bool:
+        """The inter-node handshake (``minikafka.wire.auth``): True if the peer knows the
+        cluster secret; otherwise the connection is closed, having delivered nothing."""
+        nonce = auth.challenge()
+        try:
+            writer.write(nonce)
+            response = await asyncio.wait_for(reader.readexactly(auth.ANSWER_BYTES), auth.HANDSHAKE_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.TimeoutError):
+            response = None  # a port probe, or a peer gone (or silent) before answering
+        if response is not None and auth.verify(self.secret, nonce, response):
+            return True
+        self.stats["failed_handshakes"] += 1
+        if response is not None:
+            log.warning("%s: closing connection %s on the inter-node listener: it failed the cluster-secret "
+                        "handshake (not a node of this cluster)", self.node.node_id, name)
+        writer.close()
+        return False
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, inter_node: bool) -> None:
         host, port = (writer.get_extra_info("peername") or ("unknown", 0))[:2]  # None if already reset
         name = f"/{host}:{port}"
+        if inter_node and not await self._admit(reader, writer, name):
+            return
         if name in self._retired or name in self._connections:  # a recycled port: see "Who is who"
             name = f"{name}#{next(self._counter)}"
-        conn = _Connection(name, writer)
+        conn = _Connection(name, writer, inter_node)
         self._connections[conn.name] = conn
         self.stats["connections"] += 1
         try:
@@ -239,6 +294,9 @@ class NodeRuntime:
                 await writer.drain()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
+        except RefusedFrame as e:
+            self.stats["refused"] += 1
+            log.warning("%s: closing connection %s: %s", self.node.node_id, conn.name, e)
         except codec.FrameError as e:
             self.stats["bad_frames"] += 1
             log.warning("%s: closing connection %s: %s", self.node.node_id, conn.name, e)
@@ -250,12 +308,21 @@ class NodeRuntime:
 
     def _on_frame(self, conn: _Connection, frame: bytes) -> None:
         if codec.is_internal(frame):
+            if not conn.inter_node:  # checked before decoding: nothing of it reaches the node
+                api_key = int.from_bytes(frame[:2], "big", signed=True)
+                raise RefusedFrame(f"api key {api_key} ({_private_name(api_key)}) is inter-node traffic, "
+                                   f"refused on the client listener")
             src, message = codec.decode_internal(frame)
             if src is not None and not isinstance(src, str):
                 self._inbound[src] = conn
             self._deliver(src, message)
             return
         decoded = codec.decode_request(frame)
+        if not conn.inter_node and any(type(m) is FetchRequest and m.replica_id >= 0 for m in decoded.messages):
+            # Kafka: replica_id >= 0 only from brokers; a client posing as a follower would
+            # move a high watermark or bring a dead replica back into the ISR.
+            raise RefusedFrame(f"api key {decoded.api_key} ({decoded.api_name}) from replica "
+                               f"{decoded.messages[0].replica_id} is inter-broker traffic, refused on the client listener")
         self.stats["requests"] += 1
         corr = decoded.correlation_id
         if decoded.api_key == codec.API_VERSIONS:  # the connection's business, not the node's
@@ -350,6 +417,12 @@ class NodeRuntime:
             if address is None:
                 raise ConnectionError(f"no address for node {peer.node!r}")
             reader, writer = await asyncio.open_connection(*address)
+            try:  # every peer listens on an inter-node listener: prove we belong first
+                nonce = await asyncio.wait_for(reader.readexactly(auth.NONCE_BYTES), auth.HANDSHAKE_TIMEOUT_S)
+                writer.write(auth.answer(self.secret, nonce))
+            except (asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                writer.close()
+                raise ConnectionError(f"{address[0]}:{address[1]} did not open the inter-node handshake ({e!r})")
         except (OSError, ConnectionError) as e:
             log.info("%s: cannot reach %r: %s", self.node.node_id, peer.node, e)
             peer.connecting = None
