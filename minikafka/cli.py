@@ -163,6 +163,16 @@ def _cluster_secret(args) -> bytes | None:
 
 
 def run_server(args) -> int:
+    from .errors import IllegalArgumentError
+
+    try:
+        return _run_server(args)
+    except IllegalArgumentError as e:
+        print(f"minikafka server: {e}", file=sys.stderr)
+        return 2
+
+
+def _run_server(args) -> int:
     from .wire.process import die_with_parent, parse_voters, run_broker, run_combined
 
     if args.exit_with_parent:
@@ -183,6 +193,16 @@ def run_server(args) -> int:
 
 
 def run_controller(args) -> int:
+    from .errors import IllegalArgumentError
+
+    try:
+        return _run_controller(args)
+    except IllegalArgumentError as e:
+        print(f"minikafka controller: {e}", file=sys.stderr)
+        return 2
+
+
+def _run_controller(args) -> int:
     from .wire.process import die_with_parent, parse_voters, run_controller as serve
 
     if args.exit_with_parent:
