@@ -33,6 +33,7 @@ import pytest
 
 pytest.importorskip("kafka")
 
+import kafka.errors as Errors  # noqa: E402
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition  # noqa: E402
 from kafka.admin import NewPartitions, NewTopic  # noqa: E402
 from kafka.protocol.consumer import FetchRequest  # noqa: E402
@@ -57,7 +58,8 @@ from wire_helpers import (  # noqa: E402
 
 # A follower that stops fetching stays in the ISR for replica.lag.time.max.ms: long enough
 # that no test here sees an ISR shrink move a high watermark.
-CONFIG = {"replica.lag.time.max.ms": 120_000, "broker.session.timeout.ms": 120_000}
+CONFIG = {"replica.lag.time.max.ms": 120_000, "broker.session.timeout.ms": 120_000,
+          "fetch.max.bytes": 65536}  # small, so that a test can fill a log past it quickly
 
 
 @pytest.fixture(scope="module")
@@ -259,3 +261,47 @@ def test_a_restarted_broker_rejoins_through_the_inter_broker_listener(cluster, a
     cluster.restart(victim)
     wait_until(lambda: sorted(tolerant(lambda: admin.describe_topics([topic])[0]["partitions"][0]["isr_nodes"]) or [])
                == cluster.broker_ids, 60, f"broker {victim} back in the ISR")
+
+
+# --- limits ---------------------------------------------------------------------------------------------------
+
+
+def test_create_topics_over_max_request_partition_size_limit_gets_policy_violation_and_creates_nothing(
+        cluster, admin):
+    big, small = name("big"), name("small")
+    answer = admin.create_topics([NewTopic(big, 1_000_000, 1), NewTopic(small, 1, 1)], raise_errors=False)
+    assert {t["name"]: t["error_code"] for t in answer["topics"]} == {big: 44, small: 44}  # POLICY_VIOLATION
+    assert "Excessively large number of partitions" in answer["topics"][0]["error_message"]
+    metadata_still_flows(cluster, admin, 1)
+    assert not {big, small} & set(admin.list_topics())
+    for broker in cluster.broker_ids:
+        assert not any(p.name.startswith(big) for p in (cluster.dir / f"broker-{broker}").iterdir())
+
+
+def test_create_partitions_over_the_limit_gets_policy_violation(cluster, admin):
+    topic = name("grow")
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    with pytest.raises(Errors.PolicyViolationError):
+        admin.create_partitions({topic: NewPartitions(total_count=1 + 2001)})
+    wait_until(lambda: topic in set(admin.list_topics()), 30, f"{topic} listed")
+    assert len(admin.describe_topics([topic])[0]["partitions"]) == 1
+
+
+def test_a_fetch_asking_for_2_gib_is_clamped_to_fetch_max_bytes(cluster, admin):
+    topic = name("greedy")
+    admin.create_topics([NewTopic(topic, 1, 1)])
+    wait_until(lambda: tolerant(lambda: leader_of(admin, topic)) in cluster.broker_ids, 30, "a leader")
+    leader = leader_of(admin, topic)
+    with RawConnection((cluster.host, cluster.ports[leader])) as conn:
+        for _ in range(40):  # 40 batches of ~4 KB: 160 KB, over the cluster's fetch.max.bytes of 64 KB
+            answer = conn.request(produce_request(topic, 0, batch(os.urandom(4000)), acks=1), 3)
+            assert answer.responses[0].partition_responses[0].error_code == 0
+        T = FetchRequest.FetchTopic
+        greedy = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=2**31 - 1, isolation_level=0,
+                              session_id=0, session_epoch=-1, topics=[T(topic=topic, partitions=[T.FetchPartition(
+                                  partition=0, current_leader_epoch=-1, fetch_offset=0, last_fetched_epoch=-1,
+                                  log_start_offset=-1, partition_max_bytes=2**31 - 1)])],
+                              forgotten_topics_data=[], rack_id="")
+        response = conn.request(greedy, 11)
+    records = response.responses[0].partitions[0].records
+    assert 4000 < len(records) <= 65536
