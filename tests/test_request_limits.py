@@ -111,3 +111,27 @@ def test_one_batch_larger_than_fetch_max_bytes_still_flows(make_cluster):
     answer = request(c, 1, lambda k: FetchRequest(k, -1, 0, 1, (FetchPartition("t", 0, 0),), max_bytes=HUGE))
     (stored,) = MemoryRecords(answer.partitions[0].records).batches()  # whole, though over the cap
     assert [r.value for r in stored.records()] == [b"y" * 500]
+
+
+def metadata(c, names, auto=True):
+    from minikafka.messages import MetadataRequest
+
+    return request(c, 1, lambda k: MetadataRequest(k, tuple(names), allow_auto_topic_creation=auto))
+
+
+def test_a_metadata_request_naming_a_topic_many_times_answers_it_once(make_cluster):
+    c = make_cluster()
+    answer = metadata(c, ["same"] * 1000, auto=False)
+    assert [t.name for t in answer.topics] == ["same"]
+
+
+def test_one_metadata_request_auto_creates_its_topics_in_one_batch_under_the_partition_limit(make_cluster):
+    c = make_cluster(config={"max.request.partition.size.limit": 10})
+    many = [f"auto-{i}" for i in range(11)]  # 11 topics of num.partitions=1: over the limit, none created
+    metadata(c, many)
+    assert create(c, TopicConfig("after", 1, 1)) == {"after": (NO_ERROR, None)}
+    assert c.run_until(lambda: "after" in c.broker(1).topics, 10_000)
+    assert not set(many) & set(c.broker(1).topics)
+    few = [f"few-{i}" for i in range(10)]  # at the limit: all of them, from one request
+    metadata(c, few)
+    assert c.run_until(lambda: set(few) <= set(c.broker(1).topics), 10_000)

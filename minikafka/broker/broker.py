@@ -361,11 +361,14 @@ class Broker(StateMachine):
             self.replica_manager.remove_partition(topic, partition)
 
     def _metadata(self, src: NodeId, request: MetadataRequest) -> None:
-        names = sorted(self.topics) if request.topics is None else list(request.topics)
+        # Each name once, as Kafka answers (a set): a request that repeats a name costs no more.
+        names = sorted(self.topics) if request.topics is None else list(dict.fromkeys(request.topics))
         topics = []
+        to_create: list[TopicConfig] = []
         for name in names:
             if name not in self.topics:
-                topics.append(TopicMetadata(name, self._unknown_topic(name, request.allow_auto_topic_creation)))
+                error = self._unknown_topic(name, request.allow_auto_topic_creation, to_create)
+                topics.append(TopicMetadata(name, error))
                 continue
             parts = []
             for p in range(self.topics[name].num_partitions):
@@ -379,10 +382,12 @@ class Broker(StateMachine):
         # The active controller, as far as this broker knows. Clients cannot reach it over TCP:
         # the wire codec names the answering broker instead (it forwards), as KRaft brokers do.
         controller = self.active_controller
+        if to_create:
+            self._auto_create(to_create)
         self.send(src, MetadataResponse(request.correlation_id, self.live_brokers,
                                         CONTROLLER_ID if controller is None else controller, tuple(topics)))
 
-    def _unknown_topic(self, name: str, allow_auto_creation: bool) -> int:
+    def _unknown_topic(self, name: str, allow_auto_creation: bool, to_create: list[TopicConfig]) -> int:
         """The error for a topic a Metadata request names and this broker does not know.
 
         Kafka's auto-creation: with ``auto.create.topics.enable`` (default true) and a client
@@ -407,14 +412,22 @@ class Broker(StateMachine):
             c = self.config
             # (not knowing any live broker yet, ask for the default: the controller knows better)
             rf = max(1, min(c["default.replication.factor"], len(self.live_brokers) or c["default.replication.factor"]))
-            topic = TopicConfig(name, c["num.partitions"], rf)
-
-            def done(*_: Any) -> None:
-                self._auto_creating.discard(name)  # made (or made by another broker): ask again if need be
-
-            self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, (topic,)), done,
-                                         timeout_ms=c["request.timeout.ms"], on_timeout=done)
+            to_create.append(TopicConfig(name, c["num.partitions"], rf))
         return LEADER_NOT_AVAILABLE
+
+    def _auto_create(self, topics: list[TopicConfig]) -> None:
+        """One CreateTopics for every topic one Metadata request auto-creates (Kafka's
+        ``AutoTopicCreationManager``): one message to the controller however many names the
+        request holds, and subject as a whole to ``max.request.partition.size.limit``, so a
+        request naming a hundred thousand topics creates none of them."""
+        names = [t.name for t in topics]
+
+        def done(*_: Any) -> None:
+            self._auto_creating.difference_update(names)  # made (or refused): ask again if need be
+
+        batch = tuple(topics)
+        self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, batch), done,
+                                     timeout_ms=self.config["request.timeout.ms"], on_timeout=done)
 
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []
