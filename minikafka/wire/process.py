@@ -68,7 +68,10 @@ log = logging.getLogger("minikafka.wire")
 LOCALHOST = "127.0.0.1"
 LIFELINE_ENV = "MINIKAFKA_LIFELINE_FD"  # the child's end of the launching process's lifeline
 MAIN_THREAD_ENV = "MINIKAFKA_LAUNCHED_FROM_MAIN_THREAD"  # "1": PR_SET_PDEATHSIG is safe too
-SOCKET_REQUEST_MAX_BYTES = "socket.request.max.bytes"  # the runtime's setting, not the node's
+# The socket server's settings (NodeRuntime's), not the node's:
+SOCKET_REQUEST_MAX_BYTES = "socket.request.max.bytes"
+QUEUED_MAX_REQUESTS = "queued.max.requests"
+QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
 
 
 # --- inside a child process ---------------------------------------------------------------------------
@@ -144,20 +147,29 @@ def parse_config(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], int]:
-    """The node's settings, and the socket server's ``socket.request.max.bytes`` (Kafka's
-    default, 100 MiB, when not given), which ``BrokerConfig`` does not know."""
-    from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES
+def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, int]]:
+    """The node's settings, and the socket server's (``NodeRuntime``'s keyword arguments),
+    which ``BrokerConfig`` does not know: ``socket.request.max.bytes`` (Kafka's default,
+    100 MiB), ``queued.max.requests`` (500) and ``queued.max.request.bytes`` (-1), the last
+    two per connection here (see ``NodeRuntime``)."""
+    from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_QUEUED_MAX_REQUESTS
 
     node_config = dict(config or {})
-    raw = node_config.pop(SOCKET_REQUEST_MAX_BYTES, DEFAULT_MAX_REQUEST_BYTES)
-    try:
-        max_bytes = int(raw)
-    except (TypeError, ValueError):
-        max_bytes = 0
-    if max_bytes < 1:
-        raise IllegalArgumentError(f"{SOCKET_REQUEST_MAX_BYTES} must be an integer >= 1, not {raw!r}")
-    return node_config, max_bytes
+    server = {}
+    for key, kwarg, default, low in (
+            (SOCKET_REQUEST_MAX_BYTES, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES, 1),
+            (QUEUED_MAX_REQUESTS, "queued_max_requests", DEFAULT_QUEUED_MAX_REQUESTS, 1),
+            (QUEUED_MAX_REQUEST_BYTES, "queued_max_request_bytes", -1, -1)):
+        raw = node_config.pop(key, default)
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            value = low - 1
+        if value < low or value == 0:
+            raise IllegalArgumentError(f"{key} must be an integer >= {max(low, 1)}"
+                                       f"{' (or -1)' if low < 0 else ''}, not {raw!r}")
+        server[kwarg] = value
+    return node_config, server
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -191,7 +203,7 @@ def _serve(*runtimes) -> None:
 
 
 def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int, log_dir: str | Path,
-                    voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], max_bytes: int,
+                    voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
                     secret: bytes):
     from minikafka.broker.broker import Broker
     from minikafka.broker.config import BrokerConfig
@@ -203,12 +215,12 @@ def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int
     # Other brokers are reached on their inter-broker listeners, as registered.
     return NodeRuntime(broker, host, port, addresses=dict(voters),
                        context=lambda: broker_context(broker, host, port),
-                       resolve=lambda node: broker.inter_broker_endpoints.get(node), max_request_bytes=max_bytes,
+                       resolve=lambda node: broker.inter_broker_endpoints.get(node), **server,
                        listener=CLIENT_LISTENER, inter_node_port=inter_broker_port, secret=secret)
 
 
 def _controller_runtime(node_id: int, host: str, port: int, log_dir: str | Path,
-                        voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], max_bytes: int,
+                        voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
                         secret: bytes):
     from minikafka.broker.config import BrokerConfig
     from minikafka.controller import QuorumController
@@ -223,7 +235,7 @@ def _controller_runtime(node_id: int, host: str, port: int, log_dir: str | Path,
     # A controller has one listener, the controller listener: clients never reach it
     # (brokers forward what a client asks of the quorum, DescribeQuorum included).
     return NodeRuntime(controller, host, port, addresses={v: a for v, a in voters.items() if v != node_id},
-                       resolve=resolve, max_request_bytes=max_bytes, listener=INTER_NODE_LISTENER, secret=secret)
+                       resolve=resolve, **server, listener=INTER_NODE_LISTENER, secret=secret)
 
 
 def _need_secret(secret: bytes | None, who: str) -> bytes:
@@ -241,20 +253,20 @@ def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, voters
     """Serve one broker until killed (``minikafka server --controller-quorum-voters ...``):
     clients on ``port``, the other nodes on ``inter_broker_port`` (a free one if None; it is
     registered with the controller, so followers find it)."""
-    node_config, max_bytes = split_config(config)
+    node_config, server = split_config(config)
     secret = _need_secret(secret, f"broker {broker_id}")
     inter = free_port(host) if inter_broker_port is None else inter_broker_port
-    _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, max_bytes, secret))
+    _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, server, secret))
 
 
 def run_controller(node_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
                    config: Mapping[str, Any] | None = None, *, secret: bytes | None = None) -> None:
     """Serve one controller (a voter of the metadata quorum) until killed (``minikafka controller``)."""
-    node_config, max_bytes = split_config(config)
+    node_config, server = split_config(config)
     if node_id not in voters:
         raise IllegalArgumentError(f"controller {node_id} is not one of the voters {sorted(voters)}")
     secret = _need_secret(secret, f"controller {node_id}")
-    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, max_bytes, secret))
+    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, server, secret))
 
 
 def run_combined(broker_id: int, host: str, port: int, controller_port: int, log_dir: str | Path,
@@ -267,12 +279,12 @@ def run_combined(broker_id: int, host: str, port: int, controller_port: int, log
     (a new one per run: both nodes live in this process) unless given."""
     from minikafka.messages import CONTROLLER_ID
 
-    node_config, max_bytes = split_config(config)
+    node_config, server = split_config(config)
     secret = auth.generate() if secret is None else secret
     voters = {CONTROLLER_ID: (host, controller_port)}
     controller = _controller_runtime(CONTROLLER_ID, host, controller_port, Path(log_dir) / "controller", voters,
-                                     node_config, max_bytes, secret)
-    broker = _broker_runtime(broker_id, host, port, free_port(host), log_dir, voters, node_config, max_bytes, secret)
+                                     node_config, server, secret)
+    broker = _broker_runtime(broker_id, host, port, free_port(host), log_dir, voters, node_config, server, secret)
     _serve(controller, broker)
 
 

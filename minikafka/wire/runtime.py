@@ -63,6 +63,7 @@ from minikafka.wire import auth, codec
 log = logging.getLogger("minikafka.wire")
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+DEFAULT_QUEUED_MAX_REQUESTS = 500  # Kafka's queued.max.requests (here: per connection)
 # Names of closed connections the node may still answer, remembered so that a new connection
 # from the same recycled port is not mistaken for the old one; bounded: oldest forgotten.
 RETIRED_NAMES_KEPT = 10_000
@@ -95,6 +96,11 @@ class _Connection:
     requests: dict[int, Any] = field(default_factory=dict)  # corr -> (Decoded, answers so far)
     ready: dict[int, bytes] = field(default_factory=dict)  # corr -> encoded answer
     closed: bool = False
+    # What the connection holds in our memory: the frames of its unanswered requests and
+    # the answers waiting for an earlier one. Reads stop while it is over the limits.
+    held_bytes: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)  # corr -> its request frame's size
+    room: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -117,6 +123,7 @@ class NodeRuntime:
         clock: Callable[[], int] = wall_clock_ms, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         context: Callable[[], Any] | None = None, resolve: Callable[[NodeId], tuple[str, int] | None] | None = None,
         listener: str = CLIENT_LISTENER, inter_node_port: int | None = None, secret: bytes | None = None,
+        queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS, queued_max_request_bytes: int = -1,
     ) -> None:
         if listener not in (CLIENT_LISTENER, INTER_NODE_LISTENER):
             raise IllegalArgumentError(f"a listener is {CLIENT_LISTENER!r} or {INTER_NODE_LISTENER!r}, not {listener!r}")
@@ -130,6 +137,10 @@ class NodeRuntime:
         self.addresses: dict[NodeId, tuple[str, int]] = dict(addresses or {})
         self.clock = clock
         self.max_request_bytes = max_request_bytes
+        self.queued_max_requests = queued_max_requests
+        # Kafka's queued.max.request.bytes (-1: unbounded there); here per connection, and
+        # -1 means socket.request.max.bytes: one connection holds at most one largest request's worth.
+        self.queued_max_request_bytes = queued_max_request_bytes if queued_max_request_bytes > 0 else max_request_bytes
         self.context = context  # what the codec needs to describe the cluster (broker addresses)
         self.resolve = resolve  # where a node lives, as the node itself has learned it
         self._connections: dict[str, _Connection] = {}
@@ -141,7 +152,8 @@ class NodeRuntime:
         self._counter = itertools.count(2)
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
-        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0}
+        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0,
+                      "muted": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -292,6 +304,12 @@ class NodeRuntime:
                 # Back-pressure: while the client leaves its answers unread (the socket buffer
                 # is full), read nothing more from it.
                 await writer.drain()
+                # ... nor while it has too much waiting here (requests parked in a purgatory,
+                # answers queued behind a slow one): Kafka mutes such a channel too.
+                while self._over_limits(conn) and not conn.closed:
+                    self.stats["muted"] += 1
+                    conn.room.clear()
+                    await conn.room.wait()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except RefusedFrame as e:
@@ -336,6 +354,8 @@ class NodeRuntime:
                 raise codec.FrameError(f"correlation id {corr} is already in use on this connection")
             conn.order.append(corr)
             conn.requests[corr] = (decoded, [])
+            conn.sizes[corr] = len(frame)
+            conn.held_bytes += len(frame)
         for message in decoded.messages:  # one, except a LeaveGroup naming several members
             self._deliver(conn.name, message)
 
@@ -345,14 +365,24 @@ class NodeRuntime:
     def _enqueue(self, conn: _Connection, corr: int, data: bytes) -> None:
         """An answer that is ready now, written once the answers before it are."""
         conn.order.append(corr)
+        self._ready(conn, corr, data)
+
+    def _ready(self, conn: _Connection, corr: int, data: bytes) -> None:
         conn.ready[corr] = data
+        conn.held_bytes += len(data) - conn.sizes.pop(corr, 0)
         self._flush(conn)
 
     def _flush(self, conn: _Connection) -> None:
         while conn.order and conn.order[0] in conn.ready:
             data = conn.ready.pop(conn.order.popleft())
+            conn.held_bytes -= len(data)
             if data:
-                conn.writer.write(data)
+                conn.writer.write(data)  # from here on the transport's: drain() waits for it
+        if not self._over_limits(conn):
+            conn.room.set()
+
+    def _over_limits(self, conn: _Connection) -> bool:
+        return len(conn.order) >= self.queued_max_requests or conn.held_bytes >= self.queued_max_request_bytes
 
     def _deliver(self, src: NodeId, message: Any) -> None:
         self._run(lambda now: self.node.handle(now, src, message))
@@ -376,13 +406,13 @@ class NodeRuntime:
                           self.node.node_id, conn.name, decoded.api_name, decoded.api_version, corr)
             self._close_connection(conn, "unencodable answer")
             return
-        conn.ready[corr] = data
-        self._flush(conn)
+        self._ready(conn, corr, data)
 
     def _close_connection(self, conn: _Connection, why: str) -> None:
         if conn.closed:
             return
         conn.closed = True
+        conn.room.set()  # a muted reader wakes to see it closed
         self._connections.pop(conn.name, None)
         for node in [n for n, c in self._inbound.items() if c is conn]:
             del self._inbound[node]
