@@ -492,8 +492,9 @@ def _bad_frames() -> list:
         ("over socket.request.max.bytes", struct.pack(">i", SOCKET_REQUEST_MAX_BYTES + 1) + b"\x00" * 64,
          f"frame of {SOCKET_REQUEST_MAX_BYTES + 1} bytes (socket.request.max.bytes is {SOCKET_REQUEST_MAX_BYTES})"),
         ("negative length", struct.pack(">i", -7), "frame of -7 bytes: a length cannot be negative"),
-        ("bad private frame", header_only_frame(codec.INTERNAL_KEY_BASE, 0, body=b"{not json"),
-         "malformed private BrokerHeartbeatRequest: not JSON"),
+        # A private frame is refused on a client listener before it is even decoded.
+        ("private frame", header_only_frame(codec.INTERNAL_KEY_BASE, 0, body=b"{not json"),
+         "api key 10000 (BrokerHeartbeatRequest) is inter-node traffic, refused on the client listener"),
     ]
 
 
