@@ -916,6 +916,9 @@ def test_sigkill_of_the_leader_under_acks_all_load_loses_no_acknowledged_write()
         alone = KafkaAdminClient(bootstrap_servers=f"{c.host}:{c.ports[victim]}")
         try:
             wait_until(lambda: tolerant(lambda: leader_of(alone, topic)) == victim, 30, f"broker {victim} leading")
+            # ...with an ISR of itself alone: until the second dead broker is fenced too, the
+            # high watermark waits for it, and a read would stop short of acknowledged records.
+            wait_until(lambda: tolerant(lambda: isr_of(alone, topic)) == [victim], 30, f"an ISR of {victim} alone")
         finally:
             alone.close()
         only_copy = read_partitions(f"{c.host}:{c.ports[victim]}", topic, [0])[0]

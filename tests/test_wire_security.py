@@ -92,6 +92,19 @@ def metadata_still_flows(cluster, admin, broker: int) -> None:
                30, f"broker {broker} to see {topic}")
 
 
+def ready_leader(cluster, admin, topic: str) -> int:
+    """The leader of partition 0, once the leader itself knows it leads (a describe answered by
+    another broker may be ahead of it: a produce sent at once would be refused)."""
+    def own_view():
+        leader = tolerant(lambda: leader_of(admin, topic))
+        if leader not in cluster.broker_ids:
+            return None
+        known = tolerant(lambda: _metadata(cluster, leader, topic)) or []
+        return leader if any(p.leader_id == leader for t in known for p in t.partitions) else None
+
+    return wait_until(own_view, 30, f"the leader of {topic} to know it leads")
+
+
 def _metadata(cluster, broker: int, topic: str):
     with RawConnection((cluster.host, cluster.ports[broker])) as conn:
         response = conn.request(metadata_request(topic), 4)
@@ -160,7 +173,7 @@ def test_a_private_frame_sent_straight_to_the_controllers_is_refused_before_deli
 def test_a_client_posing_as_a_follower_cannot_move_the_high_watermark(cluster, admin):
     topic = name("hw")
     admin.create_topics([NewTopic(topic, 1, 2)])
-    wait_until(lambda: tolerant(lambda: leader_of(admin, topic)) in cluster.broker_ids, 30, "a leader")
+    ready_leader(cluster, admin, topic)
     (described,) = admin.describe_topics([topic])
     (partition,) = described["partitions"]
     leader = partition["leader_id"]
@@ -290,8 +303,7 @@ def test_create_partitions_over_the_limit_gets_policy_violation(cluster, admin):
 def test_a_fetch_asking_for_2_gib_is_clamped_to_fetch_max_bytes(cluster, admin):
     topic = name("greedy")
     admin.create_topics([NewTopic(topic, 1, 1)])
-    wait_until(lambda: tolerant(lambda: leader_of(admin, topic)) in cluster.broker_ids, 30, "a leader")
-    leader = leader_of(admin, topic)
+    leader = ready_leader(cluster, admin, topic)
     with RawConnection((cluster.host, cluster.ports[leader])) as conn:
         for _ in range(40):  # 40 batches of ~4 KB: 160 KB, over the cluster's fetch.max.bytes of 64 KB
             answer = conn.request(produce_request(topic, 0, batch(os.urandom(4000)), acks=1), 3)

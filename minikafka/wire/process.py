@@ -32,9 +32,21 @@ the launcher is its main thread, for a paused (SIGSTOPped) child, which cannot r
 lifeline but can be killed; and it is what a ``minikafka server --exit-with-parent`` started
 by something else relies on (a watch on the parent's pid where prctl does not exist).
 
+Listeners and the cluster secret: each broker listens for clients on ``ports[b]`` (the
+bootstrap servers) and for the other nodes on ``inter_broker_ports[b]`` (registered with
+the controller; followers fetch there); each controller only for the other nodes, on
+``ports[c]`` (the voters' addresses). A client's private frame or replica Fetch on a client
+port closes its connection. Every inter-node connection proves it knows the *cluster
+secret*, made at each launch (``minikafka.wire.auth``): written to ``dir/cluster.secret``
+(mode 0600) and handed to the children in ``MINIKAFKA_CLUSTER_SECRET``, never on a command
+line; a restarted node gets the same one. A node started by hand is given it with
+``--cluster-secret-file``; the lone ``minikafka server`` in combined mode makes its own.
+
 Settings are Kafka's names, given to every process (``config=`` or ``--override``): the
-broker's and topics' defaults, and ``socket.request.max.bytes``, which belongs to the socket
-server (``NodeRuntime``): a request frame larger than that closes its connection.
+broker's and topics' defaults, and the socket server's (``NodeRuntime``):
+``socket.request.max.bytes`` (a request frame larger than that closes its connection),
+``queued.max.requests`` and ``queued.max.request.bytes`` (a connection holding that much
+unanswered is not read from until it holds less).
 
 Everything binds 127.0.0.1 unless told otherwise. Log directories live under ``dir`` (a
 temporary directory by default, removed by ``close()``), one per node, as in the

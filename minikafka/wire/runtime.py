@@ -13,9 +13,22 @@ asyncio event loop, and does for it what the world does in a simulation:
 - **Effects.** ``Send(dst, message)`` goes where ``dst`` says: a client connection (the
   answer to one of its requests), another broker (a follower's Fetch, as real Kafka Fetch
   frames) or the controller (private frames for the controller's own messages).
+- **Listeners.** As Kafka's ``listeners``, one per purpose. A broker has a *client*
+  listener (``port``) and an *inter-broker* listener (``inter_node_port``, registered with
+  the controller: followers fetch there); a controller has only the *controller* listener
+  (``listener=INTER_NODE_LISTENER``): clients never talk to controllers. The state
+  machines do not know about listeners; the runtime decides what a connection may deliver:
+  a client listener closes the connection, before anything reaches the node and with the
+  reason logged (peer address, api key), on a private frame (api key >= 10000: heartbeats,
+  registrations, the Raft quorum's messages) and on a Fetch with ``replica_id >= 0`` (only
+  brokers fetch as replicas: a client posing as one could move a high watermark). An
+  inter-node listener first runs the cluster-secret handshake (``minikafka.wire.auth``: an
+  HMAC challenge); a connection that fails it is closed having delivered nothing. Every
+  outgoing connection goes to a peer's inter-node listener and answers that challenge first.
 - **Who is who.** A client connection is named after its peer, ``"/127.0.0.1:54321"``, as
   Kafka names a member's host; other nodes by their ids (brokers 1, 2, ...;
-  ``CONTROLLER_ID`` for the controller). A private frame names its sender in its header.
+  ``CONTROLLER_ID`` for the controller). A private frame names its sender in its header:
+  trusted only because it came through an inter-node listener.
   A name is never reused while the node may still answer a request of a closed connection
   that had it (the kernel recycles ports): the newcomer becomes ``"/127.0.0.1:54321#2"``, so
   a late answer is dropped instead of reaching a stranger.
@@ -24,7 +37,10 @@ asyncio event loop, and does for it what the world does in a simulation:
   connection keeps its requests in arrival order and writes an answer only once every
   earlier one is written. A request that gets no answer (Produce with acks=0) holds no place.
   A client that does not read its answers is not read from either (back-pressure, as Kafka
-  mutes such a channel): answers wait in its socket buffer, not in our memory.
+  mutes such a channel): answers wait in its socket buffer, not in our memory. Nor is one
+  that has too much waiting here: ``queued.max.requests`` unanswered requests, or
+  ``queued.max.request.bytes`` of request frames and answers queued behind a slower one
+  (both per connection here; Kafka bounds its shared request queue with them).
 - **Bad input.** A frame that is too large (``socket.request.max.bytes``), malformed, or of
   an unknown API or version closes *that* connection, with the reason logged; every other
   connection is served as before. An answer that cannot be encoded (a bug, or a request
@@ -40,7 +56,9 @@ asyncio event loop, and does for it what the world does in a simulation:
   (a follower's Fetch answer may be up to its ``max_bytes``, 50 MB; Kafka's clients read
   responses of any size): peers are other nodes of this cluster.
 
-Never: let an exception from one connection reach another, or block the loop (the node's
+Never: deliver a private frame or a replica Fetch that came in on a client listener, or
+anything from an inter-node connection before its handshake; let an exception from one
+connection reach another, or block the loop (the node's
 handlers are quick; the only disk I/O is the log's own appends, as in Kafka's request
 threads). Nothing here knows Kafka's rules: those live in the node.
 """
