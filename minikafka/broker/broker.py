@@ -421,6 +421,10 @@ class Broker(StateMachine):
         request holds, and subject as a whole to ``max.request.partition.size.limit``, so a
         request naming a hundred thousand topics creates none of them."""
         names = [t.name for t in topics]
+        if sum(t.num_partitions for t in topics) > self.config["max.request.partition.size.limit"]:
+            # The controller would refuse it whole (POLICY_VIOLATION): not worth the trip.
+            self._auto_creating.difference_update(names)
+            return
 
         def done(*_: Any) -> None:
             self._auto_creating.difference_update(names)  # made (or refused): ask again if need be
