@@ -153,32 +153,63 @@ def _overrides(args) -> dict[str, str]:
     return parse_config(args.override)
 
 
+def _cluster_secret(args) -> bytes | None:
+    """The inter-node listeners' secret: from --cluster-secret-file, else from the launcher's
+    environment (``MINIKAFKA_CLUSTER_SECRET``); never from the command line, which ``ps`` shows."""
+    from .wire import auth
+
+    from_env = auth.from_environment()  # popped either way: no grandchild inherits it
+    return auth.load(args.cluster_secret_file) if args.cluster_secret_file is not None else from_env
+
+
 def run_server(args) -> int:
+    from .errors import IllegalArgumentError
+
+    try:
+        return _run_server(args)
+    except IllegalArgumentError as e:
+        print(f"minikafka server: {e}", file=sys.stderr)
+        return 2
+
+
+def _run_server(args) -> int:
     from .wire.process import die_with_parent, parse_voters, run_broker, run_combined
 
     if args.exit_with_parent:
         die_with_parent()
     _log_to_stderr(args.log_level)
+    secret = _cluster_secret(args)
     if args.controller_quorum_voters is None:  # alone: Kafka 4's quickstart, combined mode
         controller_port = args.controller_port if args.controller_port is not None else args.port + 1
         print(f"minikafka: broker {args.broker_id} on {args.host}:{args.port}, its controller (a one-node "
               f"quorum, combined mode) on {args.host}:{controller_port}; data in {args.log_dir}", file=sys.stderr,
               flush=True)
-        run_combined(args.broker_id, args.host, args.port, controller_port, args.log_dir, _overrides(args))
+        run_combined(args.broker_id, args.host, args.port, controller_port, args.log_dir, _overrides(args),
+                     secret=secret)
     else:
         run_broker(args.broker_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
-                   _overrides(args))
+                   _overrides(args), inter_broker_port=args.inter_broker_port, secret=secret)
     return 0
 
 
 def run_controller(args) -> int:
+    from .errors import IllegalArgumentError
+
+    try:
+        return _run_controller(args)
+    except IllegalArgumentError as e:
+        print(f"minikafka controller: {e}", file=sys.stderr)
+        return 2
+
+
+def _run_controller(args) -> int:
     from .wire.process import die_with_parent, parse_voters, run_controller as serve
 
     if args.exit_with_parent:
         die_with_parent()
     _log_to_stderr(args.log_level)
     serve(args.node_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
-          _overrides(args))
+          _overrides(args), secret=_cluster_secret(args))
     return 0
 
 
@@ -225,6 +256,10 @@ def _add_process_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--override", action="append", metavar="KEY=VALUE",
                    help="a broker config (Kafka's name, e.g. min.insync.replicas=2); repeatable")
     p.add_argument("--log-level", default="warning", help="logging level on stderr (default: warning)")
+    p.add_argument("--cluster-secret-file", type=Path, default=None, metavar="FILE",
+                   help="the cluster secret (hex) that inter-node connections must prove they know, as "
+                        "`minikafka cluster up` writes it to DIR/cluster.secret (default: $MINIKAFKA_CLUSTER_SECRET; "
+                        "a combined-mode server makes its own)")
     # launch() passes it: the child dies with the Python process that started it.
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
 
@@ -302,6 +337,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "again on the same --log-dir and every topic is back.")
     sv.add_argument("--broker-id", type=int, default=1, metavar="N", help="node.id (default: 1)")
     sv.add_argument("--port", type=int, default=9092, help="the client listener (default: 9092)")
+    sv.add_argument("--inter-broker-port", type=int, default=None, metavar="PORT",
+                    help="the inter-broker listener, where other nodes (followers) connect; registered with "
+                         "the controller (default: a free port)")
     sv.add_argument("--log-dir", type=Path, required=True, metavar="DIR", help="log.dirs: partitions and metadata")
     sv.add_argument("--controller-quorum-voters", metavar="ID@HOST:PORT,...",
                     help="the metadata quorum's controllers, e.g. 3000@127.0.0.1:9093,3001@127.0.0.1:9094 "
@@ -315,7 +353,7 @@ def build_parser() -> argparse.ArgumentParser:
                              description="Run one KRaft controller: a voter of the Raft quorum that keeps "
                              "the metadata log __cluster_metadata; the active one decides leaders and ISRs.")
     ct.add_argument("--node-id", type=int, required=True, metavar="N", help="its node.id, one of the voters")
-    ct.add_argument("--port", type=int, default=9093)
+    ct.add_argument("--port", type=int, default=9093, help="the controller listener: other nodes only (default: 9093)")
     ct.add_argument("--log-dir", type=Path, required=True, metavar="DIR", help="where its metadata log lives")
     ct.add_argument("--controller-quorum-voters", required=True, metavar="ID@HOST:PORT,...",
                     help="every voter, this one included")

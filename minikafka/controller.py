@@ -60,6 +60,7 @@ from minikafka.messages import (
     FENCED_LEADER_EPOCH,
     INVALID_CONFIG,
     INVALID_PARTITIONS,
+    POLICY_VIOLATION,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
     INVALID_UPDATE_VERSION,
@@ -104,6 +105,7 @@ from minikafka.topic import validate_topic_name
 INELIGIBLE_REPLICA = 107
 PRODUCER_ID_BLOCK = 1000
 SESSION_CHECK_MS = 500
+EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."  # Kafka's PolicyViolationException
 
 
 def assign_replicas(n_partitions: int, replication_factor: int, brokers: list[int],
@@ -322,7 +324,8 @@ class QuorumController(StateMachine):
                 records: list = []
                 if reg is not None and not reg.fenced:  # restarted before its session expired
                     records += self._fence_records([req.broker_id])
-                records.append(mr.RegisterBrokerRecord(req.broker_id, req.incarnation, req.host, req.port, True))
+                records.append(mr.RegisterBrokerRecord(req.broker_id, req.incarnation, req.host, req.port, True,
+                                                       req.inter_broker_port))
                 self.last_heartbeat[req.broker_id] = self.now
                 return records, lambda: reply(NO_ERROR)
             if reg.incarnation == req.incarnation and reg.fenced and req.metadata_offset >= reg.registered_at:
@@ -395,6 +398,8 @@ class QuorumController(StateMachine):
             self.send(src, CreateTopicsResponse(req.correlation_id, tuple((t.name, error, message) for t in req.topics)))
 
         def run() -> tuple[list, Callable[[], None]]:
+            if self._too_many_partitions(max(t.num_partitions, 0) for t in req.topics):
+                return [], lambda: fail(POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
             results, records, seen = [], [], set()
             for topic in req.topics:
                 error, message = self._check_new_topic(topic, seen)
@@ -415,6 +420,12 @@ class QuorumController(StateMachine):
                                                                         self.image.offset))
 
         self._submit(run, fail)
+
+    def _too_many_partitions(self, new_partitions) -> bool:
+        """Kafka's ``validateTotalNumberOfPartitions``: one request may not add more partitions
+        than the limit, checked before any is placed (a million would block the controller
+        and every broker making directories), and the whole request is refused."""
+        return sum(new_partitions) > self.config["max.request.partition.size.limit"]
 
     def _new_topic_id(self) -> str:
         """Kafka's topic ids: 16 random bytes, URL-safe base64 without padding (22 characters)."""
@@ -473,6 +484,8 @@ class QuorumController(StateMachine):
             self.send(src, CreatePartitionsResponse(req.correlation_id, tuple((t, error, message) for t, _ in req.topics)))
 
         def run() -> tuple[list, Callable[[], None]]:
+            if self._too_many_partitions(max(count - self.image.partition_count(name), 0) for name, count in req.topics):
+                return [], lambda: fail(POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
             results, records, seen = [], [], set()
             for name, count in req.topics:
                 error, message, placement = self._new_partitions(name, count, seen)

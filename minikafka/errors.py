@@ -136,6 +136,11 @@ class InvalidPartitionsError(BrokerResponseError):
     message = "INVALID_PARTITIONS"
 
 
+class PolicyViolationError(BrokerResponseError):
+    errno = 44
+    message = "POLICY_VIOLATION"
+
+
 class InvalidReplicationFactorError(BrokerResponseError):
     errno = 38
     message = "INVALID_REPLICATION_FACTOR"

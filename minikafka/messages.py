@@ -337,6 +337,9 @@ class BrokerHeartbeatRequest:
     # where node ids are the addresses.
     host: str = ""
     port: int = 0
+    # Where other brokers reach it (its inter-broker listener: followers fetch there); 0 in
+    # the simulation.
+    inter_broker_port: int = 0
 
 
 @dataclass(frozen=True)
@@ -653,6 +656,7 @@ MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
+POLICY_VIOLATION = 44
 GROUP_SUBSCRIBED_TO_TOPIC = 86
 
 ERROR_NAMES = {

@@ -117,7 +117,7 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
-                 advertised: tuple[str, int] | None = None, controllers: tuple[int, ...] = (CONTROLLER_ID,),
+                 advertised: tuple[str, int] | None = None, inter_broker_port: int = 0, controllers: tuple[int, ...] = (CONTROLLER_ID,),
                  seed: int = 0, raft_history: Any = None) -> None:
         super().__init__(broker_id)
         self.broker_id = broker_id
@@ -128,6 +128,7 @@ class Broker(StateMachine):
         self._static_config = dict(config.values)  # as started; dynamic broker configs go over it
         self.incarnation = incarnation
         self.advertised = advertised  # (host, port) in a real-process cluster; None in the simulation
+        self.inter_broker_port = inter_broker_port  # its inter-broker listener's port there; 0 in the simulation
         self.controllers = tuple(controllers)  # the metadata quorum's voters
         self.seed = seed
         self.raft_history = raft_history  # a checker's RaftHistory: what this observer was told
@@ -135,7 +136,8 @@ class Broker(StateMachine):
         self.image = MetadataImage()  # the committed metadata log, folded
         self.fenced = True  # as the controller last said
         # what the image says, in the shapes the handlers use
-        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's address
+        self.endpoints: dict[int, tuple[str, int]] = {}  # every live broker's client address
+        self.inter_broker_endpoints: dict[int, tuple[str, int]] = {}  # ... and inter-broker address
         self.live_brokers: tuple[int, ...] = ()
         self.topics: dict[str, TopicConfig] = {}
         self.partition_states: dict[tuple[str, int], PartitionState] = {}
@@ -202,7 +204,8 @@ class Broker(StateMachine):
             self._heartbeat_in_flight = False
 
         self.controller_channel.send(
-            lambda corr: BrokerHeartbeatRequest(corr, self.broker_id, self.incarnation, self.metadata_offset, host, port),
+            lambda corr: BrokerHeartbeatRequest(corr, self.broker_id, self.incarnation, self.metadata_offset, host, port,
+                                                self.inter_broker_port),
             answered, timeout_ms=self.config["broker.heartbeat.interval.ms"], on_timeout=timed_out)
 
     # --- the metadata log: the Raft client's listener -----------------------------------------------
@@ -233,6 +236,7 @@ class Broker(StateMachine):
         if delta.brokers_changed:
             self.live_brokers = image.live_brokers
             self.endpoints = image.endpoints()
+            self.inter_broker_endpoints = image.inter_broker_endpoints()
             self._apply_dynamic_broker_configs()
         for topic in sorted(delta.removed_topics):
             self._drop_topic(topic)  # every local copy goes; a re-created topic starts afresh below
@@ -348,11 +352,14 @@ class Broker(StateMachine):
             self.replica_manager.remove_partition(topic, partition)
 
     def _metadata(self, src: NodeId, request: MetadataRequest) -> None:
-        names = sorted(self.topics) if request.topics is None else list(request.topics)
+        # Each name once, as Kafka answers (a set): a request that repeats a name costs no more.
+        names = sorted(self.topics) if request.topics is None else list(dict.fromkeys(request.topics))
         topics = []
+        to_create: list[TopicConfig] = []
         for name in names:
             if name not in self.topics:
-                topics.append(TopicMetadata(name, self._unknown_topic(name, request.allow_auto_topic_creation)))
+                error = self._unknown_topic(name, request.allow_auto_topic_creation, to_create)
+                topics.append(TopicMetadata(name, error))
                 continue
             parts = []
             for p in range(self.topics[name].num_partitions):
@@ -366,10 +373,12 @@ class Broker(StateMachine):
         # The active controller, as far as this broker knows. Clients cannot reach it over TCP:
         # the wire codec names the answering broker instead (it forwards), as KRaft brokers do.
         controller = self.active_controller
+        if to_create:
+            self._auto_create(to_create)
         self.send(src, MetadataResponse(request.correlation_id, self.live_brokers,
                                         CONTROLLER_ID if controller is None else controller, tuple(topics)))
 
-    def _unknown_topic(self, name: str, allow_auto_creation: bool) -> int:
+    def _unknown_topic(self, name: str, allow_auto_creation: bool, to_create: list[TopicConfig]) -> int:
         """The error for a topic a Metadata request names and this broker does not know.
 
         Kafka's auto-creation: with ``auto.create.topics.enable`` (default true) and a client
@@ -394,14 +403,26 @@ class Broker(StateMachine):
             c = self.config
             # (not knowing any live broker yet, ask for the default: the controller knows better)
             rf = max(1, min(c["default.replication.factor"], len(self.live_brokers) or c["default.replication.factor"]))
-            topic = TopicConfig(name, c["num.partitions"], rf)
-
-            def done(*_: Any) -> None:
-                self._auto_creating.discard(name)  # made (or made by another broker): ask again if need be
-
-            self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, (topic,)), done,
-                                         timeout_ms=c["request.timeout.ms"], on_timeout=done)
+            to_create.append(TopicConfig(name, c["num.partitions"], rf))
         return LEADER_NOT_AVAILABLE
+
+    def _auto_create(self, topics: list[TopicConfig]) -> None:
+        """One CreateTopics for every topic one Metadata request auto-creates (Kafka's
+        ``AutoTopicCreationManager``): one message to the controller however many names the
+        request holds, and subject as a whole to ``max.request.partition.size.limit``, so a
+        request naming a hundred thousand topics creates none of them."""
+        names = [t.name for t in topics]
+        if sum(t.num_partitions for t in topics) > self.config["max.request.partition.size.limit"]:
+            # The controller would refuse it whole (POLICY_VIOLATION): not worth the trip.
+            self._auto_creating.difference_update(names)
+            return
+
+        def done(*_: Any) -> None:
+            self._auto_creating.difference_update(names)  # made (or refused): ask again if need be
+
+        batch = tuple(topics)
+        self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, batch), done,
+                                     timeout_ms=self.config["request.timeout.ms"], on_timeout=done)
 
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []

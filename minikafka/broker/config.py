@@ -30,6 +30,14 @@ DEFAULTS: dict[str, Any] = {
     "replica.fetch.wait.max.ms": 500,
     "replica.fetch.backoff.ms": 1_000,
     "replica.socket.timeout.ms": 30_000,
+    "replica.fetch.max.bytes": 1024 * 1024,  # a follower's ask per partition (one batch at least)
+    "replica.fetch.response.max.bytes": 10 * 1024 * 1024,  # ... and per fetch
+    # limits on what one request may cost the broker (issue 13)
+    "fetch.max.bytes": 55 * 1024 * 1024,  # 57671680: a Fetch answer's cap, whatever max_bytes asks
+    # Partitions one CreateTopics/CreatePartitions may add. Kafka's controller refuses more
+    # than MAX_PARTITIONS_PER_BATCH (10000, fixed) with POLICY_VIOLATION; here the limit is
+    # configurable under the name Kafka gives its per-request partition limit (default 2000).
+    "max.request.partition.size.limit": 2000,
     # durability: how often logs are flushed (Kafka leaves it to the OS's ~30 s writeback)
     "log.flush.interval.ms": 30_000,
     # liveness (KRaft's names)
@@ -101,6 +109,10 @@ _MINIMUM = {
     "log.retention.check.interval.ms": 1,
     "offsets.commit.timeout.ms": 1,
     "group.max.size": 1,
+    "replica.fetch.max.bytes": 0,
+    "replica.fetch.response.max.bytes": 0,
+    "fetch.max.bytes": 0,
+    "max.request.partition.size.limit": 1,
 }
 
 

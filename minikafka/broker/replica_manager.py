@@ -27,7 +27,7 @@ This class does no I/O of its own: it sends and sets timers through its broker n
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from minikafka.broker.config import BrokerConfig
@@ -279,6 +279,12 @@ class ReplicaManager:
     # --- fetch (leader side) ---------------------------------------------------------------------------
 
     def fetch_messages(self, src, request: FetchRequest) -> None:
+        # Kafka's KafkaApis: whatever a client asks, a response holds at most the broker's
+        # fetch.max.bytes (each partition at most what is left of it; one batch at least, so
+        # a batch larger than that still flows), and min_bytes cannot exceed that.
+        limit = self.config["fetch.max.bytes"]
+        if request.max_bytes > limit or request.min_bytes > limit:
+            request = replace(request, max_bytes=min(request.max_bytes, limit), min_bytes=min(request.min_bytes, limit))
         follower = request.replica_id != CONSUMER_REPLICA_ID
         if follower:
             for fp in request.partitions:
@@ -439,11 +445,13 @@ class ReplicaManager:
             p = self.partitions[key]
             parts.append(FetchPartition(
                 p.topic, p.partition, p.log_end_offset, p.last_fetched_epoch(), p.leader_epoch,
+                self.config["replica.fetch.max.bytes"],
             ))
         corr = self._next_correlation()
         fetcher.in_flight = corr
         self.node.send(fetcher.leader, FetchRequest(
-            corr, self.broker_id, self.config["replica.fetch.wait.max.ms"], 1, tuple(parts)
+            corr, self.broker_id, self.config["replica.fetch.wait.max.ms"], 1, tuple(parts),
+            self.config["replica.fetch.response.max.bytes"],
         ))
         self.node.set_timer(("replica-fetch-timeout", fetcher.leader), self.config["replica.socket.timeout.ms"])
 

@@ -49,6 +49,7 @@ class BrokerRegistration:
     port: int = 0
     fenced: bool = True
     registered_at: int = 0  # offset of the RegisterBrokerRecord: caught up once past it
+    inter_broker_port: int = 0  # where other brokers (followers) reach it
 
 
 @dataclass
@@ -92,7 +93,13 @@ class MetadataImage:
         return reg is not None and not reg.fenced
 
     def endpoints(self) -> dict[int, tuple[str, int]]:
+        """Where clients reach each live broker (its client listener)."""
         return {b: (r.host, r.port) for b, r in sorted(self.brokers.items()) if not r.fenced and r.host}
+
+    def inter_broker_endpoints(self) -> dict[int, tuple[str, int]]:
+        """Where other nodes reach each live broker (its inter-broker listener)."""
+        return {b: (r.host, r.inter_broker_port) for b, r in sorted(self.brokers.items())
+                if not r.fenced and r.host and r.inter_broker_port}
 
     def partition_count(self, topic: str) -> int:
         n = 0
@@ -141,7 +148,8 @@ class MetadataImage:
         return delta
 
     def _register(self, r: RegisterBrokerRecord, offset: int, ts: int) -> None:
-        self.brokers[r.brokerId] = BrokerRegistration(r.brokerId, r.incarnationId, r.host, r.port, r.fenced, offset)
+        self.brokers[r.brokerId] = BrokerRegistration(r.brokerId, r.incarnationId, r.host, r.port, r.fenced, offset,
+                                                  r.interBrokerPort)
         self.delta.brokers_changed = True
 
     def _unregister(self, r: UnregisterBrokerRecord, offset: int, ts: int) -> None:

@@ -40,6 +40,7 @@ class RegisterBrokerRecord:
     host: str = ""
     port: int = 0
     fenced: bool = True
+    interBrokerPort: int = 0  # its inter-broker listener (Kafka: the endPoint of inter.broker.listener.name)
 
 
 @dataclass(frozen=True)

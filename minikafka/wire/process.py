@@ -32,9 +32,21 @@ the launcher is its main thread, for a paused (SIGSTOPped) child, which cannot r
 lifeline but can be killed; and it is what a ``minikafka server --exit-with-parent`` started
 by something else relies on (a watch on the parent's pid where prctl does not exist).
 
+Listeners and the cluster secret: each broker listens for clients on ``ports[b]`` (the
+bootstrap servers) and for the other nodes on ``inter_broker_ports[b]`` (registered with
+the controller; followers fetch there); each controller only for the other nodes, on
+``ports[c]`` (the voters' addresses). A client's private frame or replica Fetch on a client
+port closes its connection. Every inter-node connection proves it knows the *cluster
+secret*, made at each launch (``minikafka.wire.auth``): written to ``dir/cluster.secret``
+(mode 0600) and handed to the children in ``MINIKAFKA_CLUSTER_SECRET``, never on a command
+line; a restarted node gets the same one. A node started by hand is given it with
+``--cluster-secret-file``; the lone ``minikafka server`` in combined mode makes its own.
+
 Settings are Kafka's names, given to every process (``config=`` or ``--override``): the
-broker's and topics' defaults, and ``socket.request.max.bytes``, which belongs to the socket
-server (``NodeRuntime``): a request frame larger than that closes its connection.
+broker's and topics' defaults, and the socket server's (``NodeRuntime``):
+``socket.request.max.bytes`` (a request frame larger than that closes its connection),
+``queued.max.requests`` and ``queued.max.request.bytes`` (a connection holding that much
+unanswered is not read from until it holds less).
 
 Everything binds 127.0.0.1 unless told otherwise. Log directories live under ``dir`` (a
 temporary directory by default, removed by ``close()``), one per node, as in the
@@ -61,13 +73,17 @@ from pathlib import Path
 from typing import Any, Mapping
 
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError
+from minikafka.wire import auth
 
 log = logging.getLogger("minikafka.wire")
 
 LOCALHOST = "127.0.0.1"
 LIFELINE_ENV = "MINIKAFKA_LIFELINE_FD"  # the child's end of the launching process's lifeline
 MAIN_THREAD_ENV = "MINIKAFKA_LAUNCHED_FROM_MAIN_THREAD"  # "1": PR_SET_PDEATHSIG is safe too
-SOCKET_REQUEST_MAX_BYTES = "socket.request.max.bytes"  # the runtime's setting, not the node's
+# The socket server's settings (NodeRuntime's), not the node's:
+SOCKET_REQUEST_MAX_BYTES = "socket.request.max.bytes"
+QUEUED_MAX_REQUESTS = "queued.max.requests"
+QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
 
 
 # --- inside a child process ---------------------------------------------------------------------------
@@ -143,20 +159,29 @@ def parse_config(items: list[str] | None) -> dict[str, str]:
     return out
 
 
-def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], int]:
-    """The node's settings, and the socket server's ``socket.request.max.bytes`` (Kafka's
-    default, 100 MiB, when not given), which ``BrokerConfig`` does not know."""
-    from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES
+def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict[str, int]]:
+    """The node's settings, and the socket server's (``NodeRuntime``'s keyword arguments),
+    which ``BrokerConfig`` does not know: ``socket.request.max.bytes`` (Kafka's default,
+    100 MiB), ``queued.max.requests`` (500) and ``queued.max.request.bytes`` (-1), the last
+    two per connection here (see ``NodeRuntime``)."""
+    from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_QUEUED_MAX_REQUESTS
 
     node_config = dict(config or {})
-    raw = node_config.pop(SOCKET_REQUEST_MAX_BYTES, DEFAULT_MAX_REQUEST_BYTES)
-    try:
-        max_bytes = int(raw)
-    except (TypeError, ValueError):
-        max_bytes = 0
-    if max_bytes < 1:
-        raise IllegalArgumentError(f"{SOCKET_REQUEST_MAX_BYTES} must be an integer >= 1, not {raw!r}")
-    return node_config, max_bytes
+    server = {}
+    for key, kwarg, default, low in (
+            (SOCKET_REQUEST_MAX_BYTES, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES, 1),
+            (QUEUED_MAX_REQUESTS, "queued_max_requests", DEFAULT_QUEUED_MAX_REQUESTS, 1),
+            (QUEUED_MAX_REQUEST_BYTES, "queued_max_request_bytes", -1, -1)):
+        raw = node_config.pop(key, default)
+        try:
+            value = int(raw)
+        except (TypeError, ValueError):
+            value = low - 1
+        if value < low or value == 0:
+            raise IllegalArgumentError(f"{key} must be an integer >= {max(low, 1)}"
+                                       f"{' (or -1)' if low < 0 else ''}, not {raw!r}")
+        server[kwarg] = value
+    return node_config, server
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:
@@ -181,7 +206,7 @@ def _serve(*runtimes) -> None:
     async def main() -> None:
         for runtime in runtimes:
             await runtime.start()
-        await asyncio.gather(*(runtime._server.serve_forever() for runtime in runtimes))
+        await asyncio.gather(*(runtime.serve() for runtime in runtimes))
 
     try:
         asyncio.run(main())
@@ -189,64 +214,89 @@ def _serve(*runtimes) -> None:
         pass
 
 
-def _broker_runtime(broker_id: int, host: str, port: int, log_dir: str | Path,
-                    voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], max_bytes: int):
+def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int, log_dir: str | Path,
+                    voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
+                    secret: bytes):
     from minikafka.broker.broker import Broker
     from minikafka.broker.config import BrokerConfig
-    from minikafka.wire.runtime import NodeRuntime, wall_clock_ms
+    from minikafka.wire.runtime import CLIENT_LISTENER, NodeRuntime, wall_clock_ms
 
     broker = Broker(broker_id, log_dir, BrokerConfig(node_config), incarnation=wall_clock_ms(),
-                    advertised=(host, port), controllers=tuple(sorted(voters)))
+                    advertised=(host, port), inter_broker_port=inter_broker_port,
+                    controllers=tuple(sorted(voters)))
+    # Other brokers are reached on their inter-broker listeners, as registered.
     return NodeRuntime(broker, host, port, addresses=dict(voters),
                        context=lambda: broker_context(broker, host, port),
-                       resolve=lambda node: broker.endpoints.get(node), max_request_bytes=max_bytes)
+                       resolve=lambda node: broker.inter_broker_endpoints.get(node), **server,
+                       listener=CLIENT_LISTENER, inter_node_port=inter_broker_port, secret=secret)
 
 
 def _controller_runtime(node_id: int, host: str, port: int, log_dir: str | Path,
-                        voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], max_bytes: int):
+                        voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
+                        secret: bytes):
     from minikafka.broker.config import BrokerConfig
     from minikafka.controller import QuorumController
-    from minikafka.wire.runtime import NodeRuntime
+    from minikafka.wire.runtime import INTER_NODE_LISTENER, NodeRuntime
 
     controller = QuorumController(log_dir, BrokerConfig(node_config), node_id=node_id, voters=tuple(sorted(voters)))
 
     def resolve(node):  # brokers register their address; an unregistered one is answered on its connection
         reg = controller.image.brokers.get(node)
-        return (reg.host, reg.port) if reg is not None and reg.host else None
+        return (reg.host, reg.inter_broker_port) if reg is not None and reg.host and reg.inter_broker_port else None
 
+    # A controller has one listener, the controller listener: clients never reach it
+    # (brokers forward what a client asks of the quorum, DescribeQuorum included).
     return NodeRuntime(controller, host, port, addresses={v: a for v, a in voters.items() if v != node_id},
-                       resolve=resolve, max_request_bytes=max_bytes)
+                       resolve=resolve, **server, listener=INTER_NODE_LISTENER, secret=secret)
+
+
+def _need_secret(secret: bytes | None, who: str) -> bytes:
+    if secret is None:
+        raise IllegalArgumentError(
+            f"{who} of a multi-process cluster needs the cluster secret, to admit only the cluster's own "
+            f"nodes on its inter-node listener: give --cluster-secret-file FILE (hex, as `minikafka cluster up` "
+            f"writes it to DIR/{auth.SECRET_FILE}) or ${auth.SECRET_ENV}")
+    return secret
 
 
 def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
-               config: Mapping[str, Any] | None = None) -> None:
-    """Serve one broker until killed (``minikafka server --controller-quorum-voters ...``)."""
-    node_config, max_bytes = split_config(config)
-    _serve(_broker_runtime(broker_id, host, port, log_dir, voters, node_config, max_bytes))
+               config: Mapping[str, Any] | None = None, *, inter_broker_port: int | None = None,
+               secret: bytes | None = None) -> None:
+    """Serve one broker until killed (``minikafka server --controller-quorum-voters ...``):
+    clients on ``port``, the other nodes on ``inter_broker_port`` (a free one if None; it is
+    registered with the controller, so followers find it)."""
+    node_config, server = split_config(config)
+    secret = _need_secret(secret, f"broker {broker_id}")
+    inter = free_port(host) if inter_broker_port is None else inter_broker_port
+    _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, server, secret))
 
 
 def run_controller(node_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
-                   config: Mapping[str, Any] | None = None) -> None:
+                   config: Mapping[str, Any] | None = None, *, secret: bytes | None = None) -> None:
     """Serve one controller (a voter of the metadata quorum) until killed (``minikafka controller``)."""
-    node_config, max_bytes = split_config(config)
+    node_config, server = split_config(config)
     if node_id not in voters:
         raise IllegalArgumentError(f"controller {node_id} is not one of the voters {sorted(voters)}")
-    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, max_bytes))
+    secret = _need_secret(secret, f"controller {node_id}")
+    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, server, secret))
 
 
 def run_combined(broker_id: int, host: str, port: int, controller_port: int, log_dir: str | Path,
-                 config: Mapping[str, Any] | None = None) -> None:
+                 config: Mapping[str, Any] | None = None, *, secret: bytes | None = None) -> None:
     """Kafka's combined mode (``process.roles=broker,controller``): one process, a broker on
     ``port`` and the only voter of a one-node metadata quorum on ``controller_port``. The
     controller keeps the metadata log in ``log_dir/controller``; the broker its copy and its
-    partitions in ``log_dir``: the same command on the same directory brings everything back."""
+    partitions in ``log_dir``: the same command on the same directory brings everything back.
+    The broker's inter-broker listener takes a free port; the cluster secret is made here
+    (a new one per run: both nodes live in this process) unless given."""
     from minikafka.messages import CONTROLLER_ID
 
-    node_config, max_bytes = split_config(config)
+    node_config, server = split_config(config)
+    secret = auth.generate() if secret is None else secret
     voters = {CONTROLLER_ID: (host, controller_port)}
     controller = _controller_runtime(CONTROLLER_ID, host, controller_port, Path(log_dir) / "controller", voters,
-                                     node_config, max_bytes)
-    broker = _broker_runtime(broker_id, host, port, log_dir, voters, node_config, max_bytes)
+                                     node_config, server, secret)
+    broker = _broker_runtime(broker_id, host, port, free_port(host), log_dir, voters, node_config, server, secret)
     _serve(controller, broker)
 
 
@@ -307,24 +357,34 @@ class LocalCluster:
         self.config = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
         self.broker_ids = list(range(1, brokers + 1))
         self.controller_ids = list(controller_ids(controllers))
+        # ports: each broker's client listener and each controller's controller listener;
+        # inter_broker_ports: each broker's inter-broker listener (followers fetch there).
         if base_port is None:
             self.ports = {n: free_port(host) for n in self.broker_ids + self.controller_ids}
+            self.inter_broker_ports = {b: free_port(host) for b in self.broker_ids}
         else:
             self.ports = {b: base_port + b - 1 for b in self.broker_ids}
             self.ports.update({c: base_port + brokers + i for i, c in enumerate(self.controller_ids)})
+            after = base_port + brokers + controllers
+            self.inter_broker_ports = {b: after + b - 1 for b in self.broker_ids}
             # Checked before spawning: a process that dies of EADDRINUSE would leave the
             # bootstrap servers pointing at whatever else listens there (another cluster?).
-            busy = [port for port in sorted(self.ports.values()) if port_in_use(host, port)]
+            every = sorted([*self.ports.values(), *self.inter_broker_ports.values()])
+            busy = [port for port in every if port_in_use(host, port)]
             if busy:
                 raise IllegalArgumentError(
                     f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} on {host} "
                     f"{'are' if len(busy) > 1 else 'is'} already in use (another cluster still running?): "
-                    f"stop it, or choose another base port (this cluster needs {base_port}-"
-                    f"{base_port + len(self.ports) - 1})")
+                    f"stop it, or choose another base port (this cluster needs {base_port}-{every[-1]})")
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
         self.dir.mkdir(parents=True, exist_ok=True)  # a new --dir is made, as Kafka makes log.dirs
         self.startup_timeout_s = startup_timeout_s
+        # The cluster secret: new for every launch (every process starts with it; a restarted
+        # one is handed the same), in the environment of the children, and in DIR/cluster.secret
+        # (mode 0600) for a node started by hand to join.
+        self._secret = auth.generate()
+        self.secret_file = auth.save(self._secret, self.dir)
         self._procs: dict[Any, subprocess.Popen] = {}
         self._closed = False
         # The lifeline: children inherit only the read end; the write end (not inheritable,
@@ -362,7 +422,7 @@ class LocalCluster:
             return base + ["controller", "--node-id", str(who), "--host", self.host, "--port", str(self.ports[who]),
                            "--log-dir", str(self.dir / f"controller-{who}"), *voters, *extra, "--exit-with-parent"]
         return base + ["server", "--broker-id", str(who), "--host", self.host, "--port", str(self.ports[who]),
-                       "--log-dir", str(self.dir / f"broker-{who}"), *voters, *extra, "--exit-with-parent"]
+                       "--inter-broker-port", str(self.inter_broker_ports[who]), "--log-dir", str(self.dir / f"broker-{who}"), *voters, *extra, "--exit-with-parent"]
 
     def out_file(self, who: Any) -> Path:
         """Where a process's stdout and stderr go (its log: warnings, closed connections)."""
@@ -375,7 +435,7 @@ class LocalCluster:
 
     def _spawn(self, who: int) -> None:
         out = open(self.out_file(who), "ab")
-        env = {**os.environ, LIFELINE_ENV: str(self._lifeline_read),
+        env = {**os.environ, LIFELINE_ENV: str(self._lifeline_read), auth.SECRET_ENV: self._secret.hex(),
                MAIN_THREAD_ENV: "1" if threading.current_thread() is threading.main_thread() else "0"}
         proc = subprocess.Popen(self._command(who), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=False,

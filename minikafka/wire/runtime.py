@@ -13,9 +13,22 @@ asyncio event loop, and does for it what the world does in a simulation:
 - **Effects.** ``Send(dst, message)`` goes where ``dst`` says: a client connection (the
   answer to one of its requests), another broker (a follower's Fetch, as real Kafka Fetch
   frames) or the controller (private frames for the controller's own messages).
+- **Listeners.** As Kafka's ``listeners``, one per purpose. A broker has a *client*
+  listener (``port``) and an *inter-broker* listener (``inter_node_port``, registered with
+  the controller: followers fetch there); a controller has only the *controller* listener
+  (``listener=INTER_NODE_LISTENER``): clients never talk to controllers. The state
+  machines do not know about listeners; the runtime decides what a connection may deliver:
+  a client listener closes the connection, before anything reaches the node and with the
+  reason logged (peer address, api key), on a private frame (api key >= 10000: heartbeats,
+  registrations, the Raft quorum's messages) and on a Fetch with ``replica_id >= 0`` (only
+  brokers fetch as replicas: a client posing as one could move a high watermark). An
+  inter-node listener first runs the cluster-secret handshake (``minikafka.wire.auth``: an
+  HMAC challenge); a connection that fails it is closed having delivered nothing. Every
+  outgoing connection goes to a peer's inter-node listener and answers that challenge first.
 - **Who is who.** A client connection is named after its peer, ``"/127.0.0.1:54321"``, as
   Kafka names a member's host; other nodes by their ids (brokers 1, 2, ...;
-  ``CONTROLLER_ID`` for the controller). A private frame names its sender in its header.
+  ``CONTROLLER_ID`` for the controller). A private frame names its sender in its header:
+  trusted only because it came through an inter-node listener.
   A name is never reused while the node may still answer a request of a closed connection
   that had it (the kernel recycles ports): the newcomer becomes ``"/127.0.0.1:54321#2"``, so
   a late answer is dropped instead of reaching a stranger.
@@ -24,7 +37,14 @@ asyncio event loop, and does for it what the world does in a simulation:
   connection keeps its requests in arrival order and writes an answer only once every
   earlier one is written. A request that gets no answer (Produce with acks=0) holds no place.
   A client that does not read its answers is not read from either (back-pressure, as Kafka
-  mutes such a channel): answers wait in its socket buffer, not in our memory.
+  mutes such a channel): answers wait in its socket buffer, not in our memory. Nor is one
+  that has too much waiting here: ``queued.max.requests`` unanswered requests, or
+  ``queued.max.request.bytes`` of request frames and answers queued behind a slower one
+  (both per connection here; Kafka bounds its shared request queue with them).
+- **Large requests.** A request frame of ``LARGE_FRAME_BYTES`` or more is decoded, and
+  its answer encoded, in a worker thread, the answer still written in its turn: building
+  the structs of a 2 MB Metadata request naming 80,000 topics takes a second, during which
+  the loop goes on serving every other connection. The node itself still runs on the loop.
 - **Bad input.** A frame that is too large (``socket.request.max.bytes``), malformed, or of
   an unknown API or version closes *that* connection, with the reason logged; every other
   connection is served as before. An answer that cannot be encoded (a bug, or a request
@@ -40,7 +60,9 @@ asyncio event loop, and does for it what the world does in a simulation:
   (a follower's Fetch answer may be up to its ``max_bytes``, 50 MB; Kafka's clients read
   responses of any size): peers are other nodes of this cluster.
 
-Never: let an exception from one connection reach another, or block the loop (the node's
+Never: deliver a private frame or a replica Fetch that came in on a client listener, or
+anything from an inter-node connection before its handshake; let an exception from one
+connection reach another, or block the loop (the node's
 handlers are quick; the only disk I/O is the log's own appends, as in Kafka's request
 threads). Nothing here knows Kafka's rules: those live in the node.
 """
@@ -55,16 +77,33 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Callable, Hashable
 
-from minikafka.messages import CONTROLLER_ID, Disconnected
+from minikafka.errors import IllegalArgumentError
+from minikafka.messages import CONTROLLER_ID, Disconnected, FetchRequest
 from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
-from minikafka.wire import codec
+from minikafka.wire import auth, codec
 
 log = logging.getLogger("minikafka.wire")
 
 DEFAULT_MAX_REQUEST_BYTES = 100 * 1024 * 1024  # Kafka's socket.request.max.bytes
+DEFAULT_QUEUED_MAX_REQUESTS = 500  # Kafka's queued.max.requests (here: per connection)
+# A request this large is decoded, and its answer encoded, in a worker thread: the loop (every
+# other connection) is not held for the seconds a 2 MB Metadata request naming topics takes.
+LARGE_FRAME_BYTES = 64 * 1024
 # Names of closed connections the node may still answer, remembered so that a new connection
 # from the same recycled port is not mistaken for the old one; bounded: oldest forgotten.
 RETIRED_NAMES_KEPT = 10_000
+# What a listener is for (Kafka's listener names): clients, or the cluster's own nodes
+# (a broker's inter-broker listener, a controller's controller listener).
+CLIENT_LISTENER, INTER_NODE_LISTENER = "client", "inter-node"
+
+
+def _private_name(api_key: int) -> str:
+    names = {key: cls.__name__ for cls, key in codec.INTERNAL_API_KEYS.items()}
+    return names.get(api_key, "unknown private api")
+
+
+class RefusedFrame(codec.FrameError):
+    """A well-formed frame this listener must not deliver (an inter-node message from a client)."""
 
 
 def wall_clock_ms() -> int:
@@ -77,10 +116,16 @@ class _Connection:
 
     name: str
     writer: asyncio.StreamWriter
+    inter_node: bool = False  # came in on an inter-node listener and passed the handshake
     order: deque = field(default_factory=deque)  # correlation ids, in arrival order
     requests: dict[int, Any] = field(default_factory=dict)  # corr -> (Decoded, answers so far)
     ready: dict[int, bytes] = field(default_factory=dict)  # corr -> encoded answer
     closed: bool = False
+    # What the connection holds in our memory: the frames of its unanswered requests and
+    # the answers waiting for an earlier one. Reads stop while it is over the limits.
+    held_bytes: int = 0
+    sizes: dict[int, int] = field(default_factory=dict)  # corr -> its request frame's size
+    room: asyncio.Event = field(default_factory=asyncio.Event)
 
 
 @dataclass
@@ -102,44 +147,71 @@ class NodeRuntime:
         self, node: StateMachine, host: str, port: int, *, addresses: dict[NodeId, tuple[str, int]] | None = None,
         clock: Callable[[], int] = wall_clock_ms, max_request_bytes: int = DEFAULT_MAX_REQUEST_BYTES,
         context: Callable[[], Any] | None = None, resolve: Callable[[NodeId], tuple[str, int] | None] | None = None,
+        listener: str = CLIENT_LISTENER, inter_node_port: int | None = None, secret: bytes | None = None,
+        queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS, queued_max_request_bytes: int = -1,
     ) -> None:
+        if listener not in (CLIENT_LISTENER, INTER_NODE_LISTENER):
+            raise IllegalArgumentError(f"a listener is {CLIENT_LISTENER!r} or {INTER_NODE_LISTENER!r}, not {listener!r}")
+        if secret is None:  # every node talks to others (its peers' listeners are inter-node ones)
+            raise IllegalArgumentError("a node needs the cluster secret to reach or admit other nodes")
         self.node = node
         self.host, self.port = host, port
+        self.listener = listener  # what ``port`` is for
+        self.inter_node_port = inter_node_port  # a second listener, for the other nodes (a broker's)
+        self.secret = secret
         self.addresses: dict[NodeId, tuple[str, int]] = dict(addresses or {})
         self.clock = clock
         self.max_request_bytes = max_request_bytes
+        self.queued_max_requests = queued_max_requests
+        # Kafka's queued.max.request.bytes (-1: unbounded there); here per connection, and
+        # -1 means socket.request.max.bytes: one connection holds at most one largest request's worth.
+        self.queued_max_request_bytes = queued_max_request_bytes if queued_max_request_bytes > 0 else max_request_bytes
         self.context = context  # what the codec needs to describe the cluster (broker addresses)
         self.resolve = resolve  # where a node lives, as the node itself has learned it
         self._connections: dict[str, _Connection] = {}
         self._peers: dict[NodeId, _Peer] = {}
         self._timers: dict[Hashable, asyncio.TimerHandle] = {}
         self._server: asyncio.base_events.Server | None = None
+        self._inter_node_server: asyncio.base_events.Server | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._counter = itertools.count(2)
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
-        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0}
+        self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0,
+                      "muted": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
-        self._server = await asyncio.start_server(self._serve, self.host, self.port, reuse_address=True)
+        main_is_inter_node = self.listener == INTER_NODE_LISTENER
+        self._server = await asyncio.start_server(
+            lambda r, w: self._serve(r, w, main_is_inter_node), self.host, self.port, reuse_address=True)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
+        if self.inter_node_port is not None:
+            self._inter_node_server = await asyncio.start_server(
+                lambda r, w: self._serve(r, w, True), self.host, self.inter_node_port, reuse_address=True)
+            if self.inter_node_port == 0:
+                self.inter_node_port = self._inter_node_server.sockets[0].getsockname()[1]
         self._apply(self.node.start(self.clock()))
+
+    async def serve(self) -> None:
+        """Serve every listener until cancelled (after ``start``)."""
+        servers = [s for s in (self._server, self._inter_node_server) if s is not None]
+        await asyncio.gather(*(s.serve_forever() for s in servers))
 
     async def serve_forever(self) -> None:
         await self.start()
-        async with self._server:
-            await self._server.serve_forever()
+        await self.serve()
 
     async def close(self) -> None:
         for handle in self._timers.values():
             handle.cancel()
         self._timers.clear()
-        if self._server is not None:
-            self._server.close()
+        for server in (self._server, self._inter_node_server):
+            if server is not None:
+                server.close()
         for conn in list(self._connections.values()):
             self._close_connection(conn, "shutting down")
         for peer in self._peers.values():
@@ -215,12 +287,32 @@ class NodeRuntime:
 
     # --- incoming connections ------------------------------------------------------------------------------
 
-    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    async def _admit(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, name: str) -> bool:
+        """The inter-node handshake (``minikafka.wire.auth``): True if the peer knows the
+        cluster secret; otherwise the connection is closed, having delivered nothing."""
+        nonce = auth.challenge()
+        try:
+            writer.write(nonce)
+            response = await asyncio.wait_for(reader.readexactly(auth.ANSWER_BYTES), auth.HANDSHAKE_TIMEOUT_S)
+        except (asyncio.IncompleteReadError, ConnectionError, OSError, asyncio.TimeoutError):
+            response = None  # a port probe, or a peer gone (or silent) before answering
+        if response is not None and auth.verify(self.secret, nonce, response):
+            return True
+        self.stats["failed_handshakes"] += 1
+        if response is not None:
+            log.warning("%s: closing connection %s on the inter-node listener: it failed the cluster-secret "
+                        "handshake (not a node of this cluster)", self.node.node_id, name)
+        writer.close()
+        return False
+
+    async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, inter_node: bool) -> None:
         host, port = (writer.get_extra_info("peername") or ("unknown", 0))[:2]  # None if already reset
         name = f"/{host}:{port}"
+        if inter_node and not await self._admit(reader, writer, name):
+            return
         if name in self._retired or name in self._connections:  # a recycled port: see "Who is who"
             name = f"{name}#{next(self._counter)}"
-        conn = _Connection(name, writer)
+        conn = _Connection(name, writer, inter_node)
         self._connections[conn.name] = conn
         self.stats["connections"] += 1
         try:
@@ -233,12 +325,24 @@ class NodeRuntime:
                     raise codec.FrameError(
                         f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
                 frame = await reader.readexactly(size)
-                self._on_frame(conn, frame)
+                if size >= LARGE_FRAME_BYTES and not codec.is_internal(frame):
+                    self._on_frame(conn, frame, await asyncio.to_thread(codec.decode_request, frame))
+                else:
+                    self._on_frame(conn, frame)
                 # Back-pressure: while the client leaves its answers unread (the socket buffer
                 # is full), read nothing more from it.
                 await writer.drain()
+                # ... nor while it has too much waiting here (requests parked in a purgatory,
+                # answers queued behind a slow one): Kafka mutes such a channel too.
+                while self._over_limits(conn) and not conn.closed:
+                    self.stats["muted"] += 1
+                    conn.room.clear()
+                    await conn.room.wait()
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
+        except RefusedFrame as e:
+            self.stats["refused"] += 1
+            log.warning("%s: closing connection %s: %s", self.node.node_id, conn.name, e)
         except codec.FrameError as e:
             self.stats["bad_frames"] += 1
             log.warning("%s: closing connection %s: %s", self.node.node_id, conn.name, e)
@@ -248,14 +352,24 @@ class NodeRuntime:
         finally:
             self._close_connection(conn, "closed")
 
-    def _on_frame(self, conn: _Connection, frame: bytes) -> None:
+    def _on_frame(self, conn: _Connection, frame: bytes, decoded: codec.Decoded | None = None) -> None:
         if codec.is_internal(frame):
+            if not conn.inter_node:  # checked before decoding: nothing of it reaches the node
+                api_key = int.from_bytes(frame[:2], "big", signed=True)
+                raise RefusedFrame(f"api key {api_key} ({_private_name(api_key)}) is inter-node traffic, "
+                                   f"refused on the client listener")
             src, message = codec.decode_internal(frame)
             if src is not None and not isinstance(src, str):
                 self._inbound[src] = conn
             self._deliver(src, message)
             return
-        decoded = codec.decode_request(frame)
+        if decoded is None:
+            decoded = codec.decode_request(frame)
+        if not conn.inter_node and any(type(m) is FetchRequest and m.replica_id >= 0 for m in decoded.messages):
+            # Kafka: replica_id >= 0 only from brokers; a client posing as a follower would
+            # move a high watermark or bring a dead replica back into the ISR.
+            raise RefusedFrame(f"api key {decoded.api_key} ({decoded.api_name}) from replica "
+                               f"{decoded.messages[0].replica_id} is inter-broker traffic, refused on the client listener")
         self.stats["requests"] += 1
         corr = decoded.correlation_id
         if decoded.api_key == codec.API_VERSIONS:  # the connection's business, not the node's
@@ -269,6 +383,8 @@ class NodeRuntime:
                 raise codec.FrameError(f"correlation id {corr} is already in use on this connection")
             conn.order.append(corr)
             conn.requests[corr] = (decoded, [])
+            conn.sizes[corr] = len(frame)
+            conn.held_bytes += len(frame)
         for message in decoded.messages:  # one, except a LeaveGroup naming several members
             self._deliver(conn.name, message)
 
@@ -278,14 +394,24 @@ class NodeRuntime:
     def _enqueue(self, conn: _Connection, corr: int, data: bytes) -> None:
         """An answer that is ready now, written once the answers before it are."""
         conn.order.append(corr)
+        self._ready(conn, corr, data)
+
+    def _ready(self, conn: _Connection, corr: int, data: bytes) -> None:
         conn.ready[corr] = data
+        conn.held_bytes += len(data) - conn.sizes.pop(corr, 0)
         self._flush(conn)
 
     def _flush(self, conn: _Connection) -> None:
         while conn.order and conn.order[0] in conn.ready:
             data = conn.ready.pop(conn.order.popleft())
+            conn.held_bytes -= len(data)
             if data:
-                conn.writer.write(data)
+                conn.writer.write(data)  # from here on the transport's: drain() waits for it
+        if not self._over_limits(conn):
+            conn.room.set()
+
+    def _over_limits(self, conn: _Connection) -> bool:
+        return len(conn.order) >= self.queued_max_requests or conn.held_bytes >= self.queued_max_request_bytes
 
     def _deliver(self, src: NodeId, message: Any) -> None:
         self._run(lambda now: self.node.handle(now, src, message))
@@ -301,21 +427,38 @@ class NodeRuntime:
             return  # a fanned-out LeaveGroup: wait for every member's answer
         del conn.requests[corr]
         response = answers[0] if len(answers) == 1 else answers
-        try:
-            data = codec.encode_response(decoded, response, context=self._context())
-        except Exception:  # its client would wait forever, and every answer queued behind it
-            self.stats["bad_frames"] += 1
-            log.exception("%s: closing connection %s: cannot encode the answer to %s v%d (correlation id %d)",
-                          self.node.node_id, conn.name, decoded.api_name, decoded.api_version, corr)
-            self._close_connection(conn, "unencodable answer")
+        context = self._context()  # read here, on the loop: the node's state may change meanwhile
+        if conn.sizes.get(corr, 0) >= LARGE_FRAME_BYTES:  # see LARGE_FRAME_BYTES
+            self._loop.create_task(self._answer_in_thread(conn, corr, decoded, response, context))
             return
-        conn.ready[corr] = data
-        self._flush(conn)
+        try:
+            data = codec.encode_response(decoded, response, context=context)
+        except Exception:
+            self._unencodable(conn, decoded, corr)
+            return
+        self._ready(conn, corr, data)
+
+    async def _answer_in_thread(self, conn: _Connection, corr: int, decoded: Any, response: Any, context: Any) -> None:
+        try:
+            data = await asyncio.to_thread(codec.encode_response, decoded, response, context=context)
+        except Exception:
+            self._unencodable(conn, decoded, corr)
+            return
+        if not conn.closed:
+            self._ready(conn, corr, data)
+
+    def _unencodable(self, conn: _Connection, decoded: Any, corr: int) -> None:
+        # Its client would wait forever, and every answer queued behind it.
+        self.stats["bad_frames"] += 1
+        log.exception("%s: closing connection %s: cannot encode the answer to %s v%d (correlation id %d)",
+                      self.node.node_id, conn.name, decoded.api_name, decoded.api_version, corr)
+        self._close_connection(conn, "unencodable answer")
 
     def _close_connection(self, conn: _Connection, why: str) -> None:
         if conn.closed:
             return
         conn.closed = True
+        conn.room.set()  # a muted reader wakes to see it closed
         self._connections.pop(conn.name, None)
         for node in [n for n, c in self._inbound.items() if c is conn]:
             del self._inbound[node]
@@ -350,6 +493,12 @@ class NodeRuntime:
             if address is None:
                 raise ConnectionError(f"no address for node {peer.node!r}")
             reader, writer = await asyncio.open_connection(*address)
+            try:  # every peer listens on an inter-node listener: prove we belong first
+                nonce = await asyncio.wait_for(reader.readexactly(auth.NONCE_BYTES), auth.HANDSHAKE_TIMEOUT_S)
+                writer.write(auth.answer(self.secret, nonce))
+            except (asyncio.IncompleteReadError, asyncio.TimeoutError) as e:
+                writer.close()
+                raise ConnectionError(f"{address[0]}:{address[1]} did not open the inter-node handshake ({e!r})")
         except (OSError, ConnectionError) as e:
             log.info("%s: cannot reach %r: %s", self.node.node_id, peer.node, e)
             peer.connecting = None

@@ -1,0 +1,137 @@
+"""Issue 13, part 5, in the simulated world: what one request may cost the cluster.
+
+- ``max.request.partition.size.limit``: a CreateTopics or CreatePartitions that would add
+  more partitions than that is refused whole, with Kafka's POLICY_VIOLATION ("Excessively
+  large number of partitions per request."), before any partition is placed;
+- ``fetch.max.bytes``: a Fetch answer holds at most that many bytes whatever ``max_bytes``
+  and ``partition_max_bytes`` ask (one batch at least, so a larger batch still flows).
+
+The same limits against real processes are in ``test_wire_security.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from minikafka.cluster import Cluster
+from minikafka.controller import EXCESSIVE_PARTITIONS
+from minikafka.messages import (
+    NO_ERROR,
+    POLICY_VIOLATION,
+    CreatePartitionsRequest,
+    CreateTopicsRequest,
+    FetchPartition,
+    FetchRequest,
+    ProducePartition,
+    ProduceRequest,
+    TopicConfig,
+)
+from minikafka.records import MemoryRecords, RecordBatch
+
+FAST = {"replica.lag.time.max.ms": 10_000, "request.timeout.ms": 10_000}
+HUGE = 2**31 - 1
+
+
+@pytest.fixture
+def make_cluster(tmp_path):
+    made = []
+
+    def make(brokers=1, *, config=None):
+        c = Cluster(brokers, seed=1, config={**FAST, **(config or {})}, dir=tmp_path / f"cluster-{len(made)}")
+        made.append(c)
+        return c
+
+    yield make
+    for c in made:
+        c.close()
+
+
+def request(c, dst, make, timeout_ms=10_000):
+    admin = c.world.nodes[c.admin_id]
+    corr = c.world.call_node(c.admin_id, lambda node: node.request(dst, make))
+    c.run_until(lambda: corr in admin.responses, timeout_ms)
+    return admin.responses.pop(corr, None)
+
+
+def create(c, *topics: TopicConfig):
+    answer = request(c, 1, lambda k: CreateTopicsRequest(k, topics))
+    return {name: (error, message) for name, error, message in answer.results}
+
+
+def test_create_topics_over_the_partition_limit_is_refused_whole_and_creates_nothing(make_cluster):
+    c = make_cluster(config={"max.request.partition.size.limit": 10})
+    answer = create(c, TopicConfig("small", 2, 1), TopicConfig("big", 9, 1))
+    assert answer == {"small": (POLICY_VIOLATION, EXCESSIVE_PARTITIONS), "big": (POLICY_VIOLATION, EXCESSIVE_PARTITIONS)}
+    assert create(c, TopicConfig("after", 1, 1)) == {"after": (NO_ERROR, None)}
+    assert c.run_until(lambda: "after" in c.broker(1).topics, 10_000)
+    assert "small" not in c.broker(1).topics and "big" not in c.broker(1).topics
+    assert not any(p.name.startswith(("small-", "big-")) for p in (c.dir / "broker-1").iterdir())
+
+
+def test_create_topics_at_the_limit_is_served(make_cluster):
+    c = make_cluster(config={"max.request.partition.size.limit": 10})
+    assert create(c, TopicConfig("a", 4, 1), TopicConfig("b", 6, 1)) == {"a": (NO_ERROR, None), "b": (NO_ERROR, None)}
+
+
+def test_the_default_limit_is_kafkas_2000(make_cluster):
+    c = make_cluster()
+    assert create(c, TopicConfig("million", 1_000_000, 1)) == {"million": (POLICY_VIOLATION, EXCESSIVE_PARTITIONS)}
+
+
+def test_create_partitions_counts_only_the_new_partitions_against_the_limit(make_cluster):
+    c = make_cluster(config={"max.request.partition.size.limit": 10})
+    assert create(c, TopicConfig("grow", 8, 1)) == {"grow": (NO_ERROR, None)}
+    refused = request(c, 1, lambda k: CreatePartitionsRequest(k, (("grow", 19),)))
+    assert refused.results == (("grow", POLICY_VIOLATION, EXCESSIVE_PARTITIONS),)
+    served = request(c, 1, lambda k: CreatePartitionsRequest(k, (("grow", 18),)))  # 10 new
+    assert served.results[0][1] == NO_ERROR
+    assert c.run_until(lambda: c.broker(1).topics["grow"].num_partitions == 18, 10_000)
+
+
+def test_a_fetch_asking_for_2_gib_gets_at_most_fetch_max_bytes(make_cluster):
+    c = make_cluster(config={"fetch.max.bytes": 4096})
+    c.create_topic("t", 1, 1)
+    value = b"x" * 1000
+    for _ in range(20):  # 20 batches of ~1 KB: ~20 KB in the log
+        answer = request(c, 1, lambda k: ProduceRequest(k, 1, 5_000, (ProducePartition(
+            "t", 0, bytes(RecordBatch.build([value]))),)))
+        assert answer.partitions[0].error == NO_ERROR
+    greedy = request(c, 1, lambda k: FetchRequest(k, -1, 0, 1, (FetchPartition("t", 0, 0, partition_max_bytes=HUGE),),
+                                                  max_bytes=HUGE))
+    records = greedy.partitions[0].records
+    assert 0 < len(records) <= 4096
+    assert 1 <= len(list(MemoryRecords(records).batches())) < 20  # whole batches, not the log
+
+
+def test_one_batch_larger_than_fetch_max_bytes_still_flows(make_cluster):
+    c = make_cluster(config={"fetch.max.bytes": 100})
+    c.create_topic("t", 1, 1)
+    big = bytes(RecordBatch.build([b"y" * 500]))
+    assert request(c, 1, lambda k: ProduceRequest(k, 1, 5_000, (ProducePartition("t", 0, big),))).partitions[0].error == 0
+    answer = request(c, 1, lambda k: FetchRequest(k, -1, 0, 1, (FetchPartition("t", 0, 0),), max_bytes=HUGE))
+    (stored,) = MemoryRecords(answer.partitions[0].records).batches()  # whole, though over the cap
+    assert [r.value for r in stored.records()] == [b"y" * 500]
+
+
+def metadata(c, names, auto=True):
+    from minikafka.messages import MetadataRequest
+
+    return request(c, 1, lambda k: MetadataRequest(k, tuple(names), allow_auto_topic_creation=auto))
+
+
+def test_a_metadata_request_naming_a_topic_many_times_answers_it_once(make_cluster):
+    c = make_cluster()
+    answer = metadata(c, ["same"] * 1000, auto=False)
+    assert [t.name for t in answer.topics] == ["same"]
+
+
+def test_one_metadata_request_auto_creates_its_topics_in_one_batch_under_the_partition_limit(make_cluster):
+    c = make_cluster(config={"max.request.partition.size.limit": 10})
+    many = [f"auto-{i}" for i in range(11)]  # 11 topics of num.partitions=1: over the limit, none created
+    metadata(c, many)
+    assert create(c, TopicConfig("after", 1, 1)) == {"after": (NO_ERROR, None)}
+    assert c.run_until(lambda: "after" in c.broker(1).topics, 10_000)
+    assert not set(many) & set(c.broker(1).topics)
+    few = [f"few-{i}" for i in range(10)]  # at the limit: all of them, from one request
+    metadata(c, few)
+    assert c.run_until(lambda: set(few) <= set(c.broker(1).topics), 10_000)

@@ -1,0 +1,159 @@
+"""The cluster secret and its handshake (``minikafka.wire.auth``), without processes; and the
+runtime's listeners in one process: what a client listener refuses, what an inter-node
+listener admits, how a connection that holds too much stops being read."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import stat
+import struct
+
+import pytest
+
+from minikafka.errors import IllegalArgumentError
+from minikafka.messages import BrokerHeartbeatRequest, MetadataResponse
+from minikafka.node import StateMachine
+from minikafka.wire import auth, codec
+from minikafka.wire.runtime import CLIENT_LISTENER, INTER_NODE_LISTENER, NodeRuntime
+
+
+def test_the_secret_file_is_its_owners_alone_and_reads_back(tmp_path):
+    secret = auth.generate()
+    path = tmp_path / auth.SECRET_FILE
+    path.write_text("old")
+    os.chmod(path, 0o644)  # an older file of a laxer mode: the mode is set again
+    assert auth.save(secret, tmp_path) == path
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    assert auth.load(path) == secret
+
+
+@pytest.mark.parametrize("text,why", [("not hex", "is not hex"), ("abcd", "at least 16 are needed")])
+def test_a_bad_secret_is_refused_saying_why(tmp_path, text, why):
+    path = tmp_path / "s"
+    path.write_text(text)
+    with pytest.raises(IllegalArgumentError, match=why):
+        auth.load(path)
+
+
+def test_the_answer_proves_the_secret_for_this_nonce_only():
+    secret, nonce = auth.generate(), auth.challenge()
+    answer = auth.answer(secret, nonce)
+    assert auth.verify(secret, nonce, answer)
+    assert not auth.verify(auth.generate(), nonce, answer)  # another secret
+    assert not auth.verify(secret, auth.challenge(), answer)  # a replayed answer
+    assert secret.hex() not in answer.hex()
+
+
+# --- the runtime's listeners, in one process -----------------------------------------------------------------
+
+
+class Recorder(StateMachine):
+    """Records what it is handed; answers Metadata only when told to."""
+
+    def __init__(self) -> None:
+        super().__init__(1)
+        self.seen: list = []
+
+    def start(self, now):
+        return self._take()
+
+    def handle(self, now, src, message):
+        self.seen.append((src, message))
+        return self._take()
+
+    def timer(self, now, key):
+        return self._take()
+
+
+def metadata_frame(corr: int) -> bytes:
+    from kafka.protocol.metadata import MetadataRequest as K
+    from kafka.protocol.parser import KafkaProtocol
+
+    parser = KafkaProtocol(client_id="t")
+    request = K(topics=[], allow_auto_topic_creation=False)
+    request.API_VERSION = 4
+    parser.send_request(request, correlation_id=corr)
+    return bytes(parser.send_bytes())
+
+
+async def until(predicate, what: str, timeout_s: float = 10.0):
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while not predicate():
+        if asyncio.get_running_loop().time() > deadline:
+            raise AssertionError(f"gave up waiting for {what}")
+        await asyncio.sleep(0.01)
+
+
+def run(coro):
+    return asyncio.run(asyncio.wait_for(coro, 60))
+
+
+def test_a_client_listener_closes_on_a_private_frame_before_the_node_sees_it():
+    async def main():
+        node = Recorder()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(), listener=CLIENT_LISTENER)
+        await runtime.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+            writer.write(codec.encode_internal(BrokerHeartbeatRequest(1, 2, 3, 4), sender=3000))
+            assert await reader.read() == b""  # closed, nothing answered
+            assert node.seen == [] and runtime.stats["refused"] == 1
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
+def test_an_inter_node_listener_delivers_only_after_the_handshake():
+    async def main():
+        node, secret = Recorder(), auth.generate()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=secret, listener=INTER_NODE_LISTENER)
+        await runtime.start()
+        try:
+            for key, delivered in ((auth.generate(), False), (secret, True)):
+                reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+                nonce = await reader.readexactly(auth.NONCE_BYTES)
+                writer.write(auth.answer(key, nonce))
+                writer.write(codec.encode_internal(BrokerHeartbeatRequest(1, 2, 3, 4), sender=2))
+                if delivered:
+                    await until(lambda: node.seen, "the heartbeat")
+                    assert node.seen == [(2, BrokerHeartbeatRequest(1, 2, 3, 4))]
+                else:
+                    assert await reader.read() == b""
+                    assert node.seen == [] and runtime.stats["failed_handshakes"] == 1
+                writer.close()
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
+def test_a_connection_with_queued_max_requests_unanswered_is_not_read_until_one_is_answered():
+    async def main():
+        node = Recorder()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(), queued_max_requests=2,
+                              context=lambda: {"brokers": {1: ("127.0.0.1", 9092)}, "cluster_id": "t", "broker_id": 1})
+        await runtime.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+            for corr in (1, 2, 3):
+                writer.write(metadata_frame(corr))
+            await until(lambda: len(node.seen) == 2, "two requests")
+            await until(lambda: runtime.stats["muted"] >= 1, "the connection muted")
+            assert [m.correlation_id for _, m in node.seen] == [1, 2]  # the third waits in the socket
+            src, first = node.seen[0]
+            runtime._route(src, MetadataResponse(first.correlation_id, (1,), 1, ()))  # as the node would
+            await until(lambda: len(node.seen) == 3, "the third request, once the first is answered")
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            assert struct.unpack(">i", (await reader.readexactly(size))[:4])[0] == 1
+            writer.close()
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
+def test_a_runtime_without_the_secret_is_refused():
+    with pytest.raises(IllegalArgumentError, match="cluster secret"):
+        NodeRuntime(Recorder(), "127.0.0.1", 0)
