@@ -326,8 +326,13 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
             self._replace_with_empty(self.log_start_offset)
-        self.flush()  # what recovery kept is now durable, and the checkpoint says so
-        self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+        try:
+            self.flush()  # what recovery kept is now durable, and the checkpoint says so
+            self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+        except (KafkaStorageError, OSError) as e:
+            # Opened on a failing disk: the log still opens (to be read), and is offline
+            # if its fsync failed; the recovery point stays where it was.
+            logger.error("%s: could not make what recovery kept durable: %s", self.name, e)
         return report
 
     def _new_segment_object(self, base: int) -> LogSegment:

@@ -359,9 +359,16 @@ class LogSegment:
         if position == 0:
             self.first_batch_max_timestamp = max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            if not len(self.offset_index) or position > self.offset_index.last_position:
-                self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            try:
+                if not len(self.offset_index) or position > self.offset_index.last_position:
+                    self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            except OSError:
+                # Rebuilding on a full disk: an index is only a hint, so this segment goes
+                # without one (reads scan its batch headers) until it is opened again.
+                self.offset_index.reset()
+                self.time_index.reset()
+                self.index_interval_bytes = 2**62
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
         self.next_offset = last_offset + 1
