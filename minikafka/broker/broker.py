@@ -49,6 +49,7 @@ from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.messages import (
     CONTROLLER_ID,
+    CORRUPT_MESSAGE,
     COORDINATOR_NOT_AVAILABLE,
     REQUEST_TIMED_OUT,
     LEADER_NOT_AVAILABLE,
@@ -115,7 +116,7 @@ from minikafka.raft import KafkaRaftClient
 
 METADATA_TOPIC = "__cluster_metadata"  # the controllers' log: never a topic clients may create
 from minikafka.storage import LogManager
-from minikafka.errors import InvalidTopicError
+from minikafka.errors import CorruptRecordError, InvalidTopicError
 from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -434,7 +435,13 @@ class Broker(StateMachine):
             elif timestamp == LATEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.high_watermark))
             else:  # another negative target (a client's bug) finds the first record, as in Kafka
-                found = p.log.offset_for_timestamp(max(timestamp, 0))
+                try:
+                    found = p.log.offset_for_timestamp(max(timestamp, 0))
+                except CorruptRecordError:
+                    # A bad batch stored before records were validated: Kafka answers this
+                    # partition with the error; the request and connection go on.
+                    out.append((topic, partition, CORRUPT_MESSAGE, -1, -1))
+                    continue
                 if found is None or found[1] >= p.high_watermark:
                     out.append((topic, partition, NO_ERROR, -1, -1))
                 else:
