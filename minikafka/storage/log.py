@@ -5,6 +5,8 @@ Theory of operation
 The log is append-only. Each append validates the incoming batches (sizes, magic, CRC),
 gives them the next offsets by patching ``baseOffset`` (and ``partitionLeaderEpoch``)
 in place, and writes them to the *active* (last) segment. Bytes are never re-encoded.
+(What a client sends is also decoded record by record before it gets here, by the
+broker's ``LogValidator``; replicated and coordinator appends are not.)
 
 - Roll: a new segment starts, named by the next offset, when the active one would grow
   past ``segment.bytes``, when its records span more than ``segment.ms``, or before
