@@ -22,13 +22,15 @@ import uuid
 import pytest
 from kafka import KafkaAdminClient, KafkaConsumer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.protocol.consumer import ListOffsetsRequest
 
 from minikafka import messages as m
 from minikafka.records import MemoryRecords
+from minikafka.storage import Log
 from minikafka.wire.process import launch
 
 from test_log_validator import raw_batch, record
-from wire_helpers import RawConnection, batch, produce_request, read_partitions, wait_until
+from wire_helpers import RawConnection, batch, metadata_request, produce_request, read_partitions, wait_until
 
 TMPFS_BYTES = 4 * 1024 * 1024
 
@@ -143,3 +145,34 @@ def test_a_full_disk_gets_kafka_storage_error_and_loses_no_acknowledged_record(s
     records = read_partitions(cluster.bootstrap_servers, topic, [0])[0]
     assert [v for _, v in records] == acked
     assert "recovery cut" not in cluster.out_file(1).read_text(errors="replace")
+
+
+def test_a_timestamp_lookup_that_lands_on_a_stored_bad_batch_answers_an_error_and_keeps_the_connection(
+        small_disk_cluster):
+    """A garbage batch stored before validation existed (written into the log files while the
+    broker is down, as the old broker stored them: CRC valid, so recovery keeps it): a
+    ListOffsets by timestamp that must decode it gets CORRUPT_MESSAGE for that partition,
+    and the connection goes on (it used to be closed, and offsets_for_times timed out)."""
+    cluster = small_disk_cluster
+    topic = create_topic(cluster)
+    with RawConnection((cluster.host, cluster.ports[1])) as conn:
+        assert conn.request(produce_request(topic, 0, batch(b"good")), 8).responses[0].partition_responses[0].error_code == 0
+    cluster.kill(1)
+    log = Log(cluster.mount / f"{topic}-0")
+    stamp = int(time.time() * 1000) + 60_000
+    log.append(raw_batch(record(value=b"ab", value_len=60), 1, base_ts=stamp, max_ts=stamp))
+    log.close()
+    cluster.restart(1)
+    cluster.wait_until_ready()
+    LO = ListOffsetsRequest.ListOffsetsTopic
+
+    def lookup(conn, timestamp):
+        request = ListOffsetsRequest(replica_id=-1, isolation_level=0, topics=[LO(name=topic, partitions=[
+            LO.ListOffsetsPartition(partition_index=0, current_leader_epoch=-1, timestamp=timestamp)])])
+        return conn.request(request, 5).topics[0].partitions[0]
+
+    with RawConnection((cluster.host, cluster.ports[1])) as conn:
+        wait_until(lambda: lookup(conn, -1).offset == 2, 20, "the high watermark past the stored batch")
+        assert lookup(conn, stamp - 1).error_code == m.CORRUPT_MESSAGE
+        assert lookup(conn, 0).offset == 0  # the lookup that stops before it still works
+        assert conn.request(metadata_request(topic), 8).topics[0].error_code == 0  # same connection
