@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import os
 import random
+import sys
 import threading
 import time
 from dataclasses import dataclass
@@ -184,7 +185,7 @@ def safe_run(cluster, admin, run: int, kills: int, rng: random.Random) -> RunRes
     try:
         for _ in range(kills):
             mark = now_ms()
-            wait_until(lambda: load.acked_after(mark) >= 200, 90, "200 acks before the next kill")
+            _wait_or_note(lambda: load.acked_after(mark) >= 200, 90, "200 acks before the next kill", faults)
             parts = partitions(cluster, topic) or {}
             leaders = [leader for leader, _ in parts.values() if leader >= 0]
             victim = rng.choice(leaders) if leaders and rng.random() < 0.7 else rng.choice(cluster.broker_ids)
@@ -193,13 +194,35 @@ def safe_run(cluster, admin, run: int, kills: int, rng: random.Random) -> RunRes
             faults.append(f"kill {victim} ({'leader' if victim in leaders else 'broker'}) for {down_s:.1f} s")
             time.sleep(down_s)
             cluster.restart(victim)
-            wait_until(lambda: whole(cluster, topic, n), 90, f"{topic}'s ISR whole after restarting {victim}")
+            _wait_or_note(lambda: whole(cluster, topic, n), 120, f"{topic}'s ISR whole after restarting {victim}",
+                          faults)
         mark = now_ms()
-        wait_until(lambda: load.acked_after(mark) >= 100, 60, "acks after the last restart")
+        _wait_or_note(lambda: load.acked_after(mark) >= 100, 90, "acks after the last restart", faults)
     finally:
         load.stop()
+        restore(cluster)
     read_all(cluster, topic, n, history)
     return judge(f"safe {run + 1}", history, faults)
+
+
+def _wait_or_note(predicate, timeout_s: float, what: str, faults: list[str]) -> bool:
+    """Wait as ``wait_until``; on a timeout, say so in the run's notes and go on (the run is
+    still read back and judged: a stuck step must not throw away every other run)."""
+    try:
+        wait_until(predicate, timeout_s, what)
+        return True
+    except TimeoutError:
+        faults.append(f"(gave up after {timeout_s:.0f} s waiting for {what})")
+        return False
+
+
+def restore(cluster) -> None:
+    """Every broker running and responsive again (after a run that stopped halfway)."""
+    for b in cluster.broker_ids:
+        if not cluster.alive(b):
+            cluster.restart(b)
+        else:
+            cluster.resume(b)
 
 
 def control_run(cluster, admin, run: int) -> RunResult:
@@ -227,12 +250,13 @@ def control_run(cluster, admin, run: int) -> RunResult:
         wait_until(lambda: (partitions(cluster, topic) or {0: (-1, [])})[0][0] == stale, 60,
                    f"{stale} elected (unclean)")
         mark = now_ms()
-        wait_until(lambda: load.acked_after(mark) >= 100, 60, "acks from the unclean leader")
+        _wait_or_note(lambda: load.acked_after(mark) >= 100, 120, "acks from the unclean leader", faults)
         cluster.restart(leader)
         cluster.restart(other)
-        wait_until(lambda: whole(cluster, topic, 1), 90, f"{topic}'s ISR whole again")
+        _wait_or_note(lambda: whole(cluster, topic, 1), 120, f"{topic}'s ISR whole again", faults)
     finally:
         load.stop()
+        restore(cluster)
     read_all(cluster, topic, 1, history)
     return judge(f"control {run + 1}", history, faults)
 
@@ -248,8 +272,10 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         try:
             for r in range(runs):
                 results.append(safe_run(cluster, admin, r, kills, rng))
+                print(f"chaos: {results[-1]}", file=sys.stderr, flush=True)
             for r in range(controls):
                 results.append(control_run(cluster, admin, r))
+                print(f"chaos: {results[-1]}", file=sys.stderr, flush=True)
         finally:
             admin.close()
     return section(results, runs, controls, kills)
