@@ -4,8 +4,9 @@ the follower's ``ReplicaFetcher``).
 Theory of operation
 -------------------
 - Produce: validate what the client sent (``LogValidator``: every record decoded, in one
-  place, ``_validate``), then append to each partition this broker leads. acks=0 gets no answer, acks=1 an
-  answer as soon as the local log has it, acks=all waits in the *produce purgatory* until
+  place, ``_validate``), then append to each partition this broker leads. acks=0 gets no
+  answer, acks=1 an answer as soon as the local log has it (a disk that refuses the write
+  answers KAFKA_STORAGE_ERROR), acks=all waits in the *produce purgatory* until
   the high watermark passes the last offset appended (every in-sync replica has it), the
   leader loses leadership, or ``timeout_ms`` passes.
 - Fetch: a consumer reads up to the high watermark, a follower up to the log end. A fetch
