@@ -35,6 +35,7 @@ from pathlib import Path
 
 from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.admin import NewTopic
+from kafka.errors import KafkaTimeoutError
 from kafka.protocol.metadata import MetadataRequest, MetadataResponse
 
 from minikafka.checker import DUPLICATE, LOST_WRITE, History, analyse
@@ -113,11 +114,19 @@ class Load(threading.Thread):
     def acked_after(self, ms: int) -> int:
         return sum(1 for op in list(self.history.sends) if op.status == "ok" and op.invoke_ms > ms)
 
-    def stop(self) -> None:
+    def stop(self) -> str | None:
+        """Stop sending and wait for the outcomes; sends still unanswered after 90 s stay
+        indeterminate in the history (as Jepsen counts them). Returns a note if any did."""
         self.stopping.set()
         self.join(timeout=30)
-        self.producer.flush(timeout=90)
-        self.producer.close(timeout=10)
+        note = None
+        try:
+            self.producer.flush(timeout=90)
+        except KafkaTimeoutError:
+            pending = sum(1 for op in list(self.history.sends) if op.status == "invoke")
+            note = f"(the producer's flush timed out after 90 s: {pending} sends left indeterminate)"
+        self.producer.close(timeout=0 if note else 10)
+        return note
 
 
 def read_all(cluster, topic: str, n: int, history: History) -> None:
@@ -199,8 +208,10 @@ def safe_run(cluster, admin, run: int, kills: int, rng: random.Random) -> RunRes
         mark = now_ms()
         _wait_or_note(lambda: load.acked_after(mark) >= 100, 90, "acks after the last restart", faults)
     finally:
-        load.stop()
+        note = load.stop()
         restore(cluster)
+    if note:
+        faults.append(note)
     read_all(cluster, topic, n, history)
     return judge(f"safe {run + 1}", history, faults)
 
@@ -255,8 +266,10 @@ def control_run(cluster, admin, run: int) -> RunResult:
         cluster.restart(other)
         _wait_or_note(lambda: whole(cluster, topic, 1), 120, f"{topic}'s ISR whole again", faults)
     finally:
-        load.stop()
+        note = load.stop()
         restore(cluster)
+    if note:
+        faults.append(note)
     read_all(cluster, topic, 1, history)
     return judge(f"control {run + 1}", history, faults)
 
