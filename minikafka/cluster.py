@@ -11,7 +11,9 @@ Everything a notebook does goes through the world's event loop:
 ``create_topic`` sends a real CreateTopics request and runs the world until it is
 answered; ``advance(ms=...)`` lets simulated time pass; ``kill``/``restart`` crash and
 reboot brokers (a restarted broker recovers its logs from disk); ``partition``/``heal``
-cut and mend network links. Clients (``KafkaProducer``, the checker's readers) are nodes
+cut and mend network links; ``fill_disk``/``fail_fsync`` break a broker machine's disk
+(``disks``: one ``storage.disk.Disk`` per broker, outliving its crashes, through which its
+partitions' logs write; the metadata log copy is not on it). Clients (``KafkaProducer``, the checker's readers) are nodes
 too, added with ``add_client``.
 
 Same seed, same run: ``Cluster(brokers=3, seed=7)`` always places replicas, elects
