@@ -194,3 +194,13 @@ def test_disk_faults_are_drawn_from_the_seed_and_replay_exactly():
     a, b = run(), run()
     assert a == b
     assert (618, "disk full on 3") in a[0] and (1306, "space freed on 3") in a[0]
+
+
+def test_a_log_on_a_failing_disk_still_closes_and_reopens_whole(tmp_path):
+    disk = Disk()
+    log = Log(tmp_path / "t-0", disk=disk)
+    log.append(batch(0))
+    disk.fsync_fails = True
+    log.close()  # no exception: the files are released, the recovery point stays at 0
+    reopened = Log(tmp_path / "t-0")
+    assert reopened.last_recovery.recovery_point == 0 and reopened.log_end_offset == 1

@@ -725,10 +725,16 @@ class Log:
         return sum(s.size - s.flushed_size for s in self.segments)
 
     def close(self) -> None:
-        """A clean shutdown: flush, so the next open has nothing to recover."""
-        self.flush()
-        for segment in self.segments:
-            segment.close()
+        """A clean shutdown: flush, so the next open has nothing to recover. On a failing
+        disk the files are still closed; the next open recovers from the recovery point."""
+        try:
+            if self.offline is None:
+                self.flush()
+        except KafkaStorageError as e:
+            logger.error("%s: closed without a final flush: %s", self.name, e)
+        finally:
+            for segment in self.segments:
+                segment.close()
 
     def crash(self, *, lose_unflushed: bool = False) -> None:
         """Let go of the files as a killed process would (no flush). With
