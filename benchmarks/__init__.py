@@ -13,7 +13,10 @@ same confluent-kafka workloads and a raw Fetch ceiling against minikafka and Tan
 broker from the optional ``bench`` extra: `pip install -e '.[bench]'`), ``spark`` (the
 "minikafka" Spark source against Spark's JSON-lines file source, and end-to-end latency),
 ``notebooks`` (executing notebooks/*.ipynb; skipped by --quick unless named), ``grading``
-(the sandboxed grader on a class of copies of a correct submission; --quick grades 2).
+(the sandboxed grader on a class of copies of a correct submission; --quick grades 2),
+``chaos`` (SIGKILLs of real broker processes under an idempotent acks=all load, every run
+judged by the checker, and an acks=1 + unclean-election negative control that must lose;
+``MINIKAFKA_BENCH_CHAOS_RUNS`` runs, 20 by default, 1 with --quick).
 
 The machine is shared and noisy, so every figure is the median of a few repeats, shown
 with its spread (min-max), and every comparison is a ratio measured in the same run.

@@ -1,4 +1,5 @@
-"""Log.append throughput against a raw sequential write of the same bytes."""
+"""Log.append throughput against a raw sequential write of the same bytes, and the cost of
+validating each batch first (``LogValidator``, as the broker does for every client append)."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from pathlib import Path
 
 from tqdm import tqdm
 
-from minikafka.storage import Log, LogConfig
+from minikafka.storage import Log, LogConfig, LogValidator
 
 from benchmarks.common import (
     VALUE_BYTES, KiB, MB, MiB, Section, batches_for, fig, med, met, runs, size_label, template_batch,
@@ -20,12 +21,19 @@ TARGET_RATIO = 0.5  # of raw, for batches of TARGET_FROM bytes and up
 TARGET_FROM = 16 * KiB
 
 
-def time_log(path: Path, batches: list[bytes], config: LogConfig) -> tuple[float, float]:
-    """Seconds to append every batch, and to append them and flush (fsync) the log."""
+def time_log(path: Path, batches: list[bytes], config: LogConfig, validate: bool = False) -> tuple[float, float]:
+    """Seconds to append every batch, and to append them and flush (fsync) the log. With
+    ``validate``, each batch first goes through ``LogValidator`` (the broker's client path)."""
     log = Log(path, config)
+    validator = LogValidator(max_message_bytes=config.max_message_bytes)
     start = time.perf_counter()
-    for batch in batches:
-        log.append(batch)
+    if validate:
+        for batch in batches:
+            validator.validate(batch)
+            log.append(batch)
+    else:
+        for batch in batches:
+            log.append(batch)
     appended = time.perf_counter()
     log.flush()
     flushed = time.perf_counter()
@@ -59,14 +67,19 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         batches = batches_for(template, total)
         nbytes, nrecords = len(batches) * len(template), len(batches) * per_batch
         log_mbs, raw_mbs, log_rps, ratio, ratio_sync = [], [], [], [], []
-        for r in range(repeats):  # alternate which side goes first
-            sides = ["raw", "log"] if r % 2 == 0 else ["log", "raw"]
+        checked_mbs, checked_ratio = [], []
+        for r in range(repeats):  # rotate which side goes first
+            sides = ["raw", "log", "checked"][r % 3:] + ["raw", "log", "checked"][: r % 3]
             t = {}
             for side in sides:
                 if side == "log":
                     t[side] = time_log(scratch / "append-0", batches, config)
+                elif side == "checked":
+                    t[side] = time_log(scratch / "append-0", batches, config, validate=True)
                 else:
                     t[side] = time_raw(scratch / "raw.bin", batches)
+            checked_mbs.append(nbytes / t["checked"][0] / MB)
+            checked_ratio.append(t["log"][0] / t["checked"][0])
             log_mbs.append(nbytes / t["log"][0] / MB)
             raw_mbs.append(nbytes / t["raw"][0] / MB)
             log_rps.append(nrecords / t["log"][0])
@@ -76,6 +89,7 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
         rows.append([
             size_label(target), f"{len(template):,}", f"{per_batch:,}", f"{nbytes / MB:,.0f}",
             fig(log_mbs), fig(log_rps), fig(raw_mbs), fig(ratio, "{:.2f}"), fig(ratio_sync, "{:.2f}"),
+            fig(checked_mbs), fig(checked_ratio, "{:.2f}"),
         ])
         if target >= TARGET_FROM:
             targets.append((
@@ -99,12 +113,16 @@ def run(scratch: Path, quick: bool, repeats: int) -> Section:
             "**No fsync per append on either side.** The MB/s and records/s columns time the appends "
             "alone (the data reaches the page cache); the last column also includes one final flush "
             "(`Log.flush()` against `os.fsync`), which is mostly the disk's write speed.",
-            f"{runs(repeats)} per size, alternating which side goes first; ratio = raw time / log time "
+            "**Validated**: `LogValidator.validate(batch)` (every record decoded, as the broker does for a "
+            "client's Produce) and then `Log.append(batch)`, into a fresh log again; the last column is log time / "
+            "validated time in the same run (1.00 = validation costs nothing).",
+            f"{runs(repeats)} per size, rotating which side goes first; ratio = raw time / log time "
             "within each run (so > 1 would mean the log is faster). Median (min–max).",
         ],
         columns=[
             "Batch", "Batch bytes", "Records/batch", "MB per run", "Log MB/s", "Log records/s",
-            "Raw MB/s", "Log/raw (no fsync)", "Log/raw (incl. final fsync)",
+            "Raw MB/s", "Log/raw (no fsync)", "Log/raw (incl. final fsync)", "Validated + log MB/s",
+            "Log/validated",
         ],
         rows=rows,
         targets=targets,

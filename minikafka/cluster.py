@@ -11,7 +11,9 @@ Everything a notebook does goes through the world's event loop:
 ``create_topic`` sends a real CreateTopics request and runs the world until it is
 answered; ``advance(ms=...)`` lets simulated time pass; ``kill``/``restart`` crash and
 reboot brokers (a restarted broker recovers its logs from disk); ``partition``/``heal``
-cut and mend network links. Clients (``KafkaProducer``, the checker's readers) are nodes
+cut and mend network links; ``fill_disk``/``fail_fsync`` break a broker machine's disk
+(``disks``: one ``storage.disk.Disk`` per broker, outliving its crashes, through which its
+partitions' logs write; the metadata log copy is not on it). Clients (``KafkaProducer``, the checker's readers) are nodes
 too, added with ``add_client``.
 
 Same seed, same run: ``Cluster(brokers=3, seed=7)`` always places replicas, elects
@@ -27,6 +29,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
 from minikafka.broker.broker import Broker
+from minikafka.storage.disk import Disk
 from minikafka.broker.config import BrokerConfig
 from minikafka.controller import QuorumController
 from minikafka.metadata.image import MetadataImage
@@ -97,6 +100,8 @@ class Cluster:
         self._last_image = MetadataImage()
         self._controller_incarnations = {c: 0 for c in self.controller_ids}
         self._incarnations = {b: 0 for b in self.broker_ids}
+        # One disk per broker machine: it outlives the broker's crashes, as a real one does.
+        self.disks = {b: Disk(f"broker-{b}'s disk") for b in self.broker_ids}
         self._client_counter = itertools.count(1)
         self._consumers: list = []  # every KafkaConsumer made on this cluster, for widgets and kill_consumer
         for c in self.controller_ids:
@@ -124,7 +129,7 @@ class Cluster:
             self._incarnations[broker_id] = self._next_incarnation(broker_id)
             return Broker(broker_id, self.dir / f"broker-{broker_id}", self.config,
                           incarnation=self._incarnations[broker_id], controllers=tuple(self.controller_ids),
-                          seed=self.seed, raft_history=self.raft_history)
+                          seed=self.seed, raft_history=self.raft_history, disk=self.disks[broker_id])
         return make
 
     def _ready(self, brokers: Iterable[int] | None = None) -> bool:
@@ -259,6 +264,23 @@ class Cluster:
         if self.world.alive(node_id):
             raise IllegalArgumentError(f"node {node_id} is running; kill it first")
         self.world.restart(node_id)
+
+    def fill_disk(self, broker_id: int, full: bool = True) -> None:
+        """Make broker ``broker_id``'s disk full (``full=False``: space freed). Appends there
+        then write part of their bytes and fail with ENOSPC, as on a real full disk: the
+        broker must cut them back and answer KAFKA_STORAGE_ERROR, acknowledging nothing."""
+        self._disk(broker_id).full = full
+
+    def fail_fsync(self, broker_id: int, failing: bool = True) -> None:
+        """Make broker ``broker_id``'s fsyncs fail with EIO (``failing=False``: a new disk).
+        Its next flush takes its log directory offline: it stops heartbeating and refuses
+        appends until it is restarted (``restart`` after ``kill``), as Kafka halts."""
+        self._disk(broker_id).fsync_fails = failing
+
+    def _disk(self, broker_id: int) -> Disk:
+        if broker_id not in self.disks:
+            raise IllegalArgumentError(f"no broker {broker_id}; brokers are {self.broker_ids}")
+        return self.disks[broker_id]
 
     def partition(self, side_a: Iterable[NodeId], side_b: Iterable[NodeId]) -> None:
         """Cut the network between two groups of nodes (brokers, "controller" or clients)."""

@@ -194,6 +194,30 @@ class UnsupportedForMessageFormatError(BrokerResponseError):
     message = "UNSUPPORTED_FOR_MESSAGE_FORMAT"
 
 
+class KafkaStorageError(BrokerResponseError):
+    """A disk error (full, failing) stopped a write; the broker wrote nothing of it.
+
+    Retriable, as in Kafka: the producer tries again, and may find a new leader."""
+
+    errno = 56
+    message = "KAFKA_STORAGE_ERROR"
+    retriable = True
+    invalid_metadata = True
+
+
+class InvalidRecordError(BrokerResponseError):
+    """A batch whose CRC holds but whose records break the format's rules (Kafka's
+    ``InvalidRecordException``). ``record_errors`` names the records: (index in the
+    batch, why), as Produce v8+ carries them."""
+
+    errno = 87
+    message = "INVALID_RECORD"
+
+    def __init__(self, *args: object, record_errors: tuple[tuple[int, str], ...] = ()) -> None:
+        super().__init__(*args)
+        self.record_errors = tuple(record_errors)
+
+
 # --- consumer groups -------------------------------------------------------------------------------
 
 

@@ -119,6 +119,7 @@ class ProducePartitionResponse:
     base_offset: int = -1
     log_start_offset: int = -1
     error_message: str | None = None
+    record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): INVALID_RECORD only
 
 
 @dataclass(frozen=True)
@@ -622,6 +623,10 @@ LEADER_NOT_AVAILABLE = 5
 NOT_LEADER_OR_FOLLOWER = 6
 REQUEST_TIMED_OUT = 7
 MESSAGE_TOO_LARGE = 10
+INVALID_TIMESTAMP = 32
+UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
+KAFKA_STORAGE_ERROR = 56
+INVALID_RECORD = 87
 NOT_CONTROLLER = 41
 INVALID_TOPIC_EXCEPTION = 17
 NOT_ENOUGH_REPLICAS = 19

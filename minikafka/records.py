@@ -26,9 +26,11 @@ Each record inside is: length, attributes, timestampDelta, offsetDelta, key, val
 headers, with lengths and deltas as zig-zag varints (``encode_varint``).
 
 Invariants:
-- A batch is *opaque bytes* once built. The broker validates it (CRC, magic, sizes) and
-  patches only ``baseOffset`` and ``partitionLeaderEpoch``, which sit outside the CRC,
-  so stored bytes are served back to consumers byte for byte, compressed or not.
+- A batch is *opaque bytes* once built. The broker validates it (a client's batch record
+  by record, ``storage/log_validator.py``; every batch's CRC, magic and sizes in
+  ``Log.append``) and patches only ``baseOffset`` and ``partitionLeaderEpoch``, which sit
+  outside the CRC, so stored bytes are served back to consumers byte for byte, compressed
+  or not.
 - Decoding never trusts a length field: every read is bounds-checked, and anything
   malformed raises ``CorruptRecordError`` saying what was wrong and at which byte.
 

@@ -22,6 +22,9 @@ same view as everyone else. From then on it serves:
   start offset moves; followers follow it through their fetches), OffsetForLeaderEpoch
   (KIP-320: clients validate their positions after a leader change);
 - retention: every ``log.retention.check.interval.ms``, old segments go (``log-retention``);
+- disk errors: an append that fails is answered KAFKA_STORAGE_ERROR (nothing written); a
+  failed fsync takes the log dir offline and the broker stops heartbeating (Kafka halts), so
+  the controller fences it and moves its leaders; a restart recovers it;
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers;
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
@@ -43,8 +46,10 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.broker.controller_channel import NodeToControllerChannelManager
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.broker.replica_manager import ReplicaManager
+from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.messages import (
     CONTROLLER_ID,
+    CORRUPT_MESSAGE,
     COORDINATOR_NOT_AVAILABLE,
     REQUEST_TIMED_OUT,
     LEADER_NOT_AVAILABLE,
@@ -110,7 +115,7 @@ from minikafka.raft import KafkaRaftClient
 
 METADATA_TOPIC = "__cluster_metadata"  # the controllers' log: never a topic clients may create
 from minikafka.storage import LogManager
-from minikafka.errors import InvalidTopicError
+from minikafka.errors import CorruptRecordError, InvalidTopicError
 from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
@@ -118,8 +123,9 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
                  advertised: tuple[str, int] | None = None, inter_broker_port: int = 0, controllers: tuple[int, ...] = (CONTROLLER_ID,),
-                 seed: int = 0, raft_history: Any = None) -> None:
+                 seed: int = 0, raft_history: Any = None, disk: Disk = OS_DISK) -> None:
         super().__init__(broker_id)
+        self.disk = disk  # what its logs write through (the simulated cluster injects faults there)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
         # Its own copy: dynamic broker configs change this broker's, not every broker's that
@@ -171,7 +177,7 @@ class Broker(StateMachine):
     # --- lifecycle -------------------------------------------------------------------------------
 
     def on_start(self) -> None:
-        self.log_manager = LogManager(self.log_dir, clock=lambda: self.now)
+        self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
         self.group_coordinator = GroupCoordinator(self)
         self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,
@@ -189,6 +195,8 @@ class Broker(StateMachine):
         self.set_timer("flush", self.config["log.flush.interval.ms"])
 
     def _heartbeat(self) -> None:
+        if self.log_manager.offline is not None:
+            return  # a failed log dir: let the controller fence us and move our leaders away
         self.set_timer("heartbeat", self.config["broker.heartbeat.interval.ms"])
         if self._heartbeat_in_flight:
             return
@@ -280,8 +288,12 @@ class Broker(StateMachine):
             # Kafka leaves flushing to the OS, which writes dirty pages back within ~30 s;
             # this timer stands in for that writeback, so a power loss costs the last
             # seconds, not everything since the broker started.
-            self.log_manager.flush_all()
-            self.set_timer("flush", self.config["log.flush.interval.ms"])
+            if self.log_manager.flush_all() is None:
+                self.set_timer("flush", self.config["log.flush.interval.ms"])
+            # else an fsync failed and the log dir is offline: Kafka's broker halts when its
+            # only log dir fails. This one stops heartbeating instead, so the controller fences
+            # it and elects other leaders, and every append here fails (KAFKA_STORAGE_ERROR)
+            # until it is restarted and recovers its logs from the last recovery point.
         elif key == "isr-check":
             rm.maybe_shrink_isrs()
             self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
@@ -435,7 +447,13 @@ class Broker(StateMachine):
             elif timestamp == LATEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.high_watermark))
             else:  # another negative target (a client's bug) finds the first record, as in Kafka
-                found = p.log.offset_for_timestamp(max(timestamp, 0))
+                try:
+                    found = p.log.offset_for_timestamp(max(timestamp, 0))
+                except CorruptRecordError:
+                    # A bad batch stored before records were validated: Kafka answers this
+                    # partition with the error; the request and connection go on.
+                    out.append((topic, partition, CORRUPT_MESSAGE, -1, -1))
+                    continue
                 if found is None or found[1] >= p.high_watermark:
                     out.append((topic, partition, NO_ERROR, -1, -1))
                 else:

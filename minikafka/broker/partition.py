@@ -20,7 +20,10 @@ On the leader:
   computed over the *maximal* ISR (committed plus proposed), so a replica leaving the ISR
   never lets the HW move ahead of what the controller believes (Kafka's KIP-497 rule).
 - ``append_as_leader`` refuses acks=all writes with NOT_ENOUGH_REPLICAS while the ISR is
-  smaller than ``min.insync.replicas``, and checks idempotent producers' sequences.
+  smaller than ``min.insync.replicas``, and checks idempotent producers' sequences. A disk
+  that refuses the write (full, failing) is KAFKA_STORAGE_ERROR: the log wrote nothing, so
+  nothing is acknowledged and the producer retries. (The records themselves were validated
+  before, by the replica manager's ``LogValidator``.)
 
 On a follower: ``append_as_follower`` keeps the leader's offsets; the HW is the leader's HW
 capped by the local LEO; ``truncate_to`` cuts a divergent log at the point its leader epochs

@@ -3,8 +3,10 @@ the follower's ``ReplicaFetcher``).
 
 Theory of operation
 -------------------
-- Produce: append to each partition this broker leads. acks=0 gets no answer, acks=1 an
-  answer as soon as the local log has it, acks=all waits in the *produce purgatory* until
+- Produce: validate what the client sent (``LogValidator``: every record decoded, in one
+  place, ``_validate``), then append to each partition this broker leads. acks=0 gets no
+  answer, acks=1 an answer as soon as the local log has it (a disk that refuses the write
+  answers KAFKA_STORAGE_ERROR), acks=all waits in the *produce purgatory* until
   the high watermark passes the last offset appended (every in-sync replica has it), the
   leader loses leadership, or ``timeout_ms`` passes.
 - Fetch: a consumer reads up to the high watermark, a follower up to the log end. A fetch
@@ -32,9 +34,13 @@ from typing import Callable
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.partition import Partition
+from minikafka.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, MessageSizeTooLargeError
 from minikafka.topic import INTERNAL_TOPICS
 from minikafka.messages import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
     INVALID_TOPIC_EXCEPTION,
+    MESSAGE_TOO_LARGE,
     CONSUMER_REPLICA_ID,
     FENCED_LEADER_EPOCH,
     INVALID_REQUIRED_ACKS,
@@ -56,6 +62,7 @@ from minikafka.messages import (
     ProduceResponse,
 )
 from minikafka.storage import LogManager
+from minikafka.storage.log_validator import LogValidator
 
 Key = tuple[str, int]
 
@@ -199,6 +206,10 @@ class ReplicaManager:
             if not p.is_leader:
                 results[key] = ProducePartitionResponse(*key, NOT_LEADER_OR_FOLLOWER)
                 continue
+            rejected = self._validate(p, part.records)
+            if rejected is not None:
+                results[key] = rejected
+                continue
             error, base, last, message = p.append_as_leader(part.records, request.acks)
             results[key] = ProducePartitionResponse(*key, error, base, p.log.log_start_offset, message if error else None)
             if error == NO_ERROR:
@@ -213,6 +224,21 @@ class ReplicaManager:
             ident = (src, request.correlation_id)
             self.produce_purgatory[ident] = delayed
             self.node.set_timer(("produce-timeout", ident), request.timeout_ms)
+
+    @staticmethod
+    def _validate(p: Partition, records: bytes) -> ProducePartitionResponse | None:
+        """The one place client records are validated (Kafka's ``LogValidator`` for an
+        ``AppendOrigin.CLIENT`` append): None if they may be appended, else the answer.
+        Replicated and coordinator appends never come this way."""
+        try:
+            LogValidator.for_log(p.log).validate(records)
+        except InvalidRecordError as e:
+            return ProducePartitionResponse(*p.key, INVALID_RECORD, -1, p.log.log_start_offset, str(e), e.record_errors)
+        except MessageSizeTooLargeError as e:
+            return ProducePartitionResponse(*p.key, MESSAGE_TOO_LARGE, -1, p.log.log_start_offset, str(e))
+        except CorruptRecordError as e:
+            return ProducePartitionResponse(*p.key, CORRUPT_MESSAGE, -1, p.log.log_start_offset, str(e))
+        return None
 
     def _try_complete_produce(self, delayed: DelayedProduce) -> bool:
         for key, required in list(delayed.waiting.items()):
@@ -478,7 +504,11 @@ class ReplicaManager:
             elif part.error != NO_ERROR:
                 backoff = True  # wait for the controller's news
             else:
-                p.append_as_follower(part.records, part.high_watermark)
+                try:
+                    p.append_as_follower(part.records, part.high_watermark)
+                except KafkaStorageError:  # a full disk: logged by the log; try again after a backoff
+                    backoff = True
+                    continue
                 if part.log_start_offset > p.log.log_start_offset:
                     # DeleteRecords (or the leader's retention) moved the leader's log start:
                     # a follower's copy starts there too, as far as it holds (Kafka's follower

@@ -19,8 +19,10 @@ and TigerBeetle's VOPR work this way):
    other brokers, the controller, or everyone, cut the controller off from every broker,
    slow a link, heal the network; with a quorum of ``controllers`` > 1 also kill the active
    controller (restarted later, or not until the end) and cut a controller off from the
-   other voters;
-4. the end: heal everything, restart every dead broker and controller, let the cluster
+   other voters; with ``disk_faults`` also fill a broker's disk (freed later) or make its
+   fsyncs fail (the disk replaced and the broker restarted later);
+4. the end: heal everything, repair every disk (``repair_disks``), restart every dead
+   broker and controller, let the cluster
    settle (every replica back in the ISR and caught up), flush the producer, settle again,
    read every partition from its log start to its high watermark (the final read) and
    ``analyse``. The metadata quorum is judged too (``checker.raft``: at most one leader per
@@ -49,6 +51,10 @@ What to expect (Kafka's semantics, which the checker holds the brokers to):
   at-least-once, not a bug; with ``enable_idempotence=True`` the broker drops them.
 - ``unclean_leader_election=True``: an out-of-sync replica may lead, and whatever it
   missed is gone: lost writes even with ``acks='all'``.
+- ``disk_faults=True`` adds two faults: a broker's disk fills up (appends there fail with
+  KAFKA_STORAGE_ERROR and write nothing; space returns later) and a broker's fsyncs fail
+  (its log dir goes offline at its next flush: it stops heartbeating, is fenced, and is
+  restarted on a new disk later). Neither may lose an acknowledged write.
 - A kill is a process crash: the OS keeps what the broker wrote. ``power_loss=True`` adds
   machine crashes that lose what was not yet flushed. Kafka relies on replication, not
   fsync: when the last in-sync replica standing is one that lost power, it leads with a
@@ -134,6 +140,23 @@ def restart_dead(cluster: Cluster) -> list[int]:
     for n in dead:
         cluster.restart(n)
     return dead
+
+
+def repair_disks(cluster: Cluster) -> list[int]:
+    """The end of a schedule with disk faults: free every full disk, replace every failing
+    one, and restart each broker whose log dir went offline (it cannot rejoin otherwise)."""
+    repaired = []
+    for b in cluster.broker_ids:
+        disk = cluster.disks[b]
+        offline = cluster.alive(b) and cluster.broker(b).log_manager.offline is not None
+        if disk.full or disk.fsync_fails or offline:
+            cluster.fill_disk(b, False)
+            cluster.fail_fsync(b, False)
+            if offline:
+                cluster.kill(b)
+                cluster.restart(b)
+            repaired.append(b)
+    return repaired
 
 
 def quorum_settled(cluster: Cluster) -> bool:
@@ -246,6 +269,7 @@ class ScheduleParams:
     unclean_leader_election: bool = False
     enable_idempotence: bool = False
     power_loss: bool = False
+    disk_faults: bool = False  # adds a disk filling up (freed later) and a disk whose fsyncs fail
     duration_ms: int = 3_000
     interval_ms: int = 10
     faults: int | None = None  # None: drawn, 1 to 4
@@ -276,7 +300,7 @@ class ScheduleParams:
         positive("interval_ms", self.interval_ms)
         if self.faults is not None:
             positive("faults", self.faults, 0)
-        for name in ("unclean_leader_election", "enable_idempotence", "power_loss"):
+        for name in ("unclean_leader_election", "enable_idempotence", "power_loss", "disk_faults"):
             if not isinstance(getattr(self, name), bool):
                 raise IllegalArgumentError(f"{name} must be True or False, not {getattr(self, name)!r}")
         if self.enable_idempotence and acks != -1:
@@ -337,6 +361,8 @@ class _Nemesis:
         kinds = ["kill", "kill-leader", "strand", "isolate", "isolate-controller", "slow"]
         if self.params.power_loss:
             kinds.append("power-loss")
+        if self.params.disk_faults:
+            kinds += ["disk-full", "fsync-fail"]
         if self.params.controllers > 1:
             kinds += ["kill-controller", "split-quorum"]
         for _ in range(count):
@@ -462,6 +488,30 @@ class _Nemesis:
             cluster.world.network.partition([lone], others)
             self._note(f"cut controller {lone} off from controllers {others}")
             self._heal_later(draws[2])
+        elif kind == "disk-full":
+            # Appends there fail (KAFKA_STORAGE_ERROR, nothing written) until space returns.
+            broker = self._pick(cluster.broker_ids, draws[0])
+            cluster.fill_disk(broker)
+            self._note(f"disk full on {broker}")
+
+            def free() -> None:
+                cluster.fill_disk(broker, False)
+                self._note(f"space freed on {broker}")
+            self._at(cluster.now + 200 + int(draws[1] * 2_000), free)
+        elif kind == "fsync-fail":
+            # Its next flush takes its log dir offline (it stops heartbeating and refuses
+            # appends); later the disk is replaced and the broker restarted, as an operator would.
+            broker = self._pick(cluster.broker_ids, draws[0])
+            cluster.fail_fsync(broker)
+            self._note(f"fsyncs fail on {broker}")
+
+            def replace_disk() -> None:
+                cluster.fail_fsync(broker, False)
+                if cluster.alive(broker):
+                    cluster.kill(broker)
+                cluster.restart(broker)
+                self._note(f"disk of {broker} replaced; restart {broker}")
+            self._at(cluster.now + 500 + int(draws[1] * 2_500), replace_disk)
         elif kind == "slow":
             nodes = list(cluster.broker_ids) + ["controller"]
             src = self._pick(nodes, draws[0])
@@ -474,15 +524,17 @@ class _Nemesis:
 
 
 @contextmanager
-def _quiet_clients() -> Iterator[None]:
+def _quiet_clients(disk_faults: bool = False) -> Iterator[None]:
     """Clients log warnings on every fault (resetting producer ids, timeouts, failed
     commits): across a campaign of thousands of faults that is noise, and the report says
-    what matters. (Every client module's logger is a child of "minikafka.clients".)"""
-    loggers = [logging.getLogger(n) for n in ("minikafka.clients", "minikafka.clients.sender",
-                                               "minikafka.clients.producer", "minikafka.clients.future")]
+    what matters. (Every client module's logger is a child of "minikafka.clients".) With
+    disk faults, so are the storage layer's "appends are failing" lines."""
+    names = ["minikafka.clients", "minikafka.clients.sender", "minikafka.clients.producer",
+             "minikafka.clients.future"] + (["minikafka.storage", "minikafka.storage.cleaner"] if disk_faults else [])
+    loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.ERROR)
+        lg.setLevel(logging.CRITICAL if lg.name.startswith("minikafka.storage") else logging.ERROR)
     try:
         yield
     finally:
@@ -510,7 +562,7 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
     producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
                        "acks": params.acks, "enable_idempotence": params.enable_idempotence}
     with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history,
-                     controllers=params.controllers) as cluster, _quiet_clients():
+                     controllers=params.controllers) as cluster, _quiet_clients(params.disk_faults):
         cluster.create_topic(TOPIC, partitions, params.replication_factor)
         workload = Workload(cluster, TOPIC, **producer_config)
         clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
@@ -521,6 +573,7 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
         nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
         workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
         nemesis.stop()
+        repair_disks(cluster)
         report = workload.finish()
         report.raft = judge_quorum(cluster)
         report.seed = seed
@@ -664,7 +717,8 @@ class CampaignReport:
 
 def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", min_insync_replicas: int = 2,
                    unclean_leader_election: bool = False, replication_factor: int = 3, brokers: int = 3,
-                   enable_idempotence: bool = False, power_loss: bool = False, partitions: int | None = None,
+                   enable_idempotence: bool = False, power_loss: bool = False, disk_faults: bool = False,
+                   partitions: int | None = None,
                    duration_ms: int = 3_000, interval_ms: int = 10, faults: int | None = None,
                    config: Mapping[str, Any] | None = None, producer_config: Mapping[str, Any] | None = None,
                    progress: bool = False, controllers: int = 1) -> CampaignReport:
@@ -677,7 +731,7 @@ def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", mi
     params = _params(
         brokers=brokers, partitions=partitions, replication_factor=replication_factor, acks=acks,
         min_insync_replicas=min_insync_replicas, unclean_leader_election=unclean_leader_election,
-        enable_idempotence=enable_idempotence, power_loss=power_loss, duration_ms=duration_ms,
+        enable_idempotence=enable_idempotence, power_loss=power_loss, disk_faults=disk_faults, duration_ms=duration_ms,
         interval_ms=interval_ms, faults=faults, config=config, producer_config=producer_config,
         controllers=controllers)
     campaign = CampaignReport(seed, schedules, params)

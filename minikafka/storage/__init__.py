@@ -2,7 +2,7 @@
 
 ``Log`` (Kafka's UnifiedLog) is what the rest of minikafka uses; ``LogSegment``,
 ``OffsetIndex`` and ``TimeIndex`` are its parts, shown one at a time in notebook 01.
-``LogCleaner`` compacts logs whose ``cleanup.policy`` is ``compact``.
+``LogValidator`` checks what clients append, record by record. ``LogCleaner`` compacts logs whose ``cleanup.policy`` is ``compact``.
 """
 
 from minikafka.storage.cleaner import CleanerStats, LogCleaner
@@ -16,9 +16,11 @@ from minikafka.storage.log import (
     RecoveryReport,
 )
 from minikafka.storage.log_manager import LogManager
+from minikafka.storage.log_validator import AppendOrigin, LogValidator
 from minikafka.storage.segment import LogSegment
 
 __all__ = [
+    "AppendOrigin",
     "CleanerStats",
     "EARLIEST_TIMESTAMP",
     "LATEST_TIMESTAMP",
@@ -28,6 +30,7 @@ __all__ = [
     "LogConfig",
     "LogManager",
     "LogSegment",
+    "LogValidator",
     "OffsetIndex",
     "RecoveryReport",
     "TimeIndex",

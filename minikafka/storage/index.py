@@ -18,30 +18,37 @@ the last entry at or below the target; the segment then scans forward a few KB a
 Invariants: entries strictly increase (offsets and positions; timestamps). The index is a
 *hint* that can always be rebuilt from the ``.log`` file, so recovery may discard it.
 Only this file and ``segment.py`` touch index files. Unlike Kafka we do not preallocate and
-memory-map the files: entries are appended, and a copy is kept in memory for lookups.
+memory-map the files: entries are appended (unbuffered, through the log directory's
+``Disk``), and a copy is kept in memory for lookups. A write that fails leaves the file
+and the copy as they were before it.
 """
 
 from __future__ import annotations
 
 import bisect
+import errno
 import os
 import struct
 from pathlib import Path
 
 from minikafka.errors import IllegalStateError
+from minikafka.storage.disk import OS_DISK, Disk
 
 
 class _SparseIndex:
     ENTRY: struct.Struct
 
-    def __init__(self, path: Path, base_offset: int) -> None:
+    def __init__(self, path: Path, base_offset: int, *, disk: Disk = OS_DISK) -> None:
         self.path = Path(path)
         self.base_offset = base_offset
+        self.disk = disk
         self._keys: list[int] = []  # what lookups search: offsets or timestamps
         self._values: list[int] = []
         self.problem: str | None = None  # why the file on disk could not be trusted
         self._load()
-        self._file = open(self.path, "ab")
+        # Unbuffered: an entry is on the file (or its write failed) when ``_append`` returns,
+        # so a failed write is seen by the append that made it and can be undone there.
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
 
     # The subclasses say which column is the search key.
     def _decode(self, a: int, b: int) -> tuple[int, int]:
@@ -80,9 +87,16 @@ class _SparseIndex:
             raise IllegalStateError(
                 f"{self.path.name}: entry ({key}, {value}) does not follow ({self._keys[-1]}, {self._values[-1]})"
             )
+        entry = self._encode(key, value)
+        try:
+            written = self.disk.write(self._fd, entry)
+            if written != len(entry):
+                raise OSError(errno.ENOSPC, f"short write of an index entry ({written} of {len(entry)} bytes)")
+        except OSError:
+            os.ftruncate(self._fd, len(self._keys) * self.ENTRY.size)  # no half entry left behind
+            raise
         self._keys.append(key)
         self._values.append(value)
-        self._file.write(self._encode(key, value))
 
     def _floor(self, key: int) -> int:
         """Index of the last entry whose key is <= ``key``, or -1."""
@@ -92,22 +106,26 @@ class _SparseIndex:
         if n >= len(self._keys):
             return
         del self._keys[n:], self._values[n:]
-        self._file.flush()
-        os.truncate(self.path, n * self.ENTRY.size)
+        os.ftruncate(self._fd, n * self.ENTRY.size)
 
     def reset(self) -> None:
         self._truncate_entries(0)
         self.problem = None
 
+    def truncate_to_entries(self, n: int) -> None:
+        """Keep the first ``n`` entries (a failed append undoing what it added)."""
+        self._truncate_entries(n)
+
     def flush(self) -> None:
-        self._file.flush()
-        os.fsync(self._file.fileno())
+        self.disk.fsync(self._fd)
 
     def close(self) -> None:
-        self._file.close()
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
 
     def delete(self) -> None:
-        self._file.close()
+        self.close()
         self.path.unlink(missing_ok=True)
 
 

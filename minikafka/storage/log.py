@@ -5,6 +5,8 @@ Theory of operation
 The log is append-only. Each append validates the incoming batches (sizes, magic, CRC),
 gives them the next offsets by patching ``baseOffset`` (and ``partitionLeaderEpoch``)
 in place, and writes them to the *active* (last) segment. Bytes are never re-encoded.
+(What a client sends is also decoded record by record before it gets here, by the
+broker's ``LogValidator``; replicated and coordinator appends are not.)
 
 - Roll: a new segment starts, named by the next offset, when the active one would grow
   past ``segment.bytes``, when its records span more than ``segment.ms``, or before
@@ -17,6 +19,12 @@ in place, and writes them to the *active* (last) segment. Bytes are never re-enc
 - Durability: appends reach the OS, ``flush()`` forces them to disk and moves the
   *recovery point* (the offset below which everything is known to be on disk), which is
   checkpointed in the log's directory.
+- Disk errors: an append that fails (disk full, I/O error) writes nothing: the segment is
+  cut back to where it was (``LogSegment.append``) and ``KafkaStorageError`` is raised, so
+  nothing is acknowledged that is not wholly written, and the next append that finds
+  space succeeds. A failed *fsync* is different: the kernel may have dropped what it could
+  not write, so the log goes ``offline`` and refuses appends until the broker restarts
+  (and recovery re-checks everything past the recovery point, which did not move).
 - Recovery on open: segments below the recovery point are trusted (their indexes reused
   or rebuilt from batch headers). From the recovery point on, every batch is re-read and
   its CRC checked; the first torn or corrupt batch and everything after it are cut off and
@@ -46,6 +54,7 @@ from typing import Any, Callable, Mapping, NamedTuple
 from minikafka.errors import (
     CorruptRecordError,
     IllegalArgumentError,
+    KafkaStorageError,
     OffsetOutOfRangeError,
     MessageSizeTooLargeError,
 )
@@ -61,6 +70,7 @@ from minikafka.records import (
     crc32c,
 )
 from minikafka.topic import TopicPartition
+from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.leader_epoch import LeaderEpochFileCache
 from minikafka.storage.segment import (
     INDEX_SUFFIX,
@@ -205,10 +215,14 @@ class Log:
         config: LogConfig | Mapping[str, Any] | None = None,
         *,
         clock: Callable[[], int] = wall_clock_ms,
+        disk: Disk = OS_DISK,
     ) -> None:
         self.dir = Path(dir)
         self.config = config if isinstance(config, LogConfig) else LogConfig.of(config)
         self.clock = clock
+        self.disk = disk
+        self.append_failing: str | None = None  # why the last append failed (logged once), until one succeeds
+        self.offline: str | None = None  # set by a failed fsync: the log refuses appends from then on
         self.dir.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
@@ -314,14 +328,20 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
             self._replace_with_empty(self.log_start_offset)
-        self.flush()  # what recovery kept is now durable, and the checkpoint says so
-        self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+        try:
+            self.flush()  # what recovery kept is now durable, and the checkpoint says so
+            self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+        except (KafkaStorageError, OSError) as e:
+            # Opened on a failing disk: the log still opens (to be read), and is offline
+            # if its fsync failed; the recovery point stays where it was.
+            logger.error("%s: could not make what recovery kept durable: %s", self.name, e)
         return report
 
     def _new_segment_object(self, base: int) -> LogSegment:
         # As Kafka, a segment's creation time is when this process made or opened it.
         return LogSegment(
-            self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=self.clock()
+            self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=self.clock(),
+            disk=self.disk,
         )
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -373,6 +393,8 @@ class Log:
         none: the caller's bytes go to the file as they are, after a patched 16-byte prefix
         (baseOffset, batchLength, partitionLeaderEpoch) per batch.
         """
+        if self.offline is not None:
+            raise KafkaStorageError(f"{self.name} is offline: {self.offline}")
         data = records if isinstance(records, (bytes, bytearray)) else bytes(as_memory_records(records))
         view = memoryview(data)
         total = len(view)
@@ -429,8 +451,21 @@ class Log:
             num_records += count
             next_offset = last + 1
             position = end
-        self._maybe_roll(total, batches[0][2], next_offset - 1, first_offset)
-        self.segments[-1].append(pieces, batches)
+        try:
+            self._maybe_roll(total, batches[0][2], next_offset - 1, first_offset)
+            self.segments[-1].append(pieces, batches)
+        except (KafkaStorageError, OSError) as e:
+            # One line when appends start failing, one when they work again: a full disk
+            # fails every produce until space returns, and must not flood the log.
+            if self.append_failing is None:
+                logger.error("%s: appends are failing, nothing was written: %s", self.name, e)
+            self.append_failing = str(e)
+            if isinstance(e, KafkaStorageError):
+                raise
+            raise KafkaStorageError(f"{self.name}: rolling a new segment failed: {e}") from None
+        if self.append_failing is not None:
+            logger.warning("%s: appends succeed again (the last failure: %s)", self.name, self.append_failing)
+            self.append_failing = None
         for epoch, start in new_epochs:
             self.leader_epoch_cache.assign(epoch, start)
         return LogAppendInfo(first_offset, next_offset - 1, max_ts, offset_of_max_ts, num_records, total)
@@ -668,10 +703,21 @@ class Log:
         if (self.recovery_point == self.log_end_offset and self.unflushed_bytes == 0
                 and self._checkpointed == self.recovery_point):
             return  # nothing new: an idle log costs no fsync (a broker flushes every log on a timer)
-        for segment in self.segments[self._segment_for(self.recovery_point) :]:
-            segment.flush()
+        try:
+            for segment in self.segments[self._segment_for(self.recovery_point) :]:
+                segment.flush()
+        except OSError as e:
+            # The kernel may have dropped the pages it could not write, and a second fsync
+            # may "succeed" without them: nothing appended here can be called durable again
+            # (see disk.py). As Kafka takes the log directory offline, this log refuses
+            # appends until the broker restarts and recovers it from the recovery point.
+            self.offline = f"fsync failed ({e.strerror or e}) at recovery point {self.recovery_point}"
+            raise KafkaStorageError(f"{self.name}: {self.offline}") from None
         self.recovery_point = self.log_end_offset
-        self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+        try:
+            self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+        except OSError as e:  # the old checkpoint stays, which is safe: recovery checks more
+            raise KafkaStorageError(f"{self.name}: writing the recovery point checkpoint failed: {e}") from None
         self._checkpointed = self.recovery_point
 
     @property
@@ -679,10 +725,16 @@ class Log:
         return sum(s.size - s.flushed_size for s in self.segments)
 
     def close(self) -> None:
-        """A clean shutdown: flush, so the next open has nothing to recover."""
-        self.flush()
-        for segment in self.segments:
-            segment.close()
+        """A clean shutdown: flush, so the next open has nothing to recover. On a failing
+        disk the files are still closed; the next open recovers from the recovery point."""
+        try:
+            if self.offline is None:
+                self.flush()
+        except KafkaStorageError as e:
+            logger.error("%s: closed without a final flush: %s", self.name, e)
+        finally:
+            for segment in self.segments:
+                segment.close()
 
     def crash(self, *, lose_unflushed: bool = False) -> None:
         """Let go of the files as a killed process would (no flush). With

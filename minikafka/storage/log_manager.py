@@ -3,6 +3,10 @@
 Each partition lives in ``<log_dir>/<topic>-<partition>/``. Topic names are validated
 before they become directory names, so no name can reach outside ``log_dir``.
 
+Every log writes through the manager's ``Disk`` (``disk.py``). A failed fsync in any of
+them takes the whole directory offline (``offline``; Kafka's ``LogDirFailureChannel``):
+every log refuses appends until the broker restarts.
+
 ``clean_logs`` is the log cleaner's periodic pass (Kafka's ``LogCleaner`` threads, which
 wake every ``log.cleaner.backoff.ms``): every log whose ``cleanup.policy`` includes
 ``compact`` and that has a dirty range gets one ``LogCleaner.clean``. A log that fails is
@@ -17,7 +21,9 @@ import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
+from minikafka.errors import KafkaStorageError
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
+from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.log import Log, LogConfig, wall_clock_ms
 from minikafka.topic import TopicPartition
 
@@ -26,9 +32,11 @@ METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: kept by the Raft 
 
 
 class LogManager:
-    def __init__(self, log_dir: Path | str, *, clock: Callable[[], int] = wall_clock_ms) -> None:
+    def __init__(self, log_dir: Path | str, *, clock: Callable[[], int] = wall_clock_ms, disk: Disk = OS_DISK) -> None:
         self.log_dir = Path(log_dir)
         self.clock = clock
+        self.disk = disk  # every log here writes through it (the fault injection point)
+        self.offline: str | None = None  # why the directory went offline (a failed fsync)
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._logs: dict[TopicPartition, Log] = {}
         self.cleaner = LogCleaner()
@@ -40,7 +48,9 @@ class LogManager:
         log = self._logs.get(tp)
         if log is None:
             path = self.log_dir / tp.dir_name  # validates the name first
-            log = self._logs[tp] = Log(path, config, clock=self.clock)
+            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk)
+            if self.offline is not None:
+                log.offline = self.offline
         return log
 
     def get_log(self, topic: str, partition: int) -> Log | None:
@@ -118,9 +128,26 @@ class LogManager:
                 logger.exception("%s: the log cleaner failed; skipping it this pass", log.name)
         return done
 
-    def flush_all(self) -> None:
+    def flush_all(self) -> str | None:
+        """Flush every log. A failed fsync takes the whole directory offline, as Kafka does
+        with a failed log dir: every log here refuses appends from then on. Returns why,
+        the first time (None otherwise); a non-fatal failure (a checkpoint that could not
+        be written for want of space) is logged once and tried again next time."""
+        newly_offline = None
         for log in self._logs.values():
-            log.flush()
+            try:
+                log.flush()
+            except KafkaStorageError as e:
+                if log.offline is not None and self.offline is None:
+                    self.offline = newly_offline = f"{log.name}: {log.offline}"
+                    logger.error("log directory %s is offline: %s", self.log_dir, self.offline)
+                elif log.offline is None and log.append_failing is None:
+                    log.append_failing = str(e)
+                    logger.error("%s", e)
+        if self.offline is not None:
+            for log in self._logs.values():
+                log.offline = log.offline or self.offline
+        return newly_offline
 
     def crash(self, *, lose_unflushed: bool = False) -> None:
         """Release every log without flushing (see ``Log.crash``)."""

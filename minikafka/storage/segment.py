@@ -10,7 +10,11 @@ back to back exactly as producers sent them (offsets patched), ``.index`` and
 - ``append`` writes whole batches at the end of ``.log`` and, every
   ``index.interval.bytes``, one index entry: the position of the batch being written and
   its last offset. Data is written before its index entry, so an index never points past
-  the data a crash left behind.
+  the data a crash left behind. An append is all or nothing: a write that fails (a full
+  disk writes part of a ``writev`` and then fails with ENOSPC) is undone, file cut back
+  and index entries dropped, before ``KafkaStorageError`` is raised, so the segment never
+  holds bytes its ``size`` does not count (the next recovery would cut them, with every
+  acknowledged batch appended after them).
 - ``read`` finds the first batch holding the wanted offset (index lookup, then a short scan
   of batch headers) and returns whole batches only, up to ``max_size`` (but always at least
   one batch, however large, as Kafka does since KIP-74, so a consumer can make progress).
@@ -19,7 +23,9 @@ back to back exactly as producers sent them (offsets patched), ``.index`` and
 - ``flush`` is the only durability point: ``flushed_size`` tells how much of the file a
   crash cannot take away.
 
-Only this file and ``index.py`` touch segment files; nothing here reads a clock.
+Only this file and ``index.py`` touch segment files, and they write and fsync only through
+the log directory's ``Disk`` (``disk.py``, where faults are injected); nothing here reads a
+clock.
 """
 
 from __future__ import annotations
@@ -30,8 +36,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterator, Sequence
 
-from minikafka.errors import CorruptRecordError
+from minikafka.errors import CorruptRecordError, KafkaStorageError
 from minikafka.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
+from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.index import OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -63,8 +70,10 @@ class LogSegment:
         *,
         index_interval_bytes: int = 4096,
         created_ms: int,
+        disk: Disk = OS_DISK,
     ) -> None:
         self.dir = Path(directory)
+        self.disk = disk
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         prefix = filename_prefix(base_offset)
@@ -73,8 +82,8 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.flushed_size = self.size  # bytes found at open are as durable as we can know
         self.created_ms = created_ms
-        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}", base_offset)
-        self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}", base_offset)
+        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}", base_offset, disk=disk)
+        self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}", base_offset, disk=disk)
         self.next_offset = base_offset
         self.max_timestamp = -1
         self.offset_of_max_timestamp = base_offset
@@ -90,7 +99,37 @@ class LogSegment:
 
     def append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[tuple[int, int, int]]) -> None:
         """Write whole, validated batches at the end: ``pieces`` are their bytes (written in
-        order with one writev), ``batches`` their (size, last offset, max timestamp)."""
+        order with one writev), ``batches`` their (size, last offset, max timestamp).
+
+        All or nothing: if any write fails (disk full, I/O error), the file is cut back to
+        its size before the append, the indexes lose the entries it added, and
+        ``KafkaStorageError`` is raised; the segment is then exactly as it was."""
+        before = (
+            self.size, len(self.offset_index), len(self.time_index), self.next_offset, self.max_timestamp,
+            self.offset_of_max_timestamp, self.first_batch_max_timestamp,
+            self._bytes_since_last_index_entry, self._walk_from,
+        )
+        try:
+            self._append(pieces, batches)
+        except OSError as e:
+            self._undo_append(before)
+            raise KafkaStorageError(
+                f"{self.log_path.name}: appending {sum(size for size, _, _ in batches)} bytes at byte "
+                f"{before[0]} failed ({e.strerror or e}); the segment was cut back to {before[0]} bytes"
+            ) from None
+
+    def _undo_append(self, before: tuple) -> None:
+        (size, offset_entries, time_entries, self.next_offset, self.max_timestamp,
+         self.offset_of_max_timestamp, self.first_batch_max_timestamp,
+         self._bytes_since_last_index_entry, self._walk_from) = before
+        # Shrinking a file needs no free space; if even this fails the disk is gone, and
+        # the error says so (recovery at the next start cuts the torn tail by its CRC).
+        os.ftruncate(self._fd, size)
+        self.size = size
+        self.offset_index.truncate_to_entries(offset_entries)
+        self.time_index.truncate_to_entries(time_entries)
+
+    def _append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[tuple[int, int, int]]) -> None:
         position = self.size
         offset_entries = []
         time_entries = []
@@ -117,17 +156,21 @@ class LogSegment:
         self.next_offset = batches[-1][1] + 1
 
     def _write_all(self, pieces: Sequence[bytes | memoryview], total: int) -> None:
+        writev = self.disk.writev
         if len(pieces) <= _IOV_MAX:
-            written = os.writev(self._fd, pieces)
+            written = writev(self._fd, pieces)
         else:
-            written = sum(os.writev(self._fd, pieces[i : i + _IOV_MAX]) for i in range(0, len(pieces), _IOV_MAX))
-        if written < total:  # a short write (disk full, signal): finish it the slow way
+            written = sum(writev(self._fd, pieces[i : i + _IOV_MAX]) for i in range(0, len(pieces), _IOV_MAX))
+        if written < total:  # a short write (a signal, or the disk filling up): finish it the
+            # slow way; a full disk then raises ENOSPC here, and ``append`` cuts back
             rest = b"".join(bytes(p) for p in pieces)[written:]
             while rest:
-                rest = rest[os.write(self._fd, rest) :]
+                rest = rest[self.disk.write(self._fd, rest) :]
 
     def flush(self) -> None:
-        os.fsync(self._fd)
+        """fsync the data and the indexes; an OSError here is the caller's to judge (a
+        failed fsync is fatal to the log directory: see ``disk.py``)."""
+        self.disk.fsync(self._fd)
         self.offset_index.flush()
         self.time_index.flush()
         self.flushed_size = self.size
@@ -316,9 +359,16 @@ class LogSegment:
         if position == 0:
             self.first_batch_max_timestamp = max_timestamp
         if self._bytes_since_last_index_entry > self.index_interval_bytes:
-            if not len(self.offset_index) or position > self.offset_index.last_position:
-                self.offset_index.append(last_offset, position)
-            self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            try:
+                if not len(self.offset_index) or position > self.offset_index.last_position:
+                    self.offset_index.append(last_offset, position)
+                self.time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+            except OSError:
+                # Rebuilding on a full disk: an index is only a hint, so this segment goes
+                # without one (reads scan its batch headers) until it is opened again.
+                self.offset_index.reset()
+                self.time_index.reset()
+                self.index_interval_bytes = 2**62
             self._bytes_since_last_index_entry = 0
         self._bytes_since_last_index_entry += size
         self.next_offset = last_offset + 1

@@ -569,7 +569,9 @@ def _produce_out(d: Decoded, resp: m.ProduceResponse, ctx: BrokerContext | None,
     return K(version=v, throttle_time_ms=0, responses=[
         T(name=topic, partition_responses=[
             P(index=p.partition, error_code=p.error, base_offset=p.base_offset, log_append_time_ms=-1,
-              log_start_offset=p.log_start_offset, record_errors=[], error_message=p.error_message)
+              log_start_offset=p.log_start_offset, error_message=p.error_message,
+              record_errors=[P.BatchIndexAndErrorMessage(batch_index=i, batch_index_error_message=why)
+                             for i, why in p.record_errors])
             for p in parts])
         for topic, parts in _by_topic(resp.partitions, lambda p: p.topic).items()])
 

@@ -1,0 +1,66 @@
+"""The system calls log files are written with, and the place to break them: ``Disk``.
+
+Theory of operation
+-------------------
+Segments and indexes write and fsync through a ``Disk`` (one per log directory, held by
+the ``LogManager`` and handed to every ``Log``); the default one is the OS itself. It is
+the storage layer's *fault injection point*, as the simulated network is the runtime's:
+the simulated cluster keeps one ``Disk`` per broker machine (it outlives the broker's
+crashes, as a real disk does) and its campaign fills it up or makes its fsyncs fail at
+seeded times; tests do the same. A real full disk (a small tmpfs) behaves the same way
+through the default ``Disk``, which is how the real-process test gets ENOSPC.
+
+- ``full``: a write lands *part* of its bytes and then fails with ENOSPC, as Linux does
+  when the space runs out in the middle of a ``writev``; what is in the file then is
+  exactly what a real full disk leaves, so the code that cuts it back is tested for real.
+- ``fsync_fails``: ``fsync`` fails with EIO, as after a lost write-back. Linux may already
+  have dropped the dirty pages and a later fsync may succeed without them, so a failed
+  fsync cannot be retried into safety (PostgreSQL's "fsyncgate"); ``Log.flush`` reports
+  it as fatal, and the broker takes its log directory offline (see ``Broker``).
+
+Never: a ``Disk`` holds no data and reads nothing; freeing space is the caller's decision
+(``full = False``), never a side effect.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from typing import Sequence
+
+
+class Disk:
+    """Pass-through to the OS, unless told to fail (``full``, ``fsync_fails``)."""
+
+    def __init__(self, name: str = "disk") -> None:
+        self.name = name
+        self.full = False
+        self.fsync_fails = False
+
+    def writev(self, fd: int, pieces: Sequence[bytes | memoryview]) -> int:
+        if self.full:
+            self._fill_up(fd, pieces)
+        return os.writev(fd, pieces)
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        if self.full:
+            self._fill_up(fd, [data])
+        return os.write(fd, data)
+
+    def fsync(self, fd: int) -> None:
+        if self.fsync_fails:
+            raise OSError(errno.EIO, f"Input/output error (fsync on {self.name}, injected)")
+        os.fsync(fd)
+
+    def _fill_up(self, fd: int, pieces: Sequence[bytes | memoryview]) -> None:
+        first = bytes(pieces[0]) if pieces else b""
+        if len(first) > 1:
+            os.write(fd, first[: len(first) // 2])  # what fitted before the space ran out
+        raise OSError(errno.ENOSPC, f"No space left on device ({self.name} is full, injected)")
+
+    def __repr__(self) -> str:
+        state = [s for s, on in (("full", self.full), ("fsync fails", self.fsync_fails)) if on]
+        return f"Disk({self.name!r}{', ' + ', '.join(state) if state else ''})"
+
+
+OS_DISK = Disk("os")  # the default: nothing injected (never set its flags; make your own Disk)

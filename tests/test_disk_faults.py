@@ -1,0 +1,206 @@
+"""A full disk and a failing fsync: nothing acknowledged is ever lost, nothing torn is left.
+
+The old segment append wrote with one ``writev`` and, on a short write, finished with
+``os.write``; on a full disk the ``writev`` landed part of the batch and the ``write`` raised
+ENOSPC, leaving bytes in the file that the segment's size did not count. Every later append
+went after them, was acknowledged, and could not be read; recovery at the next start cut
+them all. Here a failed append leaves the segment exactly as before it.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+
+import pytest
+
+from minikafka.checker.campaign import fault_campaign, run_schedule
+from minikafka.clients.producer import KafkaProducer
+from minikafka.cluster import Cluster
+from minikafka.errors import KafkaStorageError
+from minikafka.messages import KAFKA_STORAGE_ERROR, NO_ERROR, ProducePartition, ProduceRequest
+from minikafka.records import RecordBatch
+from minikafka.storage import Log
+from minikafka.storage.disk import Disk
+
+
+def files(log: Log) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(log.dir.iterdir()) if p.suffix in (".log", ".index", ".timeindex")}
+
+
+def batch(i: int, size: int = 300) -> bytes:
+    return bytes(RecordBatch.build([(b"k%d" % i, bytes([i % 256]) * size)], timestamp=1000 + i))
+
+
+class IndexWritesFail(Disk):
+    """Data writes (writev) work; index entry writes (write) fail with ENOSPC."""
+
+    def write(self, fd, data):
+        raise OSError(errno.ENOSPC, "No space left on device (index, injected)")
+
+
+def test_a_full_disk_leaves_the_segment_and_its_indexes_exactly_as_before_the_append(tmp_path):
+    disk = Disk("test disk")
+    log = Log(tmp_path / "t-0", {"index.interval.bytes": 500}, disk=disk)
+    for i in range(20):
+        log.append(batch(i))
+    before, end = files(log), log.log_end_offset
+    disk.full = True  # the next writev lands half of its first piece, then ENOSPC
+    for i in range(3):
+        with pytest.raises(KafkaStorageError, match="No space left on device.*cut back"):
+            log.append(batch(100 + i))
+        assert files(log) == before and log.log_end_offset == end
+        assert log.active_segment.size == len(before["00000000000000000000.log"])
+    disk.full = False  # space returns: appends work again, at the next offset
+    assert log.append(batch(200)).first_offset == end
+    log.crash()  # no flush: recovery must keep every appended batch
+    reopened = Log(tmp_path / "t-0")
+    assert reopened.last_recovery.clean and not reopened.last_recovery.truncated
+    assert [r.value[:1] for r in reopened.read(0, 1 << 20).records()] == [bytes([i]) for i in list(range(20)) + [200]]
+
+
+def test_an_index_write_that_fails_undoes_the_whole_append(tmp_path):
+    log = Log(tmp_path / "t-0", {"index.interval.bytes": 100}, disk=IndexWritesFail())
+    log.append(batch(0))  # no index entry yet: the first batch
+    before = files(log)
+    with pytest.raises(KafkaStorageError):
+        log.append(batch(1))  # over the interval: its index entry cannot be written
+    assert files(log) == before and log.log_end_offset == 1
+    assert len(log.active_segment.offset_index) == 0
+
+
+def test_appends_failing_are_logged_once_and_their_end_once(tmp_path, caplog):
+    disk = Disk()
+    log = Log(tmp_path / "t-0", disk=disk)
+    log.append(batch(0))
+    disk.full = True
+    with caplog.at_level(logging.WARNING, logger="minikafka.storage"):
+        for i in range(50):
+            with pytest.raises(KafkaStorageError):
+                log.append(batch(i))
+        disk.full = False
+        log.append(batch(1))
+        log.append(batch(2))
+    messages = [r.getMessage() for r in caplog.records]
+    assert len(messages) == 2 and "appends are failing" in messages[0] and "succeed again" in messages[1]
+    assert not any(r.exc_info for r in caplog.records)  # no traceback
+
+
+def test_a_failed_fsync_takes_the_log_offline_and_the_recovery_point_stays(tmp_path):
+    disk = Disk()
+    log = Log(tmp_path / "t-0", disk=disk)
+    log.append(batch(0))
+    log.flush()
+    log.append(batch(1))
+    disk.fsync_fails = True
+    with pytest.raises(KafkaStorageError, match="fsync failed"):
+        log.flush()
+    assert log.recovery_point == 1 and log.offline
+    disk.fsync_fails = False  # a later fsync would "succeed": the log must not believe it
+    with pytest.raises(KafkaStorageError, match="offline"):
+        log.append(batch(2))
+    log.crash()
+    reopened = Log(tmp_path / "t-0")  # the restart: recovery re-checks from offset 1
+    assert reopened.last_recovery.recovery_point == 1 and reopened.log_end_offset == 2
+
+
+# --- the simulated cluster -------------------------------------------------------------------------------
+
+
+def produce(c, dst, data, acks=-1):
+    corr = c.world.call_node(c.admin_id, lambda node: node.request(
+        dst, lambda k: ProduceRequest(k, acks, 3_000, (ProducePartition("t", 0, data),))))
+    admin = c.world.nodes[c.admin_id]
+    assert c.world.run_until(lambda: corr in admin.responses, 5_000)
+    return admin.responses.pop(corr).partitions[0]
+
+
+def test_a_leader_on_a_full_disk_answers_kafka_storage_error_and_acknowledges_nothing(tmp_path):
+    c = Cluster(3, seed=3, dir=tmp_path / "c", config={"min.insync.replicas": 2})
+    try:
+        c.create_topic("t", 1, 3)
+        leader = c.partition_state("t", 0).leader
+        assert produce(c, leader, batch(0)).error == NO_ERROR
+        log = c.replica(leader, "t", 0).log
+        size = log.size_in_bytes
+        c.fill_disk(leader)
+        for acks in (1, -1):
+            part = produce(c, leader, batch(1), acks)
+            assert (part.error, part.base_offset) == (KAFKA_STORAGE_ERROR, -1)
+            assert "No space left on device" in part.error_message
+        assert (log.size_in_bytes, log.log_end_offset) == (size, 1)
+        c.fill_disk(leader, False)
+        assert (produce(c, leader, batch(2)).error, log.log_end_offset) == (NO_ERROR, 2)
+    finally:
+        c.close()
+
+
+def test_a_follower_on_a_full_disk_falls_behind_and_catches_up_when_space_returns(tmp_path):
+    c = Cluster(3, seed=4, dir=tmp_path / "c", config={"replica.lag.time.max.ms": 2_000})
+    try:
+        c.create_topic("t", 1, 3)
+        leader = c.partition_state("t", 0).leader
+        follower = next(b for b in c.broker_ids if b != leader)
+        c.fill_disk(follower)
+        p = KafkaProducer(bootstrap_servers=c, acks=1)
+        futures = [p.send("t", value=b"v%d" % i) for i in range(20)]
+        p.flush(timeout=10)
+        assert all(f.get().offset == i for i, f in enumerate(futures))
+        c.advance(5_000)
+        assert c.replica(follower, "t", 0).log_end_offset == 0
+        assert follower not in c.partition_state("t", 0).isr  # it could not keep up
+        c.fill_disk(follower, False)
+        assert c.run_until(lambda: follower in c.partition_state("t", 0).isr, 10_000)
+        assert c.replica(follower, "t", 0).log_end_offset == 20
+    finally:
+        c.close()
+
+
+def test_a_broker_whose_fsync_failed_is_fenced_and_its_partitions_move(tmp_path):
+    c = Cluster(3, seed=5, dir=tmp_path / "c", config={"log.flush.interval.ms": 500, "min.insync.replicas": 2})
+    try:
+        c.create_topic("t", 1, 3)
+        leader = c.partition_state("t", 0).leader
+        p = KafkaProducer(bootstrap_servers=c, acks="all", enable_idempotence=True)
+        first = [p.send("t", value=b"a%d" % i) for i in range(10)]
+        p.flush(timeout=10)
+        c.fail_fsync(leader)
+        assert c.run_until(lambda: c.broker(leader).log_manager.offline is not None, 5_000)
+        assert c.run_until(lambda: c.partition_state("t", 0).leader not in (-1, leader), 20_000)
+        second = [p.send("t", value=b"b%d" % i) for i in range(10)]
+        p.flush(timeout=20)
+        offsets = [f.get().offset for f in first + second]
+        assert offsets == list(range(20))
+        c.fail_fsync(leader, False)  # a new disk, and a restart: it recovers and catches up
+        c.kill(leader)
+        c.restart(leader)
+        assert c.run_until(lambda: c.replica(leader, "t", 0) is not None
+                           and c.replica(leader, "t", 0).log_end_offset == 20, 20_000)
+    finally:
+        c.close()
+
+
+def test_a_campaign_with_disk_faults_finds_no_anomaly_with_acks_all():
+    report = fault_campaign(20, seed=13, acks="all", enable_idempotence=True, disk_faults=True, faults=3)
+    assert report.ok, report.table()
+    assert report.counts["ok"] > 0
+
+
+def test_disk_faults_are_drawn_from_the_seed_and_replay_exactly():
+    def run():
+        r = run_schedule(seed=21, acks="all", enable_idempotence=True, disk_faults=True, faults=4)
+        assert r.ok, r.table()
+        return r.faults, r.counts
+    a, b = run(), run()
+    assert a == b
+    assert (618, "disk full on 3") in a[0] and (1306, "space freed on 3") in a[0]
+
+
+def test_a_log_on_a_failing_disk_still_closes_and_reopens_whole(tmp_path):
+    disk = Disk()
+    log = Log(tmp_path / "t-0", disk=disk)
+    log.append(batch(0))
+    disk.fsync_fails = True
+    log.close()  # no exception: the files are released, the recovery point stays at 0
+    reopened = Log(tmp_path / "t-0")
+    assert reopened.last_recovery.recovery_point == 0 and reopened.log_end_offset == 1

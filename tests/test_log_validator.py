@@ -1,0 +1,223 @@
+"""LogValidator: a client's batch is decoded record by record before it is appended.
+
+Each malformed batch below has a valid CRC (computed over the garbage), so the old broker,
+which checked only the CRC and the record count, stored it; consumers then could not read
+past it. Here it is refused with Kafka's error code, nothing is appended, and the good
+batches around it are stored byte for byte.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from minikafka.cluster import Cluster
+from minikafka.errors import CorruptRecordError, InvalidRecordError, MessageSizeTooLargeError
+from minikafka.messages import (
+    CORRUPT_MESSAGE,
+    INVALID_RECORD,
+    MESSAGE_TOO_LARGE,
+    NO_ERROR,
+    FetchPartition,
+    FetchRequest,
+    ListOffsetsRequest,
+    ProducePartition,
+    ProduceRequest,
+)
+from minikafka.records import (
+    ATTRIBUTES_AT,
+    CRC_AT,
+    HEADER,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MemoryRecords,
+    Record,
+    RecordBatch,
+    compress,
+    Compression,
+    crc32c,
+    encode_varint,
+)
+from minikafka.storage import AppendOrigin, Log, LogValidator
+
+
+def varint(v: int) -> bytes:
+    out = bytearray()
+    encode_varint(v, out)
+    return bytes(out)
+
+
+def record(*, offset_delta=0, ts_delta=0, key=None, value=b"v", headers=(), attributes=0,
+           length_adjust=0, key_len=None, value_len=None, header_count=None) -> bytes:
+    """One DefaultRecord, with any field forced to a wrong value."""
+    body = bytes([attributes]) + varint(ts_delta) + varint(offset_delta)
+    body += varint(len(key) if key_len is None and key is not None else (-1 if key_len is None else key_len)) + (key or b"")
+    body += varint(len(value) if value_len is None and value is not None else (-1 if value_len is None else value_len)) + (value or b"")
+    body += varint(len(headers) if header_count is None else header_count)
+    for hk, hv in headers:
+        body += varint(len(hk)) + hk + varint(-1 if hv is None else len(hv)) + (hv or b"")
+    return varint(len(body) + length_adjust) + body
+
+
+def raw_batch(payload: bytes, count: int, *, last_offset_delta=None, attributes=0, base_ts=1000, max_ts=1000,
+              producer_id=-1, base_sequence=-1, magic=2) -> bytes:
+    """A batch around ``payload`` (already compressed if ``attributes`` says so), with a
+    CRC that matches: whatever is wrong is wrong inside, as a buggy client would send it."""
+    last = count - 1 if last_offset_delta is None else last_offset_delta
+    header = HEADER.pack(0, HEADER_SIZE - LOG_OVERHEAD + len(payload), -1, magic, 0, attributes, last,
+                         base_ts, max_ts, producer_id, 0, base_sequence, count)
+    buf = bytearray(header + payload)
+    struct.pack_into(">I", buf, CRC_AT, crc32c(memoryview(buf)[ATTRIBUTES_AT:]))
+    return bytes(buf)
+
+
+GOOD = bytes(RecordBatch.build([Record(b"k", b"v", 1000)]))
+
+# (name, batch bytes, error class, words the message must hold, index of the bad record or None)
+BAD = [
+    ("record length longer than its fields", raw_batch(record(length_adjust=+3) + b"\0\0\0", 1),
+     InvalidRecordError, "disagrees with its fields", 0),
+    ("record length shorter than its fields", raw_batch(record(length_adjust=-1) + b"", 1),
+     InvalidRecordError, "record 0", 0),
+    ("offset deltas not 0, 1, 2", raw_batch(record(offset_delta=0) + record(offset_delta=5), 2),
+     InvalidRecordError, "offset delta 5, expected 1", 1),
+    ("key length below -1", raw_batch(record(key=b"", key_len=-7), 1), InvalidRecordError, "key length -7", 0),
+    ("value longer than the record", raw_batch(record(value=b"ab", value_len=60), 1), InvalidRecordError, "record 0", 0),
+    ("negative header count", raw_batch(record(header_count=-2), 1), InvalidRecordError, "header count -2", 0),
+    ("header count past the record", raw_batch(record(header_count=40), 1), InvalidRecordError, "header count 40", 0),
+    ("header key not UTF-8", raw_batch(record(headers=((b"\xff\xfe", b"x"),)), 1), InvalidRecordError, "UTF-8", 0),
+    ("bytes after the last record", raw_batch(record() + b"\x00\x01", 1), InvalidRecordError, "left over", 1),
+    ("fewer records than the count", raw_batch(record(), 2), InvalidRecordError, "record 1", 1),
+    ("count disagrees with lastOffsetDelta", raw_batch(record(), 1, last_offset_delta=4),
+     InvalidRecordError, "lastOffsetDelta 4", None),
+    ("zero records", raw_batch(b"", 0, last_offset_delta=-1), InvalidRecordError, "recordsCount 0", None),
+    ("a control batch from a client", raw_batch(record(), 1, attributes=0x20), InvalidRecordError, "control", None),
+    ("an idempotent batch without a sequence", raw_batch(record(), 1, producer_id=7, base_sequence=-1),
+     InvalidRecordError, "baseSequence -1", None),
+    ("a record newer than maxTimestamp", raw_batch(record(ts_delta=50), 1, max_ts=1010),
+     InvalidRecordError, "above the batch's maxTimestamp", 0),
+    ("a v1 message set", raw_batch(record(), 1, magic=1), InvalidRecordError, "magic 1", None),
+    ("an unknown magic", raw_batch(record(), 1, magic=7), CorruptRecordError, "magic 7", None),
+    ("an unknown codec", raw_batch(record(), 1, attributes=6), CorruptRecordError, "codec 6", None),
+    ("gzip that is not gzip", raw_batch(b"not gzip at all", 1, attributes=1), CorruptRecordError, "decompress GZIP", None),
+    ("garbage inside a valid zstd frame", raw_batch(compress(Compression.ZSTD, b"\x7f" * 20), 1, attributes=4),
+     InvalidRecordError, "record 0", 0),
+    ("a truncated batch", GOOD[:-4], CorruptRecordError, "truncated", None),
+    ("a CRC that does not match", GOOD[:-1] + bytes([GOOD[-1] ^ 1]), CorruptRecordError, "CRC mismatch", None),
+]
+
+
+@pytest.mark.parametrize("name,data,error,words,index", BAD, ids=[b[0] for b in BAD])
+def test_a_malformed_batch_with_a_valid_crc_is_refused_naming_the_problem(name, data, error, words, index):
+    with pytest.raises(error) as caught:
+        LogValidator().validate(GOOD + data)  # the good batch first: every batch is checked
+    assert words in str(caught.value)
+    if isinstance(caught.value, InvalidRecordError) and index is not None:
+        assert [i for i, _ in caught.value.record_errors] == [index]
+
+
+@pytest.mark.parametrize("codec", ["none", "gzip", "snappy", "lz4", "zstd"])
+def test_good_batches_of_every_codec_pass_and_are_stored_byte_for_byte(tmp_path, codec):
+    records = [Record(f"k{i}".encode(), b"x" * i, 1000 + i, headers=(("h", b"1"), ("n", None))) for i in range(50)]
+    records.append(Record(None, None, 999))  # a null key and value, and an older timestamp
+    data = bytes(RecordBatch.build(records, compression=codec, producer_id=3, producer_epoch=0, base_sequence=0,
+                                   is_transactional=True))
+    assert LogValidator().validate(data + data) == 102
+    log = Log(tmp_path / "t-0")
+    log.append(data)
+    stored = log.read(0)
+    assert bytes(stored)[12:] == data[12:]  # only baseOffset (and the epoch) patched
+    assert [r.value for r in stored.records()] == [r.value for r in records]
+
+
+def test_a_batch_over_max_message_bytes_is_message_too_large_before_it_is_decoded():
+    data = bytes(RecordBatch.build([b"x" * 2000]))
+    with pytest.raises(MessageSizeTooLargeError, match="max.message.bytes"):
+        LogValidator(max_message_bytes=1000).validate(data)
+
+
+def test_a_compacted_topic_refuses_a_record_without_a_key(tmp_path):
+    log = Log(tmp_path / "c-0", {"cleanup.policy": "compact"})
+    LogValidator.for_log(log).validate(bytes(RecordBatch.build([(b"k", b"v")])))
+    with pytest.raises(InvalidRecordError, match="without a key") as caught:
+        LogValidator.for_log(log).validate(bytes(RecordBatch.build([(b"k", b"v"), (None, b"v")])))
+    assert caught.value.record_errors[0][0] == 1
+
+
+def test_validation_only_reads(tmp_path):
+    data = bytearray(bytes(RecordBatch.build([b"a", b"b"], compression="gzip")))
+    before = bytes(data)
+    LogValidator().validate(data)
+    assert bytes(data) == before
+
+
+def test_append_origins_are_kafkas():
+    assert [o.name for o in AppendOrigin] == ["CLIENT", "REPLICATION", "COORDINATOR"]
+
+
+# --- through a broker (the simulated cluster) ------------------------------------------------------------
+
+
+def request(c, dst, make, timeout_ms=6_000):
+    corr = c.world.call_node(c.admin_id, lambda node: node.request(dst, make))
+    admin = c.world.nodes[c.admin_id]
+    assert c.world.run_until(lambda: corr in admin.responses, timeout_ms)
+    return admin.responses.pop(corr)
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    c = Cluster(3, seed=13, dir=tmp_path_factory.mktemp("validator"))
+    c.create_topic("t", 1, 3)
+    yield c
+    c.close()
+
+
+def produce(c, data, acks=-1):
+    leader = c.partition_state("t", 0).leader
+    return request(c, leader, lambda corr: ProduceRequest(corr, acks, 5_000, (ProducePartition("t", 0, data),))).partitions[0]
+
+
+@pytest.mark.parametrize("name,data,error,words,index", BAD, ids=[b[0] for b in BAD])
+def test_the_broker_answers_kafkas_code_and_appends_nothing(cluster, name, data, error, words, index):
+    leader = cluster.partition_state("t", 0).leader
+    log = cluster.replica(leader, "t", 0).log
+    end, size = log.log_end_offset, log.size_in_bytes
+    part = produce(cluster, data)
+    expected = {InvalidRecordError: INVALID_RECORD, CorruptRecordError: CORRUPT_MESSAGE}[error]
+    assert (part.error, part.base_offset) == (expected, -1)
+    assert words in part.error_message
+    if expected == INVALID_RECORD and index is not None:
+        assert [i for i, _ in part.record_errors] == [index]
+    assert (log.log_end_offset, log.size_in_bytes) == (end, size)
+    ok = produce(cluster, GOOD)  # the partition goes on
+    assert (ok.error, ok.base_offset) == (NO_ERROR, end)
+
+
+def test_the_broker_refuses_a_batch_over_the_topics_max_message_bytes(cluster):
+    part = produce(cluster, bytes(RecordBatch.build([b"x" * 2_000_000])))
+    assert part.error == MESSAGE_TOO_LARGE and "max.message.bytes" in part.error_message
+
+
+def test_a_stored_bad_batch_is_served_as_stored_and_a_timestamp_lookup_on_it_answers_an_error(tmp_path):
+    """A batch stored before validation existed (appended here with the log's own, CRC-only
+    check, as the old broker did): a Fetch serves its bytes as Kafka would, and a ListOffsets
+    by timestamp that must decode it answers CORRUPT_MESSAGE for that partition instead of
+    failing the whole request (which closed the connection in the real world)."""
+    c = Cluster(1, seed=5, dir=tmp_path / "c")
+    try:
+        c.create_topic("t", 1, 1)
+        assert produce(c, bytes(RecordBatch.build([Record(None, b"ok", 1000)]))).error == NO_ERROR
+        bad = raw_batch(record(value=b"ab", value_len=60), 1, base_ts=2000, max_ts=2000)
+        c.replica(1, "t", 0).log.append(bad, leader_epoch=0)  # behind the validator's back
+        c.replica(1, "t", 0).high_watermark = 2
+        fetched = request(c, 1, lambda corr: FetchRequest(corr, -1, 0, 1, (FetchPartition("t", 0, 1),))).partitions[0]
+        assert fetched.error == NO_ERROR and bytes(fetched.records)[16:] == bad[16:]  # baseOffset, epoch patched
+        answer = request(c, 1, lambda corr: ListOffsetsRequest(corr, (("t", 0, 1500),)))
+        (topic, partition, error, *_), = answer.partitions
+        assert error == CORRUPT_MESSAGE
+        first = request(c, 1, lambda corr: ListOffsetsRequest(corr, (("t", 0, 500),)))
+        assert first.partitions[0][2:] == (NO_ERROR, 1000, 0)  # a lookup that stops before it works
+    finally:
+        c.close()
