@@ -336,3 +336,40 @@ def test_the_transaction_state_survives_a_restart_of_every_broker(cluster, tmp_p
     assert fresh.pid == txn.pid and fresh.epoch >= txn.epoch + 2
     part, values = fetch(cluster)
     assert values == [] and part.aborted_transactions == ((txn.pid, 0),)
+
+
+def test_our_consumer_honours_read_committed_and_moves_past_the_markers(cluster):
+    from minikafka.clients.consumer import KafkaConsumer
+    from minikafka.topic import TopicPartition
+
+    txn = Txn(cluster, "tx")
+    txn.init()
+    txn.add_partitions(("t", 0))
+    txn.send([b"kept-1", b"kept-2"])
+    assert txn.end(committed=True) == NO_ERROR
+    wait_complete(cluster, "tx", TransactionState.COMPLETE_COMMIT)
+    txn.add_partitions(("t", 0))
+    txn.send([b"dropped"])
+    assert txn.end(committed=False) == NO_ERROR
+    wait_complete(cluster, "tx", TransactionState.COMPLETE_ABORT)
+    txn.add_partitions(("t", 0))
+    txn.send([b"open"])  # left open: read_committed stops before it
+    tp = TopicPartition("t", 0)
+    seen = {}
+    for level in ("read_committed", "read_uncommitted"):
+        consumer = KafkaConsumer(bootstrap_servers=cluster, isolation_level=level, auto_offset_reset="earliest",
+                                 consumer_timeout_ms=3_000)
+        consumer.assign([tp])
+        seen[level] = ([r.value for r in consumer], consumer.position(tp), consumer.end_offsets([tp])[tp])
+        consumer.close()
+    # committed: offsets 0-1 and the marker at 2; aborted: 3 and its marker 4; open: 5
+    assert seen["read_committed"] == ([b"kept-1", b"kept-2"], 5, 5)  # the position is the LSO, past the abort
+    assert seen["read_uncommitted"] == ([b"kept-1", b"kept-2", b"dropped", b"open"], 6, 6)
+
+
+def test_isolation_level_must_be_one_of_kafkas_two(cluster):
+    from minikafka.clients.consumer import KafkaConsumer
+    from minikafka.errors import KafkaConfigurationError
+
+    with pytest.raises(KafkaConfigurationError, match="isolation_level"):
+        KafkaConsumer(bootstrap_servers=cluster, isolation_level="committed")
