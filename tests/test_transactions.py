@@ -373,3 +373,101 @@ def test_isolation_level_must_be_one_of_kafkas_two(cluster):
 
     with pytest.raises(KafkaConfigurationError, match="isolation_level"):
         KafkaConsumer(bootstrap_servers=cluster, isolation_level="committed")
+
+
+# --- our own producer's transactional API (kafka-python's) ---------------------------------------------
+
+
+def committed_values(cluster, level="read_committed", topic="t"):
+    from minikafka.clients.consumer import KafkaConsumer
+    from minikafka.topic import TopicPartition
+
+    consumer = KafkaConsumer(bootstrap_servers=cluster, isolation_level=level, auto_offset_reset="earliest",
+                             consumer_timeout_ms=3_000)
+    consumer.assign([TopicPartition(topic, p) for p in range(2)])
+    values = sorted(r.value for r in consumer)
+    consumer.close()
+    return values
+
+
+def test_our_producer_commits_and_aborts_transactions(cluster):
+    from minikafka.clients.producer import KafkaProducer
+
+    producer = KafkaProducer(bootstrap_servers=cluster, transactional_id="ours")
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(4):
+        producer.send("t", f"c{i}".encode(), partition=i % 2)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    for i in range(2):
+        producer.send("t", f"a{i}".encode(), partition=i % 2)
+    producer.flush()
+    producer.abort_transaction()
+    producer.close()
+    wait_complete(cluster, "ours", TransactionState.COMPLETE_ABORT)
+    assert committed_values(cluster) == [b"c0", b"c1", b"c2", b"c3"]
+    assert committed_values(cluster, "read_uncommitted") == [b"a0", b"a1", b"c0", b"c1", b"c2", b"c3"]
+
+
+def test_our_producer_refuses_to_send_outside_a_transaction(cluster):
+    from minikafka.clients.producer import KafkaProducer
+    from minikafka.errors import IllegalStateError
+
+    producer = KafkaProducer(bootstrap_servers=cluster, transactional_id="strict")
+    producer.init_transactions()
+    with pytest.raises(IllegalStateError, match="begin_transaction"):
+        producer.send("t", b"stray", partition=0)
+    producer.close()
+
+
+def test_a_second_instance_of_our_producer_fences_the_first(cluster):
+    from minikafka.clients.producer import KafkaProducer
+    from minikafka.errors import ProducerFencedError
+
+    zombie = KafkaProducer(bootstrap_servers=cluster, transactional_id="dup")
+    zombie.init_transactions()
+    zombie.begin_transaction()
+    zombie.send("t", b"zombie", partition=0)
+    zombie.flush()
+    fresh = KafkaProducer(bootstrap_servers=cluster, transactional_id="dup")
+    fresh.init_transactions()
+    with pytest.raises(ProducerFencedError):
+        zombie.commit_transaction()
+    fresh.begin_transaction()
+    fresh.send("t", b"fresh", partition=0)
+    fresh.commit_transaction()
+    wait_complete(cluster, "dup", TransactionState.COMPLETE_COMMIT)
+    assert committed_values(cluster) == [b"fresh"]
+
+
+def test_read_process_write_with_our_clients_counts_each_input_once(cluster):
+    from minikafka.clients.consumer import KafkaConsumer
+    from minikafka.clients.producer import KafkaProducer
+    from minikafka.topic import OffsetAndMetadata, TopicPartition
+
+    cluster.create_topic("in", partitions=1, replication_factor=3)
+    seed = KafkaProducer(bootstrap_servers=cluster)
+    for i in range(6):
+        seed.send("in", f"x{i}".encode(), partition=0)
+    seed.close()
+    consumer = KafkaConsumer("in", bootstrap_servers=cluster, group_id="rpw", enable_auto_commit=False,
+                             auto_offset_reset="earliest", isolation_level="read_committed")
+    producer = KafkaProducer(bootstrap_servers=cluster, transactional_id="rpw-1")
+    producer.init_transactions()
+    records = []
+    while len(records) < 6:
+        for batch in consumer.poll(timeout_ms=1_000).values():
+            records.extend(batch)
+    tp = TopicPartition("in", 0)
+    for chunk, commit in ((records[:4], True), (records[4:], False)):
+        producer.begin_transaction()
+        for r in chunk:
+            producer.send("t", r.value.upper(), partition=0)
+        producer.send_offsets_to_transaction({tp: OffsetAndMetadata(chunk[-1].offset + 1, "", -1)}, "rpw")
+        producer.commit_transaction() if commit else producer.abort_transaction()
+    producer.close()
+    wait_complete(cluster, "rpw-1", TransactionState.COMPLETE_ABORT)
+    assert committed_values(cluster) == [b"X0", b"X1", b"X2", b"X3"]
+    assert cluster.run_until(lambda: consumer.committed(tp) == 4, 5_000), consumer.committed(tp)
+    consumer.close()
