@@ -23,7 +23,9 @@ body once and says when it next wants to be woken (one timer, ``"poll"``):
 3. **Metadata.** Refresh when a leader is unknown, after an error that says metadata is
    stale (``NOT_LEADER_OR_FOLLOWER``, a timeout), or every ``metadata_max_age_ms``.
 4. **Producer id.** An idempotent producer asks for one (InitProducerId) before it sends
-   anything.
+   anything. A transactional one (``transactional_id``) gets it from its transaction
+   coordinator instead, and its requests to the coordinator (``TransactionalRequests``,
+   ``minikafka.clients.transactions``) go through this loop too, one at a time.
 
 Answers to a ProduceRequest, per partition:
 
@@ -206,9 +208,9 @@ _SEQ_MOD = 2**31
 
 
 class TransactionManager:
-    """The idempotent producer's state (Kafka keeps it in ``TransactionManager``; minikafka
-    has no transactions, only this part): the producer id and epoch, the next sequence per
-    partition, and the batches sent but not yet resolved, by sequence."""
+    """The idempotent producer's state (Kafka keeps it in ``TransactionManager``; the
+    transactional part is ``minikafka.clients.transactions``): the producer id and epoch,
+    the next sequence per partition, and the batches sent but not yet resolved, by sequence."""
 
     max_in_flight_per_partition = 5  # what the broker remembers per producer (BATCHES_KEPT)
 

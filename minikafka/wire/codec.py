@@ -23,7 +23,8 @@ Four directions, one per runtime role:
   ``encode_request(message)`` and ``decode_response(api_key, version, frame)``;
 - the controller's own messages (heartbeats, the Raft quorum's, AlterPartition, producer id
   blocks, forwarded CreateTopics/DeleteTopics/CreatePartitions/AlterConfigs, the last two
-  carrying both AlterConfigs and IncrementalAlterConfigs): Kafka has no public schema we could reuse
+  carrying both AlterConfigs and IncrementalAlterConfigs; and WriteTxnMarkers, which a
+  transaction coordinator sends to partition leaders): Kafka has no public schema we could reuse
   faithfully, so they travel as *private* frames: a request header with an api key of
   10000 or more (``INTERNAL_KEY_BASE``), the sender's node id as client id, and a JSON body
   that is checked field by field against the dataclass's type hints on the way in
@@ -46,8 +47,8 @@ Invariants
   bytes, an unknown api key or version, a null where the schema allows none, invalid UTF-8,
   bad JSON, a field of the wrong type) raises ``FrameError`` with a reason that says what
   was wrong, and nothing else: the runtime closes that one connection and logs the reason.
-- A request we understand but do not serve (a transactional Produce, CreateTopics with
-  ``validate_only`` or explicit replica assignments) is not a frame error: ``Decoded.reply``
+- A request we understand but do not serve (CreateTopics with ``validate_only`` or explicit
+  replica assignments) is not a frame error: ``Decoded.reply``
   holds the Kafka error answer, built here, for the runtime to send back at once.
 - A response is always encoded at the request's version with the request's correlation id.
 
