@@ -471,3 +471,31 @@ def test_read_process_write_with_our_clients_counts_each_input_once(cluster):
     assert committed_values(cluster) == [b"X0", b"X1", b"X2", b"X3"]
     assert cluster.run_until(lambda: consumer.committed(tp) == 4, 5_000), consumer.committed(tp)
     consumer.close()
+
+
+def test_markers_lost_to_a_leader_that_dies_are_written_on_the_next_leader(cluster):
+    txn = Txn(cluster, "tx")
+    txn.init()
+    coordinator = txn.coordinator()
+    victim_partition = next(p for p in range(2) if cluster.partition_state("t", p).leader != coordinator)
+    victim = cluster.partition_state("t", victim_partition).leader
+    txn.add_partitions(("t", 0), ("t", 1))
+    txn.send([b"a"], partition=0)
+    txn.send([b"b"], partition=1)
+    deliver = cluster.world.deliver
+
+    def lossy(src, dst, message):  # the victim never gets a marker
+        if dst == victim and type(message).__name__ == "WriteTxnMarkersRequest":
+            return
+        deliver(src, dst, message)
+
+    cluster.world.deliver = lossy
+    assert txn.end(committed=True) == NO_ERROR
+    cluster.advance(1_000)
+    assert cluster.broker(coordinator).transaction_coordinator.markers["tx"].remaining == {("t", victim_partition)}
+    cluster.kill(victim)
+    assert cluster.run_until(lambda: cluster.partition_state("t", victim_partition).leader not in (victim, -1), 30_000)
+    wait_complete(cluster, "tx", TransactionState.COMPLETE_COMMIT)
+    cluster.world.deliver = deliver
+    assert fetch(cluster, partition=0)[1] == [b"a"]
+    assert fetch(cluster, partition=1)[1] == [b"b"]

@@ -96,7 +96,7 @@ class MarkerJob:
     txn: TransactionMetadata
     coordinator_epoch: int
     remaining: set = field(default_factory=set)  # (topic, partition) not yet written
-    in_flight: dict = field(default_factory=dict)  # (topic, partition) -> time sent
+    in_flight: dict = field(default_factory=dict)  # (topic, partition) -> (time sent, leader sent to)
     completing: bool = False  # the Complete state is being written
 
 
@@ -295,17 +295,20 @@ class TransactionCoordinator:
         by_leader: dict[int, list] = {}
         for txn_id, job in sorted(self.markers.items()):
             for tp in sorted(job.remaining):
-                sent = job.in_flight.get(tp)
-                if sent is not None and self.now - sent < timeout:
-                    continue
-                if tp[0] not in self.broker.topics and tp in job.remaining:
+                if tp[0] not in self.broker.topics:
                     job.remaining.discard(tp)  # deleted topic: nothing to mark (as Kafka)
                     continue
                 state = self.broker.partition_states.get(tp)
+                sent = job.in_flight.get(tp)
+                # In flight to the current leader, not timed out: wait for its answer. Sent to a
+                # leader that is no more (the answer may never come): send to the new one now.
+                if sent is not None and self.now - sent[0] < timeout and state is not None \
+                        and state.leader == sent[1]:
+                    continue
                 if state is None or state.leader < 0:
                     continue  # no leader now: the retry timer tries again
                 by_leader.setdefault(state.leader, []).append((txn_id, tp))
-                job.in_flight[tp] = self.now
+                job.in_flight[tp] = (self.now, state.leader)
         for txn_id, job in list(self.markers.items()):
             if not job.remaining and not job.completing:
                 self._complete(txn_id)
