@@ -499,3 +499,18 @@ def test_markers_lost_to_a_leader_that_dies_are_written_on_the_next_leader(clust
     cluster.world.deliver = deliver
     assert fetch(cluster, partition=0)[1] == [b"a"]
     assert fetch(cluster, partition=1)[1] == [b"b"]
+
+
+def test_a_partition_refuses_a_marker_from_an_older_coordinator(cluster):
+    from minikafka.messages import TRANSACTION_COORDINATOR_FENCED, TxnMarker, WriteTxnMarkersRequest
+
+    leader = cluster.partition_state("t", 0).leader
+
+    def marker(coordinator_epoch, committed):
+        r = request(cluster, leader, lambda k: WriteTxnMarkersRequest(k, (
+            TxnMarker(4242, 0, committed, coordinator_epoch, (("t", 0),)),)))
+        return r.results
+
+    assert marker(5, committed=True) == ((4242, "t", 0, NO_ERROR),)
+    assert marker(4, committed=False) == ((4242, "t", 0, TRANSACTION_COORDINATOR_FENCED),)
+    assert marker(5, committed=False) == ((4242, "t", 0, NO_ERROR),)

@@ -38,6 +38,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from minikafka.broker.producer_state import ProducerStateManager
+from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.errors import CorruptRecordError, KafkaError, MessageSizeTooLargeError
 from minikafka.messages import (
     CORRUPT_MESSAGE,
@@ -176,9 +177,15 @@ class Partition:
             return CORRUPT_MESSAGE, -1, -1, str(e)
         for b in batches:
             if origin == "coordinator":
-                error = self.producer_state.check_epoch(b.producer_id, b.producer_epoch)
+                coordinator_epoch = -1
+                if b.is_control_batch:
+                    try:
+                        coordinator_epoch = TransactionMarker.of(b).coordinator_epoch
+                    except ValueError as e:
+                        return CORRUPT_MESSAGE, -1, -1, str(e)
+                error = self.producer_state.check_epoch(b.producer_id, b.producer_epoch, coordinator_epoch)
                 if error != NO_ERROR:
-                    return error, -1, -1, "the producer's epoch is newer than this transaction's"
+                    return error, -1, -1, "a newer producer epoch or transaction coordinator was here first"
                 continue
             error, offset = self.producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence, b.records_count)
             if error == DUPLICATE_SEQUENCE_NUMBER:

@@ -32,7 +32,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from minikafka.messages import DUPLICATE_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, NO_ERROR, OUT_OF_ORDER_SEQUENCE_NUMBER
+from minikafka.messages import (
+    DUPLICATE_SEQUENCE_NUMBER,
+    INVALID_PRODUCER_EPOCH,
+    NO_ERROR,
+    OUT_OF_ORDER_SEQUENCE_NUMBER,
+    TRANSACTION_COORDINATOR_FENCED,
+)
 from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.records import NO_PRODUCER_ID, RecordBatch
 
@@ -56,6 +62,7 @@ class ProducerStateManager:
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset)
         self.completed: list[tuple[int, int]] = []  # (first offset, marker offset): marker maybe above the HW
+        self.coordinator_epochs: dict[int, int] = {}  # producer id -> coordinator epoch of its last marker
 
     # --- transactions ---------------------------------------------------------------------------
 
@@ -74,6 +81,7 @@ class ProducerStateManager:
         entry = self.producers.get(pid)
         if entry is None or batch.producer_epoch > entry.epoch:
             self.producers[pid] = ProducerStateEntry(batch.producer_epoch)  # a fence: sequences restart
+        self.coordinator_epochs[pid] = max(self.coordinator_epochs.get(pid, -1), marker.coordinator_epoch)
         first = self.ongoing.pop(pid, None)
         if first is None:
             return  # a marker retried, or for a transaction that wrote nothing here
@@ -92,11 +100,17 @@ class ProducerStateManager:
         return tuple((pid, first) for pid, first, marker in self.aborted
                      if marker >= fetch_offset and first < upper)
 
-    def check_epoch(self, producer_id: int, epoch: int) -> int:
+    def check_epoch(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> int:
         """For a batch the coordinator writes (a marker, transactional offsets): sequences are
-        not checked, only that the epoch is not older than the producer's."""
+        not checked, only that the epoch is not older than the producer's, and, for a
+        marker, that its coordinator is not older than the one of the last marker (a
+        coordinator that lost its partition of __transaction_state is a zombie)."""
         entry = self.producers.get(producer_id)
-        return INVALID_PRODUCER_EPOCH if entry is not None and epoch < entry.epoch else NO_ERROR
+        if entry is not None and epoch < entry.epoch:
+            return INVALID_PRODUCER_EPOCH
+        if coordinator_epoch >= 0 and coordinator_epoch < self.coordinator_epochs.get(producer_id, -1):
+            return TRANSACTION_COORDINATOR_FENCED
+        return NO_ERROR
 
     def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> tuple[int, int]:
         """(error code, offset of the original batch if a duplicate else -1) for a batch the
@@ -134,6 +148,7 @@ class ProducerStateManager:
         self.ongoing.clear()
         self.aborted.clear()
         self.completed.clear()
+        self.coordinator_epochs.clear()
         for segment in log.segments:
             for _, batch in segment.iter_batches():
                 self.update(batch.producer_id, batch.producer_epoch, batch.base_sequence, batch.base_offset, batch.last_offset)

@@ -35,9 +35,12 @@ CONCURRENT_TRANSACTIONS).
 Never: read a clock (``broker.now``), do I/O except through the replica manager and the
 broker's ``send``.
 
-Simplifications (vs Kafka): markers carry the coordinator epoch but partitions do not yet
-refuse an older coordinator's (TRANSACTION_COORDINATOR_FENCED); no transactional id
-expiration (``transactional.id.expiration.ms``); no KIP-890 (server-side verification).
+Markers carry the coordinator epoch; a partition refuses a marker from an older coordinator
+than the last one it took for that producer (TRANSACTION_COORDINATOR_FENCED).
+
+Simplifications (vs Kafka): no transactional id expiration (``transactional.id.expiration.ms``);
+no KIP-890 (server-side verification of transactional produces); no KIP-360 epoch bump
+on InitProducerId v3+ (we serve v0-1); no DescribeTransactions/ListTransactions.
 """
 
 from __future__ import annotations
@@ -66,6 +69,7 @@ from minikafka.messages import (
     NOT_LEADER_OR_FOLLOWER,
     OPERATION_NOT_ATTEMPTED,
     PRODUCER_FENCED,
+    TRANSACTION_COORDINATOR_FENCED,
     UNKNOWN_TOPIC_OR_PARTITION,
     AddOffsetsToTxnRequest,
     AddOffsetsToTxnResponse,
@@ -341,9 +345,10 @@ class TransactionCoordinator:
                 continue
             job.in_flight.pop((topic, partition), None)
             error = by_pid.get((job.txn.producer_id, topic, partition))
-            if error == NO_ERROR or error == INVALID_PRODUCER_EPOCH:
+            if error in (NO_ERROR, INVALID_PRODUCER_EPOCH, TRANSACTION_COORDINATOR_FENCED):
                 # (INVALID_PRODUCER_EPOCH: a newer epoch already wrote there; its own marker
-                # ends what this one would have)
+                # ends what this one would have. TRANSACTION_COORDINATOR_FENCED: a newer
+                # coordinator decided there; ours is stale)
                 job.remaining.discard((topic, partition))
         self._dispatch_markers()
 
