@@ -514,3 +514,97 @@ def test_a_partition_refuses_a_marker_from_an_older_coordinator(cluster):
     assert marker(5, committed=True) == ((4242, "t", 0, NO_ERROR),)
     assert marker(4, committed=False) == ((4242, "t", 0, TRANSACTION_COORDINATOR_FENCED),)
     assert marker(5, committed=False) == ((4242, "t", 0, NO_ERROR),)
+
+
+# --- read-process-write under faults: each input counted once in the committed output ------------------
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3, 4, 5, 6])
+def test_read_process_write_under_crashes_counts_each_input_exactly_once(tmp_path, seed):
+    """Kafka's exactly-once loop: consume, produce, and commit the input offsets in the
+    producer's transaction. Faults between and inside the transactions: the producer
+    crashing mid-transaction (its replacement, same transactional id, fences it and resumes
+    from the committed offsets), the transaction coordinator's broker killed, a leader of
+    the output killed. The committed output must hold every input exactly once."""
+    import random
+
+    from minikafka.clients.consumer import KafkaConsumer
+    from minikafka.clients.producer import KafkaProducer
+    from minikafka.errors import KafkaError, ProducerFencedError
+    from minikafka.topic import OffsetAndMetadata, TopicPartition
+
+    rng = random.Random(seed)
+    c = Cluster(3, seed=seed, config=CONFIG, dir=tmp_path / "c")
+    try:
+        c.create_topic("in", partitions=2, replication_factor=3)
+        c.create_topic("out", partitions=2, replication_factor=3)
+        inputs = [f"v{i}".encode() for i in range(30)]
+        seed_producer = KafkaProducer(bootstrap_servers=c)
+        for i, v in enumerate(inputs):
+            seed_producer.send("in", v, partition=i % 2)
+        seed_producer.close()
+
+        def instance():
+            consumer = KafkaConsumer("in", bootstrap_servers=c, group_id="rpw", enable_auto_commit=False,
+                                     auto_offset_reset="earliest", isolation_level="read_committed",
+                                     max_poll_records=4, session_timeout_ms=6_000, heartbeat_interval_ms=2_000,
+                                     max_poll_interval_ms=10_000)
+            producer = KafkaProducer(bootstrap_servers=c, transactional_id="rpw")
+            producer.init_transactions()
+            return consumer, producer
+
+        consumer, producer = instance()
+        faults = {"producer crash": 0, "coordinator killed": 0, "leader killed": 0, "commits": 0}
+        dead: list[int] = []
+        for _ in range(200):
+            batches = consumer.poll(timeout_ms=500)
+            if not batches:
+                if all(consumer.committed(TopicPartition("in", p)) == 15 for p in range(2)):
+                    break
+                continue
+            producer.begin_transaction()
+            for records in batches.values():
+                for r in records:
+                    producer.send("out", r.value, partition=r.partition)
+            producer.send_offsets_to_transaction(
+                {tp: OffsetAndMetadata(records[-1].offset + 1, "", -1) for tp, records in batches.items()}, "rpw")
+            fault = rng.choice(["none", "none", "producer crash", "coordinator killed", "leader killed"])
+            if fault == "producer crash":  # mid-transaction: sent, offsets sent, never committed
+                producer.flush()
+                c.world.crash(consumer.node_id)
+                zombie = producer
+                consumer, producer = instance()  # fences the zombie, aborts its transaction
+                with pytest.raises(ProducerFencedError):
+                    zombie.commit_transaction()
+                faults[fault] += 1
+                continue
+            if fault != "none" and not dead:
+                if fault == "coordinator killed":
+                    victim = find_coordinator(c, "rpw")
+                else:
+                    victim = c.partition_state("out", rng.randrange(2)).leader
+                c.kill(victim)
+                dead.append(victim)
+                faults[fault] += 1
+            try:
+                producer.commit_transaction()
+                faults["commits"] += 1
+            except KafkaError:
+                # (e.g. a timeout while no coordinator could be reached): start over, as an
+                # application would, with a new instance; its init aborts what was open
+                c.world.crash(consumer.node_id)
+                consumer, producer = instance()
+            if dead and rng.random() < 0.5:
+                c.restart(dead.pop())
+        for b in dead:
+            c.restart(b)
+        assert all(consumer.committed(TopicPartition("in", p)) == 15 for p in range(2)), faults
+        wait_complete(c, "rpw", TransactionState.COMPLETE_COMMIT)
+        out = KafkaConsumer(bootstrap_servers=c, isolation_level="read_committed", auto_offset_reset="earliest",
+                            consumer_timeout_ms=3_000)
+        out.assign([TopicPartition("out", p) for p in range(2)])
+        committed = sorted(r.value for r in out)
+        assert committed == sorted(inputs), (faults, len(committed))
+        assert faults["commits"] > 0
+    finally:
+        c.close()
