@@ -271,3 +271,44 @@ def test_confluent_kafka_commit_survives_a_sigkill_of_the_transaction_coordinato
     finally:
         cluster.restart(coordinator)
     assert read(bs, topic, "read_committed") == [b"v0", b"v1", b"v2", b"v3", b"v4"]
+
+
+def test_confluent_kafka_read_process_write_commits_the_input_offsets_with_the_output(cluster, admin, topic):
+    ck = pytest.importorskip("confluent_kafka")
+    bs = cluster.bootstrap_servers
+    source = unique("cksrc")
+    admin.create_topics([NewTopic(source, 1, 3)])
+    seed = KafkaProducer(bootstrap_servers=bs)
+    for i in range(6):
+        seed.send(source, f"in{i}".encode(), partition=0)
+    seed.flush()
+    seed.close()
+    group = unique("ckrpw")
+    consumer = ck.Consumer({"bootstrap.servers": bs, "group.id": group, "enable.auto.commit": False,
+                            "auto.offset.reset": "earliest", "isolation.level": "read_committed"})
+    producer = ck.Producer({"bootstrap.servers": bs, "transactional.id": unique("ckrpw")})
+    try:
+        producer.init_transactions(30)
+        consumer.assign([ck.TopicPartition(source, 0, 0)])
+        records, deadline = [], time.monotonic() + 30
+        while len(records) < 6:
+            assert time.monotonic() < deadline, f"consumed {len(records)} of 6"
+            message = consumer.poll(0.2)
+            if message is not None and message.error() is None:
+                records.append(message)
+        for chunk, commit in ((records[:4], True), (records[4:], False)):
+            producer.begin_transaction()
+            for r in chunk:
+                producer.produce(topic, r.value().upper(), partition=0)
+            producer.send_offsets_to_transaction([ck.TopicPartition(source, 0, chunk[-1].offset() + 1)],
+                                                 consumer.consumer_group_metadata(), 30)
+            producer.commit_transaction(30) if commit else producer.abort_transaction(30)
+    finally:
+        consumer.close()
+    assert read(bs, topic, "read_committed") == [b"IN0", b"IN1", b"IN2", b"IN3"]
+    stable(bs, source)
+    reader = KafkaConsumer(bootstrap_servers=bs, group_id=group, enable_auto_commit=False)
+    try:
+        wait_until(lambda: reader.committed(TopicPartition(source, 0)) == 4, 20, "the group's offset at 4")
+    finally:
+        reader.close()
