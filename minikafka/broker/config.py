@@ -99,6 +99,11 @@ _MINIMUM = {
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
     "log.cleaner.backoff.ms": 0,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.segment.bytes": 1,
+    "transaction.max.timeout.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
     "offsets.topic.num.partitions": 1,
     "offsets.topic.replication.factor": 1,
     "offsets.topic.segment.bytes": 1,
@@ -107,11 +112,6 @@ _MINIMUM = {
     "log.retention.check.interval.ms": 1,
     "offsets.commit.timeout.ms": 1,
     "group.max.size": 1,
-    "transaction.state.log.num.partitions": 1,
-    "transaction.state.log.replication.factor": 1,
-    "transaction.state.log.segment.bytes": 1,
-    "transaction.max.timeout.ms": 1,
-    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
 }
 
 
