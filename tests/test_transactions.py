@@ -12,6 +12,7 @@ from __future__ import annotations
 import pytest
 
 from minikafka.broker.transaction_state_manager import TRANSACTION_STATE_TOPIC, TransactionState
+from minikafka.checker.transactions import TransactionHistory, analyse_transactions
 from minikafka.cluster import Cluster
 from minikafka.messages import (
     CONCURRENT_TRANSACTIONS,
@@ -554,7 +555,8 @@ def test_read_process_write_under_crashes_counts_each_input_exactly_once(tmp_pat
             return consumer, producer
 
         consumer, producer = instance()
-        faults = {"producer crash": 0, "coordinator killed": 0, "leader killed": 0, "commits": 0}
+        history = TransactionHistory()
+        faults = {"producer crash": 0, "coordinator killed": 0, "leader killed": 0}
         dead: list[int] = []
         for _ in range(200):
             batches = consumer.poll(timeout_ms=500)
@@ -563,9 +565,12 @@ def test_read_process_write_under_crashes_counts_each_input_exactly_once(tmp_pat
                     break
                 continue
             producer.begin_transaction()
+            txn = history.begin()
             for records in batches.values():
                 for r in records:
-                    producer.send("out", r.value, partition=r.partition)
+                    value = r.value + f"@{txn.number}".encode()  # unique per attempt
+                    producer.send("out", value, partition=r.partition)
+                    history.sent(txn, value, r.value)
             producer.send_offsets_to_transaction(
                 {tp: OffsetAndMetadata(records[-1].offset + 1, "", -1) for tp, records in batches.items()}, "rpw")
             fault = rng.choice(["none", "none", "producer crash", "coordinator killed", "leader killed"])
@@ -576,6 +581,7 @@ def test_read_process_write_under_crashes_counts_each_input_exactly_once(tmp_pat
                 consumer, producer = instance()  # fences the zombie, aborts its transaction
                 with pytest.raises(ProducerFencedError):
                     zombie.commit_transaction()
+                history.end(txn, "aborted")
                 faults[fault] += 1
                 continue
             if fault != "none" and not dead:
@@ -588,10 +594,11 @@ def test_read_process_write_under_crashes_counts_each_input_exactly_once(tmp_pat
                 faults[fault] += 1
             try:
                 producer.commit_transaction()
-                faults["commits"] += 1
+                history.end(txn, "committed")
             except KafkaError:
                 # (e.g. a timeout while no coordinator could be reached): start over, as an
                 # application would, with a new instance; its init aborts what was open
+                history.end(txn, "unknown")
                 c.world.crash(consumer.node_id)
                 consumer, producer = instance()
             if dead and rng.random() < 0.5:
@@ -603,8 +610,27 @@ def test_read_process_write_under_crashes_counts_each_input_exactly_once(tmp_pat
         out = KafkaConsumer(bootstrap_servers=c, isolation_level="read_committed", auto_offset_reset="earliest",
                             consumer_timeout_ms=3_000)
         out.assign([TopicPartition("out", p) for p in range(2)])
-        committed = sorted(r.value for r in out)
-        assert committed == sorted(inputs), (faults, len(committed))
-        assert faults["commits"] > 0
+        report = analyse_transactions(history, [r.value for r in out], inputs=inputs)
+        assert report.ok, (faults, report.table())
+        assert report.counts["committed"] > 0
     finally:
         c.close()
+
+
+def test_the_transaction_checker_finds_each_anomaly_it_names():
+    history = TransactionHistory()
+    committed, aborted, partial, unknown = (history.begin() for _ in range(4))
+    for txn, values in ((committed, [b"c1", b"c2"]), (aborted, [b"a1"]), (partial, [b"p1", b"p2"]),
+                        (unknown, [b"u1"])):
+        for v in values:
+            history.sent(txn, v, v[:1])
+    history.end(committed, "committed")
+    history.end(aborted, "aborted")
+    history.end(partial, "committed")
+    history.end(unknown, "unknown")
+    clean = analyse_transactions(history, [b"c1", b"c2", b"p1", b"p2"])
+    assert clean.ok and clean.counts == {"committed": 2, "aborted": 1, "unknown": 1, "open": 0}
+    bad = analyse_transactions(history, [b"c1", b"a1", b"p1", b"u1", b"u1"], inputs=[b"c", b"a", b"p", b"u", b"x"])
+    assert bad.anomalies == {"lost-committed": 2, "duplicate": 1, "aborted-visible": 1, "not-atomic": 2,
+                             "input-not-once": 2}, bad.table()  # u read twice, x never
+    assert ("lost-committed", (0, b"c2")) in [(k, e) for k, es in bad.examples.items() for e in es]
