@@ -166,6 +166,39 @@ class InvalidProducerEpochError(BrokerResponseError):
     message = "INVALID_PRODUCER_EPOCH"
 
 
+class InvalidTxnStateError(BrokerResponseError):
+    errno = 48
+    message = "INVALID_TXN_STATE"
+
+
+class InvalidProducerIdMappingError(BrokerResponseError):
+    errno = 49
+    message = "INVALID_PRODUCER_ID_MAPPING"
+
+
+class InvalidTransactionTimeoutError(BrokerResponseError):
+    errno = 50
+    message = "INVALID_TRANSACTION_TIMEOUT"
+
+
+class ConcurrentTransactionsError(BrokerResponseError):
+    errno = 51
+    message = "CONCURRENT_TRANSACTIONS"
+    retriable = True
+
+
+class TransactionCoordinatorFencedError(BrokerResponseError):
+    errno = 52
+    message = "TRANSACTION_COORDINATOR_FENCED"
+
+
+class ProducerFencedError(BrokerResponseError):
+    """Another producer with the same transactional id was initialised (KIP-98's fencing)."""
+
+    errno = 90
+    message = "PRODUCER_FENCED"
+
+
 class UnknownProducerIdError(BrokerResponseError):
     errno = 59
     message = "UNKNOWN_PRODUCER_ID"

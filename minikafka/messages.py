@@ -149,6 +149,7 @@ class FetchRequest:
     min_bytes: int
     partitions: tuple[FetchPartition, ...]
     max_bytes: int = 50 * 1024 * 1024
+    isolation_level: int = 0  # READ_UNCOMMITTED; 1 = READ_COMMITTED (up to the last stable offset)
 
 
 @dataclass(frozen=True)
@@ -160,6 +161,9 @@ class FetchPartitionResponse:
     log_start_offset: int = -1
     records: bytes = b""
     diverging_epoch: tuple[int, int] | None = None  # (epoch, end offset): truncate first
+    last_stable_offset: int = -1  # -1: not known (a follower's fetch); else <= high_watermark
+    # read_committed: (producer id, first offset) of each aborted transaction in the range read
+    aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -175,6 +179,7 @@ class FetchResponse:
 class ListOffsetsRequest:
     correlation_id: int
     partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, timestamp or -1/-2)
+    isolation_level: int = 0  # 1: "latest" is the last stable offset, not the high watermark
 
 
 @dataclass(frozen=True)
@@ -187,6 +192,7 @@ class ListOffsetsResponse:
 class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
+    transaction_timeout_ms: int = 60_000  # only read with a transactional id
 
 
 @dataclass(frozen=True)
@@ -420,8 +426,8 @@ class DescribeQuorumResponse:
 @dataclass(frozen=True)
 class FindCoordinatorRequest:
     correlation_id: int
-    key: str  # the group id
-    key_type: int = 0  # 0: group (1 would be a transactional id)
+    key: str  # the group id, or the transactional id
+    key_type: int = 0  # 0: group (__consumer_offsets), 1: transaction (__transaction_state)
 
 
 @dataclass(frozen=True)
@@ -607,6 +613,98 @@ class DeleteGroupsResponse:
     results: tuple[tuple[str, int], ...]  # (group id, error)
 
 
+# --- transactions (KIP-98: the transaction coordinator's APIs and its markers) ----------------------
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class AddPartitionsToTxnResponse:
+    correlation_id: int
+    results: tuple[tuple[str, int, int], ...]  # (topic, partition, error)
+
+
+@dataclass(frozen=True)
+class AddOffsetsToTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+@dataclass(frozen=True)
+class AddOffsetsToTxnResponse:
+    correlation_id: int
+    error: int
+
+
+@dataclass(frozen=True)
+class EndTxnRequest:
+    correlation_id: int
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+@dataclass(frozen=True)
+class EndTxnResponse:
+    correlation_id: int
+    error: int
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitRequest:
+    """Offsets a transactional producer commits for a group: pending in the group's
+    coordinator until the transaction's marker reaches that partition of __consumer_offsets."""
+
+    correlation_id: int
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    offsets: tuple[OffsetCommitPartition, ...]
+
+
+@dataclass(frozen=True)
+class TxnOffsetCommitResponse:
+    correlation_id: int
+    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, error)
+
+
+@dataclass(frozen=True)
+class TxnMarker:
+    """One transaction's end, for the partitions one leader hosts (Kafka's WritableTxnMarker)."""
+
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+    coordinator_epoch: int
+    partitions: tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class WriteTxnMarkersRequest:
+    """Coordinator -> partition leader (Kafka's api 27, broker to broker only)."""
+
+    correlation_id: int
+    markers: tuple[TxnMarker, ...]
+
+
+@dataclass(frozen=True)
+class WriteTxnMarkersResponse:
+    correlation_id: int
+    results: tuple[tuple[int, str, int, int], ...]  # (producer id, topic, partition, error)
+
+
 @dataclass(frozen=True)
 class Disconnected:
     """From the runtime, not a node: the connection to ``node`` was refused or closed (a
@@ -663,6 +761,13 @@ UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44
 GROUP_SUBSCRIBED_TO_TOPIC = 86
+INVALID_TXN_STATE = 48
+INVALID_PRODUCER_ID_MAPPING = 49
+INVALID_TRANSACTION_TIMEOUT = 50
+CONCURRENT_TRANSACTIONS = 51
+TRANSACTION_COORDINATOR_FENCED = 52
+PRODUCER_FENCED = 90
+OPERATION_NOT_ATTEMPTED = 55
 
 ERROR_NAMES = {
     value: name for name, value in dict(globals()).items() if name.isupper() and isinstance(value, int)

@@ -477,6 +477,7 @@ class RecordBatch:
         producer_epoch: int = NO_PRODUCER_EPOCH,
         base_sequence: int = NO_SEQUENCE,
         is_transactional: bool = False,
+        is_control_batch: bool = False,
         partition_leader_epoch: int = NO_PARTITION_LEADER_EPOCH,
         use_record_offsets: bool = False,
         last_offset_delta: int | None = None,
@@ -519,6 +520,8 @@ class RecordBatch:
             _encode_record(body, rec, delta, ts - base_ts)
         payload = compress(codec, bytes(body))
         attributes = int(codec) | (_TRANSACTIONAL_BIT if is_transactional else 0)
+        if is_control_batch:  # a transaction marker (see ``minikafka.broker.transaction_marker``)
+            attributes |= _CONTROL_BIT
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= _TIMESTAMP_TYPE_BIT
         header = HEADER.pack(

@@ -925,7 +925,9 @@ def test_configuration_errors_name_the_key_and_the_value(cluster):
     bad("delivery_timeout_ms higher than linger_ms \\+ request_timeout_ms", delivery_timeout_ms=1000)
     bad("enable_idempotence=True is incompatible with user-provided acks=1", enable_idempotence=True, acks=1)
     bad("max_in_flight", enable_idempotence=True, max_in_flight_requests_per_connection=6)
-    bad("transactions are not part", transactional_id="tx-1")
+    bad("transactional_id must be a non-empty str", transactional_id="")
+    bad("transactional_id needs enable_idempotence=True", transactional_id="tx-1", enable_idempotence=False)
+    bad("transaction_timeout_ms must be an int", transaction_timeout_ms=0)
     bad("value_serializer", value_serializer="json")
     assert isinstance(KafkaConfigurationError("x"), ValueError)
 

@@ -157,7 +157,22 @@ def client_requests():
         (KDeleteRecords(topics=[], timeout_ms=1), 1),
         (KOffsetForLeaderEpoch(replica_id=-1, topics=[]), 3),
         (KOffsetDelete(group_id="g", topics=[]), 0),
+        # as kafka/producer/transaction_manager.py builds them (max_version 3 each)
+        (KAddPartitionsToTxn(v3_and_below_transactional_id="tx", v3_and_below_producer_id=1,
+                             v3_and_below_producer_epoch=0, v3_and_below_topics=[], max_version=3), 2),
+        (KAddOffsetsToTxn(transactional_id="tx", producer_id=1, producer_epoch=0, group_id="g", max_version=3), 2),
+        (KEndTxn(transactional_id="tx", producer_id=1, producer_epoch=0, committed=True, max_version=3), 2),
+        (KTxnOffsetCommit(transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, generation_id=-1,
+                          member_id="", group_instance_id=None, topics=[], max_version=3), 2),
     ]
+
+
+from kafka.protocol.producer.transaction import (  # noqa: E402
+    AddOffsetsToTxnRequest as KAddOffsetsToTxn,
+    AddPartitionsToTxnRequest as KAddPartitionsToTxn,
+    EndTxnRequest as KEndTxn,
+    TxnOffsetCommitRequest as KTxnOffsetCommit,
+)
 
 
 from kafka.protocol.admin import (  # noqa: E402
@@ -279,16 +294,11 @@ def test_produce_acks_0_gets_no_answer():
 
 
 @pytest.mark.parametrize("v", ends(codec.PRODUCE))
-def test_transactional_produce_is_refused_with_an_error_answer(v):
+def test_a_transactional_produce_reaches_the_broker_with_its_batches_untouched(v):
     client = Client()
     decoded = decode_request(client.send(produce_request(transactional_id="tx-1"), v))
-    assert decoded.messages == () and decoded.message is None
-    assert isinstance(decoded.reply, m.ProduceResponse)
-    r = client.receive(encode_response(decoded, decoded.reply))
-    errors = {p.error_code for t in r.responses for p in t.partition_responses}
-    assert errors == {m.INVALID_REQUEST}
-    if v >= 8:
-        assert "transactions are not supported" in r.responses[0].partition_responses[0].error_message
+    assert decoded.reply is None
+    assert isinstance(decoded.message, m.ProduceRequest) and decoded.message.partitions
 
 
 # --- Fetch ----------------------------------------------------------------------------------------------
@@ -317,7 +327,7 @@ def test_consumer_fetch(v):
         m.FetchPartition("trucks_gps", 1, 7, last, epoch, 1048576)), 52428800)
     two_batches = BATCH_A + BATCH_B
     response = m.FetchResponse(CORR, (
-        m.FetchPartitionResponse("trucks_gps", 0, 0, 100, 5, two_batches),
+        m.FetchPartitionResponse("trucks_gps", 0, 0, 100, 5, two_batches, last_stable_offset=100),
         m.FetchPartitionResponse("trucks_gps", 1, m.OFFSET_OUT_OF_RANGE, 100, 5)))
     r = roundtrip(consumer_fetch_request(), v, expected, response)
     if v >= 7:
@@ -452,6 +462,84 @@ def test_init_producer_id(v):
                               producer_epoch=-1, max_version=1, min_version=0)
     r = roundtrip(request, v, m.InitProducerIdRequest(CORR, None), m.InitProducerIdResponse(CORR, 0, 1000, 0))
     assert (r.error_code, r.producer_id, r.producer_epoch) == (0, 1000, 0)
+
+
+# --- transactions (KIP-98) -------------------------------------------------------------------------------------
+
+
+def test_a_read_committed_fetch_carries_the_isolation_level_and_gets_the_lso_and_aborted_transactions():
+    request = consumer_fetch_request()
+    request.isolation_level = 1
+    decoded = decode_request(Client().send(request, 11))
+    assert decoded.message.isolation_level == 1
+    client = Client()
+    decoded = decode_request(client.send(request, 11))
+    r = client.receive(encode_response(decoded, m.FetchResponse(CORR, (
+        m.FetchPartitionResponse("trucks_gps", 0, 0, 100, 5, BATCH_A, last_stable_offset=60,
+                                 aborted_transactions=((7, 10), (9, 40))),))))
+    p = r.responses[0].partitions[0]
+    assert p.last_stable_offset == 60
+    assert [(a.producer_id, a.first_offset) for a in p.aborted_transactions] == [(7, 10), (9, 40)]
+
+
+def test_init_producer_id_with_a_transactional_id_carries_its_timeout():
+    request = KInitProducerId(transactional_id="tx", transaction_timeout_ms=9000, producer_id=-1,
+                              producer_epoch=-1, max_version=4, min_version=0)
+    r = roundtrip(request, 1, m.InitProducerIdRequest(CORR, "tx", 9000),
+                  m.InitProducerIdResponse(CORR, m.PRODUCER_FENCED))
+    assert r.error_code == m.INVALID_PRODUCER_EPOCH  # v1 predates PRODUCER_FENCED (KIP-588)
+
+
+@pytest.mark.parametrize("v", ends(codec.ADD_PARTITIONS_TO_TXN))
+def test_add_partitions_to_txn(v):
+    Topic = KAddPartitionsToTxn.AddPartitionsToTxnTopic
+    request = KAddPartitionsToTxn(v3_and_below_transactional_id="tx", v3_and_below_producer_id=1000,
+                                  v3_and_below_producer_epoch=2, v3_and_below_topics=[
+                                      Topic(name="t", partitions=[0, 1]), Topic(name="u", partitions=[3])],
+                                  max_version=3)
+    expected = m.AddPartitionsToTxnRequest(CORR, "tx", 1000, 2, (("t", 0), ("t", 1), ("u", 3)))
+    r = roundtrip(request, v, expected, m.AddPartitionsToTxnResponse(CORR, (
+        ("t", 0, m.NO_ERROR), ("t", 1, m.PRODUCER_FENCED), ("u", 3, m.CONCURRENT_TRANSACTIONS))))
+    got = {(t.name, p.partition_index): p.partition_error_code for t in r.results_by_topic_v3_and_below
+           for p in t.results_by_partition}
+    fenced = m.PRODUCER_FENCED if v >= 2 else m.INVALID_PRODUCER_EPOCH
+    assert got == {("t", 0): 0, ("t", 1): fenced, ("u", 3): m.CONCURRENT_TRANSACTIONS}
+
+
+@pytest.mark.parametrize("v", ends(codec.ADD_OFFSETS_TO_TXN))
+def test_add_offsets_to_txn(v):
+    request = KAddOffsetsToTxn(transactional_id="tx", producer_id=1000, producer_epoch=2, group_id="g", max_version=3)
+    r = roundtrip(request, v, m.AddOffsetsToTxnRequest(CORR, "tx", 1000, 2, "g"), m.AddOffsetsToTxnResponse(CORR, 0))
+    assert r.error_code == 0
+
+
+@pytest.mark.parametrize("v", ends(codec.END_TXN))
+def test_end_txn(v):
+    request = KEndTxn(transactional_id="tx", producer_id=1000, producer_epoch=2, committed=False, max_version=3)
+    r = roundtrip(request, v, m.EndTxnRequest(CORR, "tx", 1000, 2, False),
+                  m.EndTxnResponse(CORR, m.INVALID_TXN_STATE))
+    assert r.error_code == m.INVALID_TXN_STATE
+
+
+@pytest.mark.parametrize("v", ends(codec.TXN_OFFSET_COMMIT))
+def test_txn_offset_commit(v):
+    Topic = KTxnOffsetCommit.TxnOffsetCommitRequestTopic
+    P = Topic.TxnOffsetCommitRequestPartition
+    request = KTxnOffsetCommit(transactional_id="tx", group_id="g", producer_id=1000, producer_epoch=2,
+                               generation_id=-1, member_id="", group_instance_id=None, topics=[
+                                   Topic(name="t", partitions=[P(partition_index=0, committed_offset=42,
+                                                                 committed_leader_epoch=3, committed_metadata="")])],
+                               max_version=3)
+    expected = m.TxnOffsetCommitRequest(CORR, "tx", "g", 1000, 2, (
+        m.OffsetCommitPartition("t", 0, 42, 3 if v >= 2 else -1, ""),))
+    r = roundtrip(request, v, expected, m.TxnOffsetCommitResponse(CORR, (("t", 0, m.NO_ERROR),)))
+    assert [(t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions] == [("t", 0, 0)]
+
+
+def test_write_txn_markers_travel_between_brokers_as_private_frames():
+    marker = m.WriteTxnMarkersRequest(5, (m.TxnMarker(1000, 2, True, 4, (("t", 0), ("__consumer_offsets", 7))),))
+    frame, _ = codec.encode_outgoing(marker, sender=2)
+    assert codec.decode_internal(frame[4:]) == (2, marker)
 
 
 # --- topics and configs (the admin client) --------------------------------------------------------------------
@@ -877,6 +965,9 @@ INTERNAL_SAMPLES = [
     m.AlterConfigsRequest(14, ((2, "t", (("retention.ms", m.CONFIG_SET, "60000"), ("segment.bytes", m.CONFIG_DELETE, None))),),
                           incremental=False),
     m.AlterConfigsResponse(14, ((2, "t", 0, None), (4, "1", m.INVALID_REQUEST, "broker configs are static")), 58),
+    m.WriteTxnMarkersRequest(15, (m.TxnMarker(1000, 2, True, 4, (("t", 0), ("t", 1))),
+                                  m.TxnMarker(1001, 0, False, 4, (("__consumer_offsets", 7),)))),
+    m.WriteTxnMarkersResponse(15, ((1000, "t", 0, 0), (1001, "__consumer_offsets", 7, m.INVALID_PRODUCER_EPOCH))),
     raft.VoteRequest(20, 3, 3001, 2, 40, True),
     raft.VoteResponse(20, 0, -1, 3, True),
     raft.BeginQuorumEpochRequest(21, 3, 3001),

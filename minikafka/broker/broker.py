@@ -30,7 +30,12 @@ same view as everyone else. From then on it serves:
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``).
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``);
+- transactions (KIP-98): FindCoordinator with key type 1 (the leader of the id's partition of
+  ``__transaction_state``, created on first use like ``__consumer_offsets``), and, there,
+  InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
+  (the ``TransactionCoordinator``); TxnOffsetCommit (the group coordinator); WriteTxnMarkers
+  from coordinators (the replica manager appends the markers).
 
 It never reads a clock (``self.now`` is the input's time) and touches disk only through
 the storage layer.
@@ -47,6 +52,8 @@ from minikafka.broker.controller_channel import NodeToControllerChannelManager
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.broker.transaction_coordinator import TransactionCoordinator
+from minikafka.broker.transaction_state_manager import TRANSACTION_STATE_TOPIC
 from minikafka.messages import (
     CONTROLLER_ID,
     CORRUPT_MESSAGE,
@@ -60,6 +67,12 @@ from minikafka.messages import (
     UNKNOWN_TOPIC_OR_PARTITION,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
+    AddOffsetsToTxnRequest,
+    AddPartitionsToTxnRequest,
+    EndTxnRequest,
+    TxnOffsetCommitRequest,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
     CreatePartitionsRequest,
@@ -150,6 +163,8 @@ class Broker(StateMachine):
         self.log_manager: LogManager | None = None
         self.replica_manager: ReplicaManager | None = None
         self.group_coordinator: GroupCoordinator | None = None
+        self.transaction_coordinator: TransactionCoordinator | None = None
+        self._creating_internal: set[str] = set()  # __transaction_state being created
         self.controller_channel: NodeToControllerChannelManager | None = None
         self._creating_offsets_topic = False
         self._auto_creating: set[str] = set()
@@ -158,7 +173,7 @@ class Broker(StateMachine):
         self._correlation = 0
         self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
         self._producer_ids: list[int] = []  # first id, count of the block we hand out
-        self._waiting_for_ids: list[tuple[NodeId, int]] = []
+        self._waiting_for_ids: list[Callable[[int, int], None]] = []  # callback(error, producer id)
         self._asked_for_ids = False
 
     @property
@@ -180,6 +195,7 @@ class Broker(StateMachine):
         self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
         self.group_coordinator = GroupCoordinator(self)
+        self.transaction_coordinator = TransactionCoordinator(self)
         self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,
                                     seed=f"{self.seed}-{self.broker_id}", listener=self)
         self.controller_channel = NodeToControllerChannelManager(
@@ -193,6 +209,7 @@ class Broker(StateMachine):
         self.set_timer("log-retention", self.config["log.retention.check.interval.ms"])
         self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)
         self.set_timer("flush", self.config["log.flush.interval.ms"])
+        self.transaction_coordinator.start()
 
     def _heartbeat(self) -> None:
         if self.log_manager.offline is not None:
@@ -261,6 +278,7 @@ class Broker(StateMachine):
             if self.broker_id in state.replicas:
                 self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
         self.group_coordinator.on_metadata_changed()
+        self.transaction_coordinator.on_metadata_changed()
 
     def _apply_dynamic_broker_configs(self) -> None:
         """Dynamic broker configs (committed broker ConfigRecords: "" for the cluster, then this
@@ -321,6 +339,10 @@ class Broker(StateMachine):
             self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
         elif key[0] == "alter-timeout":
             rm.alter_timed_out(key[1])
+        elif key == "txn-abort-timed-out":
+            self.transaction_coordinator.abort_timed_out_transactions()
+        elif key == "txn-markers":
+            self.transaction_coordinator.retry_markers()
         elif key[0] == "group-join":
             self.group_coordinator.join_timer(key[1])
         elif key[0] == "group-session":
@@ -336,6 +358,7 @@ class Broker(StateMachine):
             self.controller_channel.disconnected(message.node)
             if message.node in self.controllers:
                 self.replica_manager.controller_disconnected()
+            self.transaction_coordinator.leader_unreachable(message.node)
         elif self.raft.handle(src, message) or self.controller_channel.handle_response(src, message):
             return
         handler = self._HANDLERS.get(type(message))
@@ -444,8 +467,9 @@ class Broker(StateMachine):
                 out.append((topic, partition, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
             elif timestamp == EARLIEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.log.log_start_offset))
-            elif timestamp == LATEST_TIMESTAMP:
-                out.append((topic, partition, NO_ERROR, -1, p.high_watermark))
+            elif timestamp == LATEST_TIMESTAMP:  # read_committed: what such a consumer can reach
+                latest = p.last_stable_offset if request.isolation_level == 1 else p.high_watermark
+                out.append((topic, partition, NO_ERROR, -1, latest))
             else:  # another negative target (a client's bug) finds the first record, as in Kafka
                 try:
                     found = p.log.offset_for_timestamp(max(timestamp, 0))
@@ -499,23 +523,34 @@ class Broker(StateMachine):
         self.send(src, OffsetForLeaderEpochResponse(request.correlation_id, tuple(out)))
 
     def _init_producer_id(self, src: NodeId, request: InitProducerIdRequest) -> None:
-        self._waiting_for_ids.append((src, request.correlation_id))
+        if request.transactional_id is not None:
+            return self.transaction_coordinator.init_producer_id(src, request)
+
+        def allocated(error: int, producer_id: int) -> None:
+            self.send(src, InitProducerIdResponse(request.correlation_id, error, producer_id, 0 if error == NO_ERROR else -1))
+
+        self.allocate_producer_id(allocated)
+
+    def allocate_producer_id(self, callback: Callable[[int, int], None]) -> None:
+        """A fresh producer id from this broker's block (``callback(error, id)``): for
+        idempotent producers directly, for transactional ones through their coordinator."""
+        self._waiting_for_ids.append(callback)
         self._hand_out_producer_ids()
 
     def _hand_out_producer_ids(self) -> None:
         while self._waiting_for_ids and self._producer_ids and self._producer_ids[1] > 0:
-            src, corr = self._waiting_for_ids.pop(0)
+            callback = self._waiting_for_ids.pop(0)
             first, count = self._producer_ids
             self._producer_ids = [first + 1, count - 1]
-            self.send(src, InitProducerIdResponse(corr, NO_ERROR, first, 0))
+            callback(NO_ERROR, first)
         if self._waiting_for_ids and not self._asked_for_ids:
             self._asked_for_ids = True  # one request at a time: blocks are not to be wasted
 
             def timed_out() -> None:
                 self._asked_for_ids = False
                 waiting, self._waiting_for_ids = self._waiting_for_ids, []
-                for src, corr in waiting:
-                    self.send(src, InitProducerIdResponse(corr, REQUEST_TIMED_OUT))
+                for callback in waiting:
+                    callback(REQUEST_TIMED_OUT, -1)
 
             self.controller_channel.send(lambda corr: AllocateProducerIdsRequest(corr, self.broker_id),
                                          self._allocate_producer_ids_response,
@@ -625,8 +660,10 @@ class Broker(StateMachine):
         def reply(error: int, node: int = -1, message: str | None = None) -> None:
             self.send(src, FindCoordinatorResponse(request.correlation_id, error, node, message))
 
+        if request.key_type == 1:
+            return self._find_transaction_coordinator(request.key, reply)
         if request.key_type != 0:
-            return reply(COORDINATOR_NOT_AVAILABLE, message="only group coordinators (key_type 0) exist here")
+            return reply(INVALID_REQUEST, message=f"key_type {request.key_type}: 0 (group) or 1 (transaction)")
         if OFFSETS_TOPIC not in self.topics:
             self._create_offsets_topic()
             return reply(COORDINATOR_NOT_AVAILABLE, message=f"{OFFSETS_TOPIC} is being created")
@@ -635,6 +672,59 @@ class Broker(StateMachine):
         if state is None or state.leader < 0:
             return reply(COORDINATOR_NOT_AVAILABLE, message=f"{OFFSETS_TOPIC}-{p} has no leader")
         reply(NO_ERROR, state.leader)
+
+    def _find_transaction_coordinator(self, transactional_id: str, reply: Callable[..., None]) -> None:
+        if not transactional_id:
+            return reply(INVALID_REQUEST, message="a transactional id may not be empty")
+        if TRANSACTION_STATE_TOPIC not in self.topics:
+            self._create_transaction_state_topic()
+            return reply(COORDINATOR_NOT_AVAILABLE, message=f"{TRANSACTION_STATE_TOPIC} is being created")
+        p = self.transaction_coordinator.state.partition_for(transactional_id)
+        state = self.partition_states.get((TRANSACTION_STATE_TOPIC, p))
+        if state is None or state.leader < 0:
+            return reply(COORDINATOR_NOT_AVAILABLE, message=f"{TRANSACTION_STATE_TOPIC}-{p} has no leader")
+        reply(NO_ERROR, state.leader)
+
+    def _create_transaction_state_topic(self) -> None:
+        """``__transaction_state``, made when the first transactional producer looks for its
+        coordinator: compacted, ``transaction.state.log.*`` partitions and replicas (capped at
+        the live brokers, as ``__consumer_offsets`` is)."""
+        if TRANSACTION_STATE_TOPIC in self._creating_internal:
+            return
+        self._creating_internal.add(TRANSACTION_STATE_TOPIC)
+        c = self.config
+        rf = max(1, min(c["transaction.state.log.replication.factor"], len(self.live_brokers)))
+        topic = TopicConfig(TRANSACTION_STATE_TOPIC, c["transaction.state.log.num.partitions"], rf, (
+            ("cleanup.policy", "compact"), ("segment.bytes", str(c["transaction.state.log.segment.bytes"]))))
+
+        def done(*_: Any) -> None:
+            self._creating_internal.discard(TRANSACTION_STATE_TOPIC)
+
+        self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, (topic,)), done,
+                                     timeout_ms=self.config["request.timeout.ms"], on_timeout=done)
+
+    # --- transactions -------------------------------------------------------------------------------------
+
+    def _txn_request(self, src: NodeId, request: Any) -> None:
+        tc = self.transaction_coordinator
+        if isinstance(request, AddPartitionsToTxnRequest):
+            tc.add_partitions(src, request)
+        elif isinstance(request, AddOffsetsToTxnRequest):
+            tc.add_offsets(src, request)
+        elif isinstance(request, EndTxnRequest):
+            tc.end_txn(src, request)
+        elif isinstance(request, TxnOffsetCommitRequest):
+            self.group_coordinator.txn_commit_offsets(src, request)
+        elif isinstance(request, WriteTxnMarkersRequest):
+            self.replica_manager.write_txn_markers(request, lambda response: self.send(src, response))
+        elif isinstance(request, WriteTxnMarkersResponse):
+            tc.markers_written(request)
+
+    def txn_marker_written(self, topic: str, partition: int, producer_id: int, committed: bool) -> None:
+        """A marker is replicated here (the replica manager's listener): transactional
+        offsets in ``__consumer_offsets`` become committed, or are dropped."""
+        if topic == OFFSETS_TOPIC:
+            self.group_coordinator.complete_transaction(partition, producer_id, committed)
 
     def _create_offsets_topic(self) -> None:
         """Kafka creates ``__consumer_offsets`` when the first group needs it. Its replication
@@ -696,6 +786,12 @@ class Broker(StateMachine):
         DescribeGroupsRequest: _group_request,
         DeleteGroupsRequest: _group_request,
         OffsetDeleteRequest: _group_request,
+        AddPartitionsToTxnRequest: _txn_request,
+        AddOffsetsToTxnRequest: _txn_request,
+        EndTxnRequest: _txn_request,
+        TxnOffsetCommitRequest: _txn_request,
+        WriteTxnMarkersRequest: _txn_request,
+        WriteTxnMarkersResponse: _txn_request,
     }
 
     def close(self, *, lose_unflushed: bool = False) -> None:

@@ -79,6 +79,12 @@ DEFAULTS: dict[str, Any] = {
     "log.retention.check.interval.ms": 300_000,  # Kafka's: how often retention deletes old segments
     "offsets.commit.timeout.ms": 5_000,
     "offset.metadata.max.bytes": 4_096,
+    # __transaction_state, the compacted topic that holds the transaction coordinators' state
+    "transaction.state.log.num.partitions": 50,
+    "transaction.state.log.replication.factor": 3,
+    "transaction.state.log.segment.bytes": 100 * 1024 * 1024,
+    "transaction.max.timeout.ms": 900_000,  # a producer's transaction.timeout.ms may not exceed it
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 10_000,
     # consumer groups
     "group.initial.rebalance.delay.ms": 3_000,
     "group.min.session.timeout.ms": 6_000,
@@ -101,6 +107,11 @@ _MINIMUM = {
     "delete.retention.ms": 0,
     "min.compaction.lag.ms": 0,
     "log.cleaner.backoff.ms": 0,
+    "transaction.state.log.num.partitions": 1,
+    "transaction.state.log.replication.factor": 1,
+    "transaction.state.log.segment.bytes": 1,
+    "transaction.max.timeout.ms": 1,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1,
     "offsets.topic.num.partitions": 1,
     "offsets.topic.replication.factor": 1,
     "offsets.topic.segment.bytes": 1,

@@ -34,6 +34,11 @@ A group moves through Kafka's states:
   to ``__consumer_offsets`` with acks=all and acknowledged only once replicated; OffsetFetch
   answers from memory. Offsets of a group that stayed empty for ``offsets.retention.minutes``
   are deleted with tombstones.
+- *Transactional offsets* (TxnOffsetCommit, KIP-98): written as a transactional batch under
+  the producer's id and epoch, but kept *pending* for that producer id until the
+  transaction's marker reaches this partition: a commit marker makes them the group's
+  committed offsets, an abort drops them. Replaying the partition does the same, so a new
+  coordinator knows which offsets are still pending.
 
 Invariants: a generation's members are exactly those that joined it; a commit from an old
 generation or an unknown member is refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_ID), so a
@@ -111,7 +116,12 @@ from minikafka.messages import (
     OffsetFetchResponse,
     SyncGroupRequest,
     SyncGroupResponse,
+    INVALID_PRODUCER_EPOCH,
+    PRODUCER_FENCED,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
+from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.records import MemoryRecords, Record, RecordBatch
 
 if TYPE_CHECKING:
@@ -179,6 +189,7 @@ class Group:
     initial_delay: bool = False  # the first join phase of a new group: wait for others
     delay_deadline: int = 0  # ... but not past the rebalance timeout
     new_member_added: bool = False
+    pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)  # producer id ->
 
     def transition(self, state: str, now: int) -> None:
         self.state = state
@@ -276,11 +287,22 @@ class GroupCoordinator:
             if not batches:
                 break
             for batch in batches:
+                if batch.is_control_batch and batch.base_offset >= offset:
+                    try:
+                        marker = TransactionMarker.of(batch)
+                    except ValueError:
+                        marker = None
+                    if marker is not None:
+                        for group in loaded.values():
+                            self._resolve_pending(group, batch.producer_id, marker.committed)
+                    offset = max(offset, batch.last_offset + 1)
+                    continue
+                txn_pid = batch.producer_id if batch.is_transactional else None
                 for record in batch.records():
                     if record.offset < offset or record.key is None:
                         continue
                     try:
-                        self._replay(loaded, p, record)
+                        self._replay(loaded, p, record, txn_pid)
                     except Exception as e:  # never a failure loop over one bad record
                         skipped += 1
                         if skipped == 1:
@@ -290,19 +312,23 @@ class GroupCoordinator:
         for group in loaded.values():
             if group.state == DEAD and group.offsets:
                 group.transition(EMPTY, self.now)  # offsets from simple commits, no metadata
-            if group.members or group.offsets or group.state != DEAD:
+            if group.members or group.offsets or group.pending_txn_offsets or group.state != DEAD:
                 self.groups[group.group_id] = group
             for member in group.members.values():
                 self._schedule_heartbeat(group, member)
         self.owned[p] = epoch
 
-    def _replay(self, loaded: dict[str, Group], p: int, record: Record) -> None:
+    def _replay(self, loaded: dict[str, Group], p: int, record: Record, txn_pid: int | None = None) -> None:
         key = decode_key(record.key)
         group = loaded.get(key.group)
         if group is None:
             # Dead until a metadata record or an offset says otherwise: a group whose last
             # word was a tombstone must not come back.
             group = loaded[key.group] = Group(key.group, p, state=DEAD)
+        if isinstance(key, OffsetKey) and txn_pid is not None and record.value is not None:
+            group.pending_txn_offsets.setdefault(txn_pid, {})[(key.topic, key.partition)] = \
+                OffsetValue.decode(record.value)
+            return
         if isinstance(key, OffsetKey):
             if record.value is None:
                 group.offsets.pop((key.topic, key.partition), None)
@@ -692,6 +718,57 @@ class GroupCoordinator:
 
         self._append(group, [(OffsetKey(group.group_id, t, p).encode(), v.encode()) for (t, p), v in to_write],
                      written)
+
+    def txn_commit_offsets(self, src: Any, req: TxnOffsetCommitRequest) -> None:
+        """TxnOffsetCommit: the offsets go to ``__consumer_offsets`` in the producer's
+        transaction and stay pending until its marker comes (``complete_transaction``)."""
+        def reply_all(error: int) -> None:
+            self._send(src, TxnOffsetCommitResponse(req.correlation_id, tuple(
+                (o.topic, o.partition, error) for o in req.offsets)))
+
+        if not req.group_id:
+            return reply_all(INVALID_GROUP_ID)
+        if not self.owns(req.group_id):
+            return reply_all(NOT_COORDINATOR)
+        group = self.groups.get(req.group_id)
+        if group is None:
+            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
+            group.transition(EMPTY, self.now)
+        elif group.state == DEAD:
+            return reply_all(COORDINATOR_NOT_AVAILABLE)
+        limit = self.config["offset.metadata.max.bytes"]
+        if any(o.metadata is not None and len(o.metadata.encode()) > limit for o in req.offsets):
+            return reply_all(OFFSET_METADATA_TOO_LARGE)
+        values = {(o.topic, o.partition): OffsetValue(o.offset, o.leader_epoch, o.metadata or "", self.now)
+                  for o in req.offsets}
+        if not values:
+            return reply_all(NO_ERROR)
+        batch = RecordBatch.build([Record(OffsetKey(group.group_id, t, p).encode(), v.encode(), timestamp=self.now)
+                                   for (t, p), v in values.items()],
+                                  producer_id=req.producer_id, producer_epoch=req.producer_epoch, base_sequence=0,
+                                  is_transactional=True)
+
+        def written(error: int) -> None:
+            if error == NO_ERROR and self.groups.get(group.group_id) is group:
+                group.pending_txn_offsets.setdefault(req.producer_id, {}).update(values)
+            reply_all(PRODUCER_FENCED if error == INVALID_PRODUCER_EPOCH else self._commit_error(error))
+
+        self.broker.replica_manager.append_internal(
+            OFFSETS_TOPIC, group.partition, bytes(batch), self.config["offsets.commit.timeout.ms"], written)
+
+    def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:
+        """The transaction's marker is on ``partition`` of ``__consumer_offsets``."""
+        for group in self.groups.values():
+            if group.partition == partition:
+                self._resolve_pending(group, producer_id, committed)
+
+    @staticmethod
+    def _resolve_pending(group: Group, producer_id: int, committed: bool) -> None:
+        pending = group.pending_txn_offsets.pop(producer_id, None)
+        if pending and committed:
+            group.offsets.update(pending)
+            if group.state == DEAD:
+                group.state = EMPTY
 
     def fetch_offsets(self, src: Any, req: OffsetFetchRequest) -> None:
         if not self.owns(req.group_id):

@@ -24,6 +24,10 @@ On the leader:
   that refuses the write (full, failing) is KAFKA_STORAGE_ERROR: the log wrote nothing, so
   nothing is acknowledged and the producer retries. (The records themselves were validated
   before, by the replica manager's ``LogValidator``.)
+  Batches the transaction coordinator has written (``origin="coordinator"``: markers and
+  transactional offset commits) have their epoch checked, not their sequences.
+- The last stable offset (LSO): the HW, or the first offset of a transaction not yet
+  decided below it (``ProducerStateManager``); read_committed consumers read below it.
 
 On a follower: ``append_as_follower`` keeps the leader's offsets; the HW is the leader's HW
 capped by the local LEO; ``truncate_to`` cuts a divergent log at the point its leader epochs
@@ -37,6 +41,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from minikafka.broker.producer_state import ProducerStateManager
+from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.errors import CorruptRecordError, KafkaError, MessageSizeTooLargeError
 from minikafka.messages import (
     CORRUPT_MESSAGE,
@@ -157,7 +162,12 @@ class Partition:
 
     # --- the leader's write path -------------------------------------------------------------
 
-    def append_as_leader(self, records: bytes, acks: int) -> tuple[int, int, int, str | None]:
+    @property
+    def last_stable_offset(self) -> int:
+        first_unstable = self.producer_state.first_unstable_offset(self.high_watermark)
+        return self.high_watermark if first_unstable is None else min(first_unstable, self.high_watermark)
+
+    def append_as_leader(self, records: bytes, acks: int, origin: str = "client") -> tuple[int, int, int, str | None]:
         """(error, base offset, last offset, message). Duplicates of an idempotent batch are
         answered with the original offsets and NO_ERROR, as Kafka does."""
         if acks == -1 and len(self.isr) < self.config.min_insync_replicas:
@@ -169,6 +179,17 @@ class Partition:
         except CorruptRecordError as e:
             return CORRUPT_MESSAGE, -1, -1, str(e)
         for b in batches:
+            if origin == "coordinator":
+                coordinator_epoch = -1
+                if b.is_control_batch:
+                    try:
+                        coordinator_epoch = TransactionMarker.of(b).coordinator_epoch
+                    except ValueError as e:
+                        return CORRUPT_MESSAGE, -1, -1, str(e)
+                error = self.producer_state.check_epoch(b.producer_id, b.producer_epoch, coordinator_epoch)
+                if error != NO_ERROR:
+                    return error, -1, -1, "a newer producer epoch or transaction coordinator was here first"
+                continue
             error, offset = self.producer_state.check(b.producer_id, b.producer_epoch, b.base_sequence, b.records_count)
             if error == DUPLICATE_SEQUENCE_NUMBER:
                 return NO_ERROR, offset, offset + b.last_offset_delta, "duplicate"
@@ -183,6 +204,7 @@ class Partition:
         offset = info.first_offset
         for b in batches:
             self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, offset, offset + b.last_offset_delta)
+            self.producer_state.update_transaction(b, offset, offset + b.last_offset_delta)
             offset += b.last_offset_delta + 1
         self.maybe_increment_high_watermark()
         return NO_ERROR, info.first_offset, info.last_offset, None
@@ -266,6 +288,7 @@ class Partition:
             offset = info.first_offset
             for b in MemoryRecords(records).batches():
                 self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.base_offset, b.last_offset)
+                self.producer_state.update_transaction(b, b.base_offset, b.last_offset)
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
     def truncate_to(self, offset: int) -> None:

@@ -17,6 +17,10 @@ Theory of operation
   diverge (``diverging_epoch``) and must truncate there first.
 - The follower side: for each leader it follows, one fetch in flight at a time, carrying
   every partition it follows from that leader; the next one goes out when the answer comes.
+- Transactions: WriteTxnMarkers (from a transaction coordinator) appends a commit or abort
+  control batch to each partition named, acks=all, trusted as the coordinator's; the answer
+  goes back once every in-sync replica has it. A read_committed consumer reads below the
+  last stable offset and is told which aborted transactions the range holds.
 - ISR changes are proposed to the controller with AlterPartition and applied when it
   commits them (see ``Partition``).
 - The log start offset: retention (``delete_old_segments``, on the broker's timer) moves it
@@ -35,6 +39,7 @@ from typing import Callable
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.partition import Partition
 from minikafka.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, MessageSizeTooLargeError
+from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.topic import INTERNAL_TOPICS
 from minikafka.messages import (
     CORRUPT_MESSAGE,
@@ -50,6 +55,8 @@ from minikafka.messages import (
     REQUEST_TIMED_OUT,
     UNKNOWN_LEADER_EPOCH,
     UNKNOWN_TOPIC_OR_PARTITION,
+    WriteTxnMarkersRequest,
+    WriteTxnMarkersResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     FetchPartition,
@@ -270,7 +277,7 @@ class ReplicaManager:
         if p is None or not p.is_leader:
             callback(NOT_LEADER_OR_FOLLOWER)
             return
-        error, base, last, _ = p.append_as_leader(records, -1)
+        error, base, last, _ = p.append_as_leader(records, -1, origin="coordinator")
         if error != NO_ERROR:
             callback(error)
             return
@@ -281,6 +288,40 @@ class ReplicaManager:
             ident = ("internal", self._next_correlation())
             self.produce_purgatory[ident] = delayed
             self.node.set_timer(("produce-timeout", ident), timeout_ms)
+
+    def write_txn_markers(self, request: WriteTxnMarkersRequest,
+                          reply: Callable[[WriteTxnMarkersResponse], None]) -> None:
+        """Kafka's ``handleWriteTxnMarkersRequest``: one control batch per partition, each
+        answered once replicated (or failed); the whole answer once all are. A marker whose
+        epoch is older than the producer's is INVALID_PRODUCER_EPOCH (a newer coordinator
+        decision already fenced it)."""
+        results: dict[tuple[int, str, int], int | None] = {}
+        for marker in request.markers:
+            for topic, partition in marker.partitions:
+                results[(marker.producer_id, topic, partition)] = None
+
+        def answer() -> None:
+            if all(e is not None for e in results.values()):
+                reply(WriteTxnMarkersResponse(request.correlation_id, tuple(
+                    (pid, t, p, e) for (pid, t, p), e in results.items())))
+
+        for marker in request.markers:
+            batch = TransactionMarker(marker.committed, marker.coordinator_epoch).to_batch(
+                marker.producer_id, marker.producer_epoch, self.node.now)
+            for topic, partition in marker.partitions:
+                key = (marker.producer_id, topic, partition)
+
+                def done(error: int, key=key, marker=marker) -> None:
+                    results[key] = error
+                    if error == NO_ERROR:
+                        listener = getattr(self.node, "txn_marker_written", None)
+                        if listener is not None:
+                            listener(key[1], key[2], marker.producer_id, marker.committed)
+                    answer()
+
+                self.append_internal(topic, partition, batch, self.config["request.timeout.ms"], done)
+        if not results:
+            answer()
 
     def produce_timed_out(self, ident: tuple) -> None:
         delayed = self.produce_purgatory.pop(ident, None)
@@ -382,13 +423,18 @@ class ReplicaManager:
                 parts.append(FetchPartitionResponse(*key, OFFSET_OUT_OF_RANGE, hw, start))
                 urgent = True
                 continue
-            upper = p.log_end_offset if follower else hw
+            lso = -1 if follower else p.last_stable_offset
+            upper = p.log_end_offset if follower else (lso if request.isolation_level == 1 else hw)
             records = b""
             if budget > 0 and fp.fetch_offset < upper:
                 records = bytes(p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), max_offset=upper))
                 budget -= len(records)
                 size += len(records)
-            parts.append(FetchPartitionResponse(*key, NO_ERROR, hw, start, records))
+            aborted = ()
+            if request.isolation_level == 1 and records:
+                aborted = p.producer_state.aborted_transactions(fp.fetch_offset, upper)
+            parts.append(FetchPartitionResponse(*key, NO_ERROR, hw, start, records, last_stable_offset=lso,
+                                                aborted_transactions=aborted))
         return tuple(parts), size, urgent
 
     def _wake_fetches(self, key: Key) -> None:

@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A checker judges what the clients saw, not how the brokers work: a run is reduced to a
 *history* (every send and its outcome, every record every reader saw, in order) and the
-history is checked against what Kafka promises. Five rooms, one file each:
+history is checked against what Kafka promises. The rooms, one file each:
 
 - ``history``: ``History``, ``Send`` (invoked, then ``ok`` with partition and offset,
   ``fail``, or ``info``: indeterminate, Jepsen's ``:info``) and ``Poll``;
@@ -22,6 +22,11 @@ history is checked against what Kafka promises. Five rooms, one file each:
   delivery strategies (at-most-once, at-least-once, auto-commit with a hand-off,
   exactly-once with an external store) under seeded consumer crashes, and
   ``delivery_table`` to put them side by side.
+
+- ``transactions``: ``TransactionHistory`` (each transaction's values and its outcome as
+  the producer knew it) and ``analyse_transactions`` against a read_committed read:
+  ``lost-committed``, ``duplicate``, ``aborted-visible``, ``not-atomic``, and for
+  read-process-write ``input-not-once``.
 
 By hand, in a notebook::
 
@@ -79,6 +84,7 @@ from minikafka.checker.delivery import (
 )
 from minikafka.checker.history import FAIL, INFO, OK, FinalRead, History, Poll, Send
 from minikafka.checker.reader import Reader, final_read, start_reader
+from minikafka.checker.transactions import TXN_ANOMALIES, TransactionHistory, TxnReport, analyse_transactions
 
 __all__ = [
     "ANOMALIES", "CAMPAIGN_BROKER_CONFIG", "CAMPAIGN_PRODUCER_CONFIG", "DUPLICATE", "FAIL",
@@ -89,4 +95,6 @@ __all__ = [
     "STRATEGIES", "Commit", "ConsumerHistory", "Crash", "DeliveryCampaign", "DeliveryPlan", "DeliveryReport",
     "ExternalStore", "Processed", "Restart", "SeekToStoredOffsets", "analyse_delivery", "delivery_campaign",
     "delivery_table", "draw_plan", "run_delivery_scenario", "topic_records",
+    # transactions
+    "TXN_ANOMALIES", "TransactionHistory", "TxnReport", "analyse_transactions",
 ]

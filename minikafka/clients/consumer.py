@@ -55,7 +55,7 @@ log = logging.getLogger(__name__)
 _NETWORK_ONLY = {
     "client_rack": "", "group_instance_id": None, "enable_incremental_fetch_sessions": True,
     "reconnect_backoff_ms": 50, "reconnect_backoff_max_ms": 30000, "max_in_flight_requests_per_connection": 5,
-    "check_crcs": True, "isolation_level": "read_uncommitted", "allow_auto_create_topics": True,
+    "check_crcs": True, "allow_auto_create_topics": True,
     "client_dns_lookup": "use_all_dns_ips", "receive_buffer_bytes": None, "send_buffer_bytes": None,
     "receive_message_max_bytes": 100_000_000, "socket_options": None, "security_protocol": "PLAINTEXT",
     "ssl_context": None, "ssl_check_hostname": True, "ssl_cafile": None, "ssl_certfile": None,
@@ -122,6 +122,7 @@ class KafkaConsumer:
         "consumer_timeout_ms": float("inf"),
         "exclude_internal_topics": True,
         "default_api_timeout_ms": 60000,
+        "isolation_level": "read_uncommitted",  # read_committed: only committed transactions (KIP-98)
         **_NETWORK_ONLY,
     }
 
@@ -166,6 +167,9 @@ class KafkaConsumer:
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', not {c['auto_offset_reset']!r}")
         c["auto_offset_reset"] = {"smallest": EARLIEST, "largest": LATEST}.get(c["auto_offset_reset"],
                                                                               c["auto_offset_reset"])
+        if c["isolation_level"] not in ("read_uncommitted", "read_committed"):
+            raise KafkaConfigurationError(
+                f"isolation_level must be 'read_uncommitted' or 'read_committed', not {c['isolation_level']!r}")
         if c["group_id"] is not None and (not isinstance(c["group_id"], str) or not c["group_id"]):
             raise KafkaConfigurationError(f"group_id must be a non-empty str or None, not {c['group_id']!r}")
         if c["heartbeat_interval_ms"] >= c["session_timeout_ms"]:

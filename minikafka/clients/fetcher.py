@@ -21,6 +21,13 @@ request to the leader (``earliest``: the log start; ``latest``: the high waterma
 ``none``: ``NoOffsetForPartitionError`` on the next ``poll``). A fetch that finds its offset
 out of range (retention deleted it, or a ``seek`` went too far) resets the same way.
 
+Transactions (KIP-98): with ``isolation_level='read_committed'`` fetches ask for data below
+the last stable offset only, and the broker lists the aborted transactions in the range; a
+batch of an aborted transaction (its producer id, from the transaction's first offset to
+its abort marker) is dropped, as Kafka's consumer does. Control batches (the markers) are
+never handed out under either level, but the position moves past them, so a consumer whose
+partition ends with a marker is not stuck fetching it forever.
+
 Errors that mean "your metadata is stale" (not the leader, unknown partition, fenced epoch)
 refresh metadata and retry; nothing here blocks or reads a clock.
 """
@@ -69,10 +76,12 @@ class ConsumerRecord(NamedTuple):
 
 
 class CompletedFetch:
-    def __init__(self, tp: TopicPartition, fetch_offset: int, records: list[ConsumerRecord]) -> None:
+    def __init__(self, tp: TopicPartition, fetch_offset: int, records: list[ConsumerRecord],
+                 next_offset: int = -1) -> None:
         self.tp = tp
         self.fetch_offset = fetch_offset
         self.records = deque(records)
+        self.next_offset = next_offset  # past the last whole batch (markers and dropped records too)
 
 
 class Fetcher:
@@ -116,7 +125,8 @@ class Fetcher:
             self._listing.update(tp for tp, _ in parts)
             self.client.send_request(
                 leader, lambda corr, parts=parts: ListOffsetsRequest(corr, tuple((tp.topic, tp.partition, ts)
-                                                                               for tp, ts in parts)),
+                                                                               for tp, ts in parts),
+                                                                     isolation_level=self.isolation_level),
                 lambda response, leader=leader, parts=parts: self._on_list_offsets(leader, parts, response),
                 lambda error, leader=leader, parts=parts: self._failed(leader, {tp for tp, _ in parts}))
 
@@ -177,7 +187,8 @@ class Fetcher:
         for leader, tps in sorted(by_leader.items(), key=lambda kv: str(kv[0])):
             self.client.send_request(
                 leader, lambda corr, tps=tps: ListOffsetsRequest(corr, tuple((tp.topic, tp.partition, timestamp)
-                                                                             for tp in tps)),
+                                                                             for tp in tps),
+                                                                 isolation_level=self.isolation_level),
                 lambda response, leader=leader: done(leader, response),
                 lambda error, leader=leader: done(leader, None))
 
@@ -206,7 +217,7 @@ class Fetcher:
             self.client.send_request(
                 leader, lambda corr, parts=tuple(parts): FetchRequest(
                     corr, CONSUMER_REPLICA_ID, c["fetch_max_wait_ms"], c["fetch_min_bytes"], parts,
-                    c["fetch_max_bytes"]),
+                    c["fetch_max_bytes"], isolation_level=self.isolation_level),
                 lambda response, leader=leader, offsets=offsets: self._on_fetch(leader, offsets, response),
                 lambda error, leader=leader: self._failed(leader),
                 timeout_ms=c["request_timeout_ms"] + c["fetch_max_wait_ms"])
@@ -222,9 +233,9 @@ class Fetcher:
             if part.error == NO_ERROR:
                 state.highwater = part.high_watermark
                 state.log_start = part.log_start_offset
-                records = self._parse(tp, fetch_offset, part.records)
-                if records:
-                    self.completed[tp] = CompletedFetch(tp, fetch_offset, records)
+                records, next_offset = self._parse(tp, fetch_offset, part.records, part.aborted_transactions)
+                if records or next_offset > fetch_offset:
+                    self.completed[tp] = CompletedFetch(tp, fetch_offset, records, next_offset)
                     self.records_fetched += len(records)
             elif part.error == OFFSET_OUT_OF_RANGE:
                 strategy = self.subscriptions.default_reset
@@ -238,12 +249,31 @@ class Fetcher:
             else:  # not the leader (any more), unknown partition, fenced epoch: stale metadata
                 self._back_off(leader)
 
-    def _parse(self, tp: TopicPartition, position: int, raw: bytes) -> list[ConsumerRecord]:
+    @property
+    def isolation_level(self) -> int:
+        return 1 if self.config.get("isolation_level") == "read_committed" else 0
+
+    def _parse(self, tp: TopicPartition, position: int, raw: bytes,
+               aborted: tuple = ()) -> tuple[list[ConsumerRecord], int]:
+        """(records to hand out, the offset after the last whole batch)."""
         out = []
+        next_offset = position
+        # Kafka's rule: an aborted transaction starts at its first offset and ends at its
+        # producer's abort marker; the list is consumed in first-offset order.
+        pending = sorted(aborted, key=lambda a: a[1]) if self.isolation_level == 1 else []
+        aborted_producers: set[int] = set()
         # Whole batches come back; the first may start before our position and the last may
         # be cut short by the byte limits: skip below the position, drop the partial tail.
         for batch in MemoryRecords(raw).batches(allow_partial_tail=True):
-            if batch.last_offset < position or batch.is_control_batch:
+            while pending and pending[0][1] <= batch.last_offset:
+                aborted_producers.add(pending.pop(0)[0])
+            if batch.last_offset < position:
+                continue
+            next_offset = max(next_offset, batch.next_offset)
+            if batch.is_control_batch:
+                aborted_producers.discard(batch.producer_id)  # the transaction ends here
+                continue
+            if batch.is_transactional and batch.producer_id in aborted_producers:
                 continue
             epoch = batch.partition_leader_epoch
             ts_type = int(batch.timestamp_type)
@@ -255,7 +285,7 @@ class Fetcher:
                     tp.topic, tp.partition, epoch, r.offset, r.timestamp, ts_type, r.key, r.value, headers,
                     None, -1 if r.key is None else len(r.key), -1 if r.value is None else len(r.value),
                     sum(len(k.encode()) + len(v or b"") for k, v in headers) if headers else -1))
-        return out
+        return out, next_offset
 
     def fetched_records(self, max_records: int) -> dict[TopicPartition, list[ConsumerRecord]]:
         """Hand out up to ``max_records`` buffered records and move the positions past them."""
@@ -280,6 +310,8 @@ class Fetcher:
                 state.position = taken[-1].offset + 1
                 state.leader_epoch = taken[-1].leader_epoch
             if not fetch.records:
+                # past markers and aborted batches too (they hold offsets, no records for us)
+                state.position = max(state.position, fetch.next_offset)
                 del self.completed[tp]
         return out
 

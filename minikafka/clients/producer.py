@@ -40,6 +40,7 @@ from minikafka.clients.bootstrap import check_bootstrap_servers
 from minikafka.clients.future import FutureRecordMetadata
 from minikafka.clients.record_accumulator import RecordAccumulator, estimate_size_in_bytes
 from minikafka.clients.sender import ClusterMetadata, Sender, TransactionManager
+from minikafka.clients.transactions import TransactionalRequests
 from minikafka.errors import (
     IllegalStateError,
     KafkaConfigurationError,
@@ -88,6 +89,7 @@ class KafkaProducer:
         "value_serializer": None,
         "enable_idempotence": True,
         "transactional_id": None,
+        "transaction_timeout_ms": 60000,
         "delivery_timeout_ms": 120000,
         "acks": -1,
         "compression_type": None,
@@ -169,9 +171,15 @@ class KafkaProducer:
         if c["client_id"] is not None and not isinstance(c["client_id"], str):
             raise KafkaConfigurationError(f"client_id must be a str or None, not {c['client_id']!r}")
         if c["transactional_id"] is not None:
-            raise KafkaConfigurationError(
-                f"transactional_id={c['transactional_id']!r}: transactions are not part of minikafka's producer "
-                "(idempotence is: enable_idempotence=True)")
+            if not isinstance(c["transactional_id"], str) or not c["transactional_id"]:
+                raise KafkaConfigurationError(
+                    f"transactional_id must be a non-empty str or None, not {c['transactional_id']!r}")
+            if c["enable_idempotence"] is False and "enable_idempotence" in user_set:
+                raise KafkaConfigurationError(
+                    "a transactional producer is idempotent: transactional_id needs enable_idempotence=True")
+        t = c["transaction_timeout_ms"]
+        if not isinstance(t, int) or isinstance(t, bool) or t < 1:
+            raise KafkaConfigurationError(f"transaction_timeout_ms must be an int >= 1, not {t!r}")
         if c["delivery_timeout_ms"] < c["linger_ms"] + c["request_timeout_ms"]:
             raise KafkaConfigurationError(
                 "Must set delivery_timeout_ms higher than linger_ms + request_timeout_ms "
@@ -205,9 +213,13 @@ class KafkaProducer:
         accumulator = RecordAccumulator(transaction_manager=tm, wait=self._wait, **c)
         metadata = ClusterMetadata(list(self._cluster.broker_ids))
         order = not c["enable_idempotence"] and c["max_in_flight_requests_per_connection"] == 1
-        return Sender(node_id, accumulator, metadata, transaction_manager=tm,
-                      guarantee_message_order=order, **{k: v for k, v in c.items() if k != "client_id"},
-                      client_id=c["client_id"] or str(node_id))
+        sender = Sender(node_id, accumulator, metadata, transaction_manager=tm,
+                        guarantee_message_order=order, **{k: v for k, v in c.items() if k != "client_id"},
+                        client_id=c["client_id"] or str(node_id))
+        if c["transactional_id"] is not None:
+            tm.transactional = True
+            sender.transactions = TransactionalRequests(sender, c["transactional_id"], c["transaction_timeout_ms"])
+        return sender
 
     # --- the runtime ----------------------------------------------------------------------------
 
@@ -398,6 +410,51 @@ class KafkaProducer:
             self._call(lambda s: s.force_close() if forced else s.initiate_close())
         self._closed = True
 
+    # --- transactions (KIP-98): kafka-python's API ---------------------------------------------------
+
+    def _transactions(self) -> TransactionalRequests:
+        if self.config["transactional_id"] is None:
+            raise IllegalStateError("Cannot use transactional methods without enabling transactions "
+                                    "(set transactional_id)")
+        return self._sender.transactions
+
+    def _await(self, result, what: str) -> None:
+        if not self._wait(lambda: result.done, self.config["max_block_ms"]):
+            raise KafkaTimeoutError(f"Timeout expired after {self.config['max_block_ms']} ms while awaiting {what}")
+        if result.error is not None:
+            raise result.error
+
+    def init_transactions(self) -> None:
+        """Find the transaction coordinator and get this transactional id's producer id with
+        a new epoch, which fences any older producer with the same id (its open transaction
+        is aborted)."""
+        self._await(self._call(lambda s: self._transactions().init()), "InitProducerId")
+
+    def begin_transaction(self) -> None:
+        self._call(lambda s: self._transactions().begin())
+
+    def send_offsets_to_transaction(self, offsets: dict, group_metadata: Any) -> None:
+        """Commit ``offsets`` ({TopicPartition: OffsetAndMetadata}) for the group within the
+        transaction: they count only if it commits. ``group_metadata``: the group id (or an
+        object with a ``group_id``, as kafka-python's ``ConsumerGroupMetadata``)."""
+        group_id = getattr(group_metadata, "group_id", group_metadata)
+        self._await(self._call(lambda s: self._transactions().send_offsets(dict(offsets), group_id)),
+                    "AddOffsetsToTxn/TxnOffsetCommit")
+
+    def commit_transaction(self) -> None:
+        """Flush, then EndTxn(commit): returns once the coordinator has decided the commit."""
+        result = self._call(lambda s: (s.accumulator.begin_flush(), self._transactions().end(True))[1])
+        try:
+            self._await(result, "EndTxn(commit)")
+        finally:
+            if self._world.alive(self._node_id):
+                self._call(lambda s: s.accumulator.end_flush())
+
+    def abort_transaction(self) -> None:
+        """Drop what was not sent, then EndTxn(abort): nothing of the transaction is visible
+        to read_committed consumers, ever."""
+        self._await(self._call(lambda s: self._transactions().end(False)), "EndTxn(abort)")
+
     def partitions_for(self, topic: str) -> set[int]:
         """The topic's partition ids (waits up to ``max_block_ms`` for metadata)."""
         validate_topic_name(topic)
@@ -424,7 +481,8 @@ class KafkaProducer:
         self.close()
 
     def __str__(self) -> str:
-        return f"<KafkaProducer client_id={self.config.get('client_id')} transactional_id=None>"
+        return (f"<KafkaProducer client_id={self.config.get('client_id')} "
+                f"transactional_id={self.config.get('transactional_id')}>")
 
     __repr__ = __str__
 

@@ -152,14 +152,15 @@ class ProducerBatch:
         return future
 
     def close(self, compression: Compression, producer_id: int = NO_PRODUCER_ID,
-              producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE) -> None:
+              producer_epoch: int = NO_PRODUCER_EPOCH, base_sequence: int = NO_SEQUENCE,
+              is_transactional: bool = False) -> None:
         """Freeze the records into the bytes every attempt will send."""
         if self.is_closed:
             raise IllegalStateError(f"{self} is already closed")
         self.producer_id, self.producer_epoch, self.base_sequence = producer_id, producer_epoch, base_sequence
         self.buffer = bytes(RecordBatch.build(
             self.records, compression=compression, producer_id=producer_id,
-            producer_epoch=producer_epoch, base_sequence=base_sequence,
+            producer_epoch=producer_epoch, base_sequence=base_sequence, is_transactional=is_transactional,
         ))
 
     @property
@@ -387,7 +388,8 @@ class RecordAccumulator:
             return
         tp = batch.topic_partition
         pid = tm.producer_id_and_epoch
-        batch.close(self.compression, pid.producer_id, pid.epoch, tm.sequence_number(tp))
+        batch.close(self.compression, pid.producer_id, pid.epoch, tm.sequence_number(tp),
+                    is_transactional=getattr(tm, "transactional", False))
         tm.increment_sequence_number(tp, batch.record_count)
 
     def drain(self, metadata: Any, nodes: Iterable, max_size: int, now: int) -> dict:

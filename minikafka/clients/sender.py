@@ -23,7 +23,9 @@ body once and says when it next wants to be woken (one timer, ``"poll"``):
 3. **Metadata.** Refresh when a leader is unknown, after an error that says metadata is
    stale (``NOT_LEADER_OR_FOLLOWER``, a timeout), or every ``metadata_max_age_ms``.
 4. **Producer id.** An idempotent producer asks for one (InitProducerId) before it sends
-   anything.
+   anything. A transactional one (``transactional_id``) gets it from its transaction
+   coordinator instead, and its requests to the coordinator (``TransactionalRequests``,
+   ``minikafka.clients.transactions``) go through this loop too, one at a time.
 
 Answers to a ProduceRequest, per partition:
 
@@ -206,14 +208,15 @@ _SEQ_MOD = 2**31
 
 
 class TransactionManager:
-    """The idempotent producer's state (Kafka keeps it in ``TransactionManager``; minikafka
-    has no transactions, only this part): the producer id and epoch, the next sequence per
-    partition, and the batches sent but not yet resolved, by sequence."""
+    """The idempotent producer's state (Kafka keeps it in ``TransactionManager``; the
+    transactional part is ``minikafka.clients.transactions``): the producer id and epoch,
+    the next sequence per partition, and the batches sent but not yet resolved, by sequence."""
 
     max_in_flight_per_partition = 5  # what the broker remembers per producer (BATCHES_KEPT)
 
     def __init__(self) -> None:
         self.producer_id_and_epoch = _NO_PRODUCER
+        self.transactional = False  # batches carry the transactional bit (a producer with a transactional_id)
         self._sequences: dict[TopicPartition, int] = {}
         self._in_flight: dict[TopicPartition, list[ProducerBatch]] = {}  # sorted by base_sequence
         self._last_acked_sequence: dict[TopicPartition, int] = {}
@@ -284,7 +287,7 @@ class TransactionManager:
 class InFlightRequest:
     correlation_id: int
     node: NodeId
-    kind: str  # "produce" | "metadata" | "init_producer_id"
+    kind: str  # "produce" | "metadata" | "init_producer_id" | "txn"
     sent_at: int
     batches: list[ProducerBatch] = field(default_factory=list)
 
@@ -321,6 +324,7 @@ class Sender(StateMachine):
         self.accumulator = accumulator
         self.metadata = metadata
         self.transaction_manager = transaction_manager
+        self.transactions = None  # a TransactionalRequests, for a producer with a transactional_id
         self._correlation = itertools.count(1)
         self._in_flight: dict[int, InFlightRequest] = {}  # by correlation id, in send order
         self._in_flight_batches: dict[ProducerBatch, None] = {}  # sent, awaiting a final answer
@@ -341,6 +345,8 @@ class Sender(StateMachine):
 
     def append(self, tp: TopicPartition, timestamp_ms: int, key: bytes | None, value: bytes | None,
                headers: list, *, abort_on_new_batch: bool = False) -> AppendResult:
+        if self.transactions is not None:
+            self.transactions.maybe_add_partition(tp)
         result = self.accumulator.append(tp, timestamp_ms, key, value, headers, self.now,
                                          abort_on_new_batch=abort_on_new_batch)
         if result.batch_is_full or result.new_batch_created:
@@ -421,6 +427,8 @@ class Sender(StateMachine):
             self._handle_produce_response(request, message)
         elif isinstance(message, MetadataResponse):
             self.metadata.update(message, self.now)
+        elif request.kind == "txn":
+            self.transactions.handle(message)
         elif isinstance(message, InitProducerIdResponse):
             self._handle_init_producer_id_response(message)
         self._run_once()
@@ -434,7 +442,9 @@ class Sender(StateMachine):
         wake: list[int] = []
         wake.append(self._send_producer_data())
         wake.append(self._maybe_update_metadata())
-        if self.transaction_manager is not None and not self.transaction_manager.has_producer_id():
+        if self.transactions is not None:
+            wake.append(self.transactions.poll())  # (its InitProducerId carries the transactional id)
+        elif self.transaction_manager is not None and not self.transaction_manager.has_producer_id():
             wake.append(self._maybe_init_producer_id())
         wake.extend(self._deadline(r) for r in self._in_flight.values())
         self._schedule_poll([w for w in wake if w is not None])
@@ -571,6 +581,13 @@ class Sender(StateMachine):
         self._in_flight[corr] = InFlightRequest(corr, node, "init_producer_id", self.now)
         return None
 
+    def send_transactional(self, node: NodeId, make) -> int:
+        """Send a transaction request (``TransactionalRequests``); its correlation id."""
+        corr = next(self._correlation)
+        self.send(node, make(corr))
+        self._in_flight[corr] = InFlightRequest(corr, node, "txn", self.now)
+        return corr
+
     def _handle_init_producer_id_response(self, response: InitProducerIdResponse) -> None:
         tm = self.transaction_manager
         if response.error == NO_ERROR:
@@ -607,6 +624,8 @@ class Sender(StateMachine):
                 self.metadata.request_update()
             elif request.kind == "init_producer_id":
                 self.transaction_manager.next_init_attempt = self.now + self.config["retry_backoff_ms"]
+            elif request.kind == "txn":
+                self.transactions.failed(request.correlation_id)
         self.metadata.request_update()
 
     # --- answers to produce requests ----------------------------------------------------------------

@@ -23,7 +23,8 @@ Four directions, one per runtime role:
   ``encode_request(message)`` and ``decode_response(api_key, version, frame)``;
 - the controller's own messages (heartbeats, the Raft quorum's, AlterPartition, producer id
   blocks, forwarded CreateTopics/DeleteTopics/CreatePartitions/AlterConfigs, the last two
-  carrying both AlterConfigs and IncrementalAlterConfigs): Kafka has no public schema we could reuse
+  carrying both AlterConfigs and IncrementalAlterConfigs; and WriteTxnMarkers, which a
+  transaction coordinator sends to partition leaders): Kafka has no public schema we could reuse
   faithfully, so they travel as *private* frames: a request header with an api key of
   10000 or more (``INTERNAL_KEY_BASE``), the sender's node id as client id, and a JSON body
   that is checked field by field against the dataclass's type hints on the way in
@@ -46,8 +47,8 @@ Invariants
   bytes, an unknown api key or version, a null where the schema allows none, invalid UTF-8,
   bad JSON, a field of the wrong type) raises ``FrameError`` with a reason that says what
   was wrong, and nothing else: the runtime closes that one connection and logs the reason.
-- A request we understand but do not serve (a transactional Produce, CreateTopics with
-  ``validate_only`` or explicit replica assignments) is not a frame error: ``Decoded.reply``
+- A request we understand but do not serve (CreateTopics with ``validate_only`` or explicit
+  replica assignments) is not a frame error: ``Decoded.reply``
   holds the Kafka error answer, built here, for the runtime to send back at once.
 - A response is always encoded at the request's version with the request's correlation id.
 
@@ -123,6 +124,16 @@ try:
         MetadataRequest as _KMetadataRequest,
         MetadataResponse as _KMetadataResponse,
     )
+    from kafka.protocol.producer.transaction import (
+        AddOffsetsToTxnRequest as _KAddOffsetsToTxnRequest,
+        AddOffsetsToTxnResponse as _KAddOffsetsToTxnResponse,
+        AddPartitionsToTxnRequest as _KAddPartitionsToTxnRequest,
+        AddPartitionsToTxnResponse as _KAddPartitionsToTxnResponse,
+        EndTxnRequest as _KEndTxnRequest,
+        EndTxnResponse as _KEndTxnResponse,
+        TxnOffsetCommitRequest as _KTxnOffsetCommitRequest,
+        TxnOffsetCommitResponse as _KTxnOffsetCommitResponse,
+    )
     from kafka.protocol.producer import (
         InitProducerIdRequest as _KInitProducerIdRequest,
         InitProducerIdResponse as _KInitProducerIdResponse,
@@ -156,6 +167,7 @@ CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS 
 DESCRIBE_QUORUM = 55
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, OFFSET_DELETE = 21, 23, 47
+ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
 METADATA_TOPIC = "__cluster_metadata"
 
 SUPPORTED: dict[int, tuple[int, int]] = {
@@ -185,6 +197,12 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     DELETE_RECORDS: (0, 1),  # v2 turns flexible
     OFFSET_FOR_LEADER_EPOCH: (2, 3),  # v2: Kafka 4's floor (current leader epoch); v4 turns flexible
     OFFSET_DELETE: (0, 0),  # its only version
+    # Transactions (KIP-98): librdkafka sends AddPartitionsToTxn/AddOffsetsToTxn v0 whatever we
+    # offer; v3 turns flexible. PRODUCER_FENCED is told as INVALID_PRODUCER_EPOCH below v2.
+    ADD_PARTITIONS_TO_TXN: (0, 2),
+    ADD_OFFSETS_TO_TXN: (0, 2),
+    END_TXN: (0, 2),
+    TXN_OFFSET_COMMIT: (0, 2),  # v2: leader epoch; v3 (generation, member) turns flexible
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -192,7 +210,7 @@ ACCEPTED: dict[int, tuple[int, int]] = {**SUPPORTED, FETCH: (SUPPORTED[FETCH][0]
 
 INTERNAL_KEY_BASE = 10000  # private api keys (the controller's messages) start here
 
-_CONSUMER_OFFSETS = "__consumer_offsets"  # Kafka's only internal topic here (is_internal)
+_INTERNAL_TOPICS = ("__consumer_offsets", "__transaction_state")  # Metadata's is_internal
 # Errors that are about the group (or its coordinator), not one member: LeaveGroup v3+ puts
 # them at the top level, as Kafka does, and the others at the member level.
 _GROUP_LEVEL_ERRORS = frozenset({
@@ -380,11 +398,8 @@ class _Reply(Exception):
 
 
 def _produce_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
-    if r.transactional_id is not None:
-        why = f"transactions are not supported (transactional_id {r.transactional_id!r})"
-        raise _Reply(m.ProduceResponse(corr, tuple(
-            m.ProducePartitionResponse(t.name, p.index, m.INVALID_REQUEST, error_message=why)
-            for t in r.topic_data for p in t.partition_data)))
+    # A transactional Produce needs nothing more than its batches: they carry the producer id,
+    # epoch and the transactional bit; the partition's producer state does the rest.
     # records: the decoder already copied them out of the frame as bytes; passed on untouched
     return (m.ProduceRequest(corr, r.acks, r.timeout_ms, tuple(
         m.ProducePartition(t.name, p.index, b"" if p.records is None else p.records)
@@ -397,12 +412,13 @@ def _fetch_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.FetchRequest(corr, r.replica_id, r.max_wait_ms, r.min_bytes, tuple(
         m.FetchPartition(t.topic, p.partition, p.fetch_offset, p.last_fetched_epoch, p.current_leader_epoch,
                          p.partition_max_bytes)
-        for t in r.topics for p in t.partitions), r.max_bytes),)
+        for t in r.topics for p in t.partitions), r.max_bytes, isolation_level=r.isolation_level),)
 
 
 def _list_offsets_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.ListOffsetsRequest(corr, tuple(
-        (t.name, p.partition_index, p.timestamp) for t in r.topics for p in t.partitions)),)
+        (t.name, p.partition_index, p.timestamp) for t in r.topics for p in t.partitions),
+        isolation_level=r.isolation_level if v >= 2 else 0),)
 
 
 def _metadata_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -413,7 +429,28 @@ def _metadata_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
 
 
 def _init_producer_id_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
-    return (m.InitProducerIdRequest(corr, r.transactional_id),)
+    return (m.InitProducerIdRequest(corr, r.transactional_id, r.transaction_timeout_ms),)
+
+
+def _add_partitions_to_txn_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.AddPartitionsToTxnRequest(corr, r.v3_and_below_transactional_id, r.v3_and_below_producer_id,
+                                        r.v3_and_below_producer_epoch, tuple(
+        (t.name, p) for t in r.v3_and_below_topics for p in t.partitions)),)
+
+
+def _add_offsets_to_txn_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.AddOffsetsToTxnRequest(corr, r.transactional_id, r.producer_id, r.producer_epoch, r.group_id),)
+
+
+def _end_txn_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.EndTxnRequest(corr, r.transactional_id, r.producer_id, r.producer_epoch, bool(r.committed)),)
+
+
+def _txn_offset_commit_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.TxnOffsetCommitRequest(corr, r.transactional_id, r.group_id, r.producer_id, r.producer_epoch, tuple(
+        m.OffsetCommitPartition(t.name, p.partition_index, p.committed_offset,
+                                p.committed_leader_epoch if v >= 2 else -1, p.committed_metadata)
+        for t in r.topics for p in t.partitions)),)
 
 
 def _create_topics_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -581,10 +618,12 @@ def _fetch_out(d: Decoded, resp: m.FetchResponse, ctx: BrokerContext | None, v: 
     T, P = K.FetchableTopicResponse, K.FetchableTopicResponse.PartitionData
 
     def partition(p: m.FetchPartitionResponse) -> Any:
-        # No transactions here: the last stable offset is the high watermark, nothing aborted.
+        # The aborted transactions are sent to read_committed fetches only; null otherwise, as Kafka.
+        aborted = [P.AbortedTransaction(producer_id=pid, first_offset=first) for pid, first in p.aborted_transactions]
         out = P(partition_index=p.partition, error_code=p.error, high_watermark=p.high_watermark,
-                last_stable_offset=p.high_watermark, log_start_offset=p.log_start_offset,
-                aborted_transactions=[], preferred_read_replica=-1, records=p.records)
+                last_stable_offset=p.last_stable_offset, log_start_offset=p.log_start_offset,
+                aborted_transactions=aborted if d.kafka_request is None or d.kafka_request.isolation_level == 1
+                else None, preferred_read_replica=-1, records=p.records)
         if p.diverging_epoch is not None:
             if v < FOLLOWER_FETCH_VERSION:  # only followers get one, and they fetch with v12
                 raise ValueError(f"diverging_epoch needs Fetch v{FOLLOWER_FETCH_VERSION}+, the request was v{v}")
@@ -628,7 +667,7 @@ def _metadata_out(d: Decoded, resp: m.MetadataResponse, ctx: BrokerContext | Non
     # authorized_operations (v8+) are left unset: kafka-python reads "unset" as "not asked".
     return K(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id,
              controller_id=controller, topics=[
-                 T(error_code=t.error, name=t.name, is_internal=t.name == _CONSUMER_OFFSETS, partitions=[
+                 T(error_code=t.error, name=t.name, is_internal=t.name in _INTERNAL_TOPICS, partitions=[
                      P(error_code=p.error, partition_index=p.partition, leader_id=p.leader,
                        leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
                        offline_replicas=[r for r in p.replicas if r not in live])
@@ -637,8 +676,42 @@ def _metadata_out(d: Decoded, resp: m.MetadataResponse, ctx: BrokerContext | Non
 
 
 def _init_producer_id_out(d: Decoded, resp: m.InitProducerIdResponse, ctx: BrokerContext | None, v: int) -> Any:
-    return _KInitProducerIdResponse(version=v, throttle_time_ms=0, error_code=resp.error,
+    return _KInitProducerIdResponse(version=v, throttle_time_ms=0, error_code=_fenced(resp.error, v, 4),
                                     producer_id=resp.producer_id, producer_epoch=resp.producer_epoch)
+
+
+def _fenced(error: int, v: int, since: int) -> int:
+    """PRODUCER_FENCED (KIP-588) is told to clients that know it; older versions get
+    INVALID_PRODUCER_EPOCH, which they treat as fatal the same way."""
+    return m.INVALID_PRODUCER_EPOCH if error == m.PRODUCER_FENCED and v < since else error
+
+
+def _add_partitions_to_txn_out(d: Decoded, resp: m.AddPartitionsToTxnResponse, ctx: BrokerContext | None,
+                               v: int) -> Any:
+    K = _KAddPartitionsToTxnResponse
+    T = K.AddPartitionsToTxnTopicResult
+    return K(version=v, throttle_time_ms=0, results_by_topic_v3_and_below=[
+        T(name=topic, results_by_partition=[
+            T.AddPartitionsToTxnPartitionResult(partition_index=p, partition_error_code=_fenced(error, v, 2))
+            for _, p, error in parts])
+        for topic, parts in _by_topic(resp.results, lambda r: r[0]).items()])
+
+
+def _add_offsets_to_txn_out(d: Decoded, resp: m.AddOffsetsToTxnResponse, ctx: BrokerContext | None, v: int) -> Any:
+    return _KAddOffsetsToTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(resp.error, v, 2))
+
+
+def _end_txn_out(d: Decoded, resp: m.EndTxnResponse, ctx: BrokerContext | None, v: int) -> Any:
+    return _KEndTxnResponse(version=v, throttle_time_ms=0, error_code=_fenced(resp.error, v, 2))
+
+
+def _txn_offset_commit_out(d: Decoded, resp: m.TxnOffsetCommitResponse, ctx: BrokerContext | None, v: int) -> Any:
+    K = _KTxnOffsetCommitResponse
+    T = K.TxnOffsetCommitResponseTopic
+    return K(version=v, throttle_time_ms=0, topics=[
+        T(name=topic, partitions=[T.TxnOffsetCommitResponsePartition(partition_index=p, error_code=_fenced(e, v, 3))
+                                  for _, p, e in parts])
+        for topic, parts in _by_topic(resp.partitions, lambda r: r[0]).items()])
 
 
 def _create_topics_out(d: Decoded, resp: m.CreateTopicsResponse, ctx: BrokerContext | None, v: int) -> Any:
@@ -889,6 +962,13 @@ _APIS: dict[int, _Api] = {
                                   _offset_for_leader_epoch_out),
     OFFSET_DELETE: _Api(_KOffsetDeleteRequest, _KOffsetDeleteResponse, m.OffsetDeleteResponse,
                         _offset_delete_in, _offset_delete_out),
+    ADD_PARTITIONS_TO_TXN: _Api(_KAddPartitionsToTxnRequest, _KAddPartitionsToTxnResponse, m.AddPartitionsToTxnResponse,
+                                _add_partitions_to_txn_in, _add_partitions_to_txn_out),
+    ADD_OFFSETS_TO_TXN: _Api(_KAddOffsetsToTxnRequest, _KAddOffsetsToTxnResponse, m.AddOffsetsToTxnResponse,
+                             _add_offsets_to_txn_in, _add_offsets_to_txn_out),
+    END_TXN: _Api(_KEndTxnRequest, _KEndTxnResponse, m.EndTxnResponse, _end_txn_in, _end_txn_out),
+    TXN_OFFSET_COMMIT: _Api(_KTxnOffsetCommitRequest, _KTxnOffsetCommitResponse, m.TxnOffsetCommitResponse,
+                            _txn_offset_commit_in, _txn_offset_commit_out),
 }
 assert set(_APIS) == set(SUPPORTED) == set(ACCEPTED)
 
@@ -1054,6 +1134,8 @@ INTERNAL_API_KEYS: dict[type, int] = {
     m.CreatePartitionsResponse: 10014,
     m.AlterConfigsRequest: 10015,
     m.AlterConfigsResponse: 10016,
+    m.WriteTxnMarkersRequest: 10017,  # coordinator -> partition leader (Kafka's api 27, broker-only)
+    m.WriteTxnMarkersResponse: 10018,
     **{cls: 10020 + i for i, cls in enumerate(_raft.RAFT_MESSAGES)},  # Vote, BeginQuorumEpoch, ..., Fetch
 }
 _INTERNAL_CLASSES = {key: cls for cls, key in INTERNAL_API_KEYS.items()}
