@@ -78,11 +78,12 @@ Widget output: the event log is an ``Output`` written with ``append_stdout`` and
 by assigning ``outputs``, never with ``with out:``, which from a callback or a thread
 would leak the text into whatever cell runs at that moment (and into nbval's outputs).
 
-"Lost (so far)" is a live estimate, not the checker's verdict: an acknowledged record is
-lost when the partition's current leader has a different record at its offset, or has
-not got that far (a leader never takes data from anyone, so that offset will be filled
-with something else). Records acknowledged with ``acks=0`` have no offset and are not
-tracked. For the final word, run ``minikafka.checker`` with a final read.
+"Lost (so far)" counts what the checker would call lost writes, live (``LossTracker``):
+every acknowledged record is kept (partition, offset, value), and one is lost once the
+partition's current leader provably lacks it. The count never goes down; with the acks
+switched during a run, the counters say which setting lost what. Records acknowledged
+with ``acks=0`` have no offset and are not tracked. For the final word, run
+``minikafka.checker`` with a final read.
 """
 
 from __future__ import annotations
@@ -130,35 +131,72 @@ def cluster_lock(cluster) -> threading.RLock:
 
 
 class LossTracker:
-    """Acknowledged records, and which of them the current leaders no longer have.
+    """Every acknowledged record, and which of them the log has lost: the checker's
+    ``lost-write`` (``minikafka.checker.analysis``), counted live.
 
-    Cheap enough to run every tick: a leader never rewrites its own log, so while a
-    partition keeps the same leader (same broker, leader epoch and incarnation) only the
-    records acknowledged since the last look need checking; a new leader gets every
-    acknowledged record of its partition checked again, once.
+    A record is kept as what its ack said: (partition, offset, value), one entry per ack,
+    never one per offset -- two records acknowledged at the same offset (a stale leader's,
+    then the new leader's) are two records, and one of them is lost.
+
+    A record is *lost* once the partition's current leader provably lacks it: it has not
+    got that far (a leader never takes data from anyone, so the offset will be filled
+    with something else) or it holds another value there. It is *safe for now* once that
+    leader has it below its high watermark (committed). Between the two (the leader has it,
+    not yet committed) it is looked at again on the next update. A lost record stays lost:
+    the count never goes down, and on a run that ends healed and settled it equals the
+    checker's count of lost writes (tests/test_widgets.py feeds both one history).
+
+    Cheap enough to run every tick: while a partition keeps the same leader (broker, leader
+    epoch and incarnation) only records acknowledged or uncommitted since the last look are
+    checked; a new leader gets every record not yet lost checked again, once.
+
+    Limits: a record whose offset is below the leader's log start offset (deleted by
+    retention) is not called lost; acks=0 records have no offset and are not tracked; a
+    record called lost that an *unclean* election later brings back (an old leader's copy,
+    never truncated) stays counted: the final word is the checker's, after a final read.
     """
 
     def __init__(self) -> None:
-        self.acked: dict[tuple[str, int], dict[int, bytes]] = defaultdict(dict)
-        self._unchecked: dict[tuple[str, int], list[int]] = defaultdict(list)
+        # Per partition: the acknowledged records in ack order, as (offset, value, acks).
+        self.records: dict[tuple[str, int], list[tuple[int, bytes | None, str]]] = defaultdict(list)
+        self._pending: dict[tuple[str, int], list[int]] = defaultdict(list)  # indexes to look at
         self._leader_key: dict[tuple[str, int], tuple] = {}
-        self._lost: dict[tuple[str, int], set[int]] = defaultdict(set)
+        self._lost: dict[tuple[str, int], set[int]] = defaultdict(set)  # indexes; only ever grows
 
-    def acknowledged(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+    def acknowledged(self, topic: str, partition: int, offset: int, value: bytes | None,
+                     acks: str | None = None) -> None:
+        """A record acknowledged at ``offset`` (``acks``: the producer's setting, for the
+        breakdown in ``lost_by_acks``)."""
         if offset < 0:  # acks=0: the broker never said where it went
             return
-        self.acked[(topic, partition)][offset] = value
-        self._unchecked[(topic, partition)].append(offset)
+        tp = (topic, partition)
+        self._pending[tp].append(len(self.records[tp]))
+        self.records[tp].append((offset, value, acks))
 
     @property
     def lost(self) -> int:
         return sum(len(s) for s in self._lost.values())
 
+    def lost_by_acks(self) -> dict[str, int]:
+        """Lost records by the acks setting they were sent with (settings used, even if 0)."""
+        out: dict[str, int] = {}
+        for tp, records in self.records.items():
+            for i, (_, _, acks) in enumerate(records):
+                key = str(acks)
+                out[key] = out.get(key, 0) + (i in self._lost[tp])
+        return dict(sorted(out.items()))
+
+    def lost_records(self) -> list[tuple[str, int, int, bytes | None]]:
+        """(topic, partition, offset, value) of each lost record, sorted."""
+        return sorted((tp[0], tp[1], self.records[tp][i][0], self.records[tp][i][1])
+                      for tp, lost in self._lost.items() for i in lost)
+
     def lost_offsets(self, topic: str, partition: int) -> list[int]:
-        return sorted(self._lost.get((topic, partition), ()))
+        records = self.records.get((topic, partition), [])
+        return sorted({records[i][0] for i in self._lost.get((topic, partition), ())})
 
     def update(self, cluster) -> int:
-        for tp in sorted(self.acked):
+        for tp in sorted(self.records):
             state = cluster.partition_state(*tp)
             if state.leader < 0:
                 continue  # offline: nobody to ask; keep the last verdict
@@ -168,23 +206,31 @@ class LossTracker:
             key = (state.leader, state.leader_epoch, cluster.world.incarnation.get(state.leader))
             if self._leader_key.get(tp) != key:
                 self._leader_key[tp] = key
-                self._lost[tp] = set()
-                offsets = sorted(self.acked[tp])
+                indexes = [i for i in range(len(self.records[tp])) if i not in self._lost[tp]]
             else:
-                offsets = sorted(self._unchecked[tp])
-            self._unchecked[tp] = []
-            if offsets:
-                self._check(rep.log, tp, offsets)
+                indexes = self._pending[tp]
+            self._pending[tp] = self._check(rep, tp, indexes)
         return self.lost
 
-    def _check(self, log, tp: tuple[str, int], offsets: list[int]) -> None:
+    def _check(self, rep, tp: tuple[str, int], indexes: list[int]) -> list[int]:
+        """Judge ``indexes`` against leader ``rep``; returns those still to look at."""
+        log, records = rep.log, self.records[tp]
         start, end = log.log_start_offset, log.log_end_offset
-        wanted = [o for o in offsets if start <= o < end]  # below the start: retention, not loss
-        self._lost[tp].update(o for o in offsets if o >= end)
+        wanted = sorted({records[i][0] for i in indexes if start <= records[i][0] < end})
         found = _values_at(log, wanted)
-        for o in wanted:
-            if found.get(o, object()) != self.acked[tp][o]:
-                self._lost[tp].add(o)
+        again = []
+        for i in indexes:
+            offset, value, _ = records[i]
+            if offset < start:
+                continue  # retention, not loss
+            if offset >= end or found.get(offset, _MISSING) != value:
+                self._lost[tp].add(i)
+            elif offset >= rep.high_watermark:
+                again.append(i)  # there, not yet committed
+        return again
+
+
+_MISSING = object()
 
 
 def _values_at(log, offsets: list[int]) -> dict[int, bytes | None]:
@@ -587,12 +633,12 @@ class Dashboard(_RunToggle):
         except Exception as e:  # a send that could not even queue (metadata, buffer full)
             self._failed(e)
             return
-        future.add_callback(self._acked, value)
+        future.add_callback(self._acked, value, self.acks.value)
         future.add_errback(self._failed)
 
-    def _acked(self, value: bytes, metadata: Any) -> None:
+    def _acked(self, value: bytes, acks: str, metadata: Any) -> None:
         self.acknowledged += 1
-        self.losses.acknowledged(metadata.topic, metadata.partition, metadata.offset, value)
+        self.losses.acknowledged(metadata.topic, metadata.partition, metadata.offset, value, acks)
 
     def _failed(self, error: BaseException) -> None:
         self.failed += 1
@@ -656,6 +702,7 @@ class Dashboard(_RunToggle):
             "failed": self.failed,
             "pending": self.sent - self.acknowledged - self.failed,
             "lost": self.losses.lost,
+            "lost_by_acks": self.losses.lost_by_acks(),
             "under_replicated": view.under_replicated,
             "offline": view.offline,
             "isr_sizes": {p.partition: len(p.isr) for p in view.partitions},
@@ -934,6 +981,11 @@ def _counters_html(c: dict, running: bool) -> str:
         ("simulated time", f"{c['time_ms'] / 1000:.1f} s" + ("" if running else " (paused)")),
         ("sent", c["sent"]), ("acknowledged", c["acknowledged"]), ("failed", c["failed"]),
         ("pending", c["pending"]), ("lost (so far)", c["lost"]),
+    ]
+    by_acks = c.get("lost_by_acks", {})
+    if len(by_acks) > 1:  # acks switched during the run: which setting lost what
+        rows += [(f"&nbsp;&nbsp;lost with acks={a}", n) for a, n in by_acks.items()]
+    rows += [
         ("under-replicated partitions", c["under_replicated"]), ("offline partitions", c["offline"]),
         ("elections", c["elections"]),
     ]
@@ -944,7 +996,8 @@ def _counters_html(c: dict, running: bool) -> str:
     if "consumed" in c:
         rows.append(("consumed", c["consumed"]))
         rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["consumer_errors"].items()]
-    return _table_html(rows, red={"lost (so far)", "offline partitions", "under-replicated partitions", "failed"})
+    red = {"lost (so far)", "offline partitions", "under-replicated partitions", "failed"}
+    return _table_html(rows, red=red | {f"&nbsp;&nbsp;lost with acks={a}" for a in by_acks})
 
 
 def _table_html(rows: list[tuple[str, Any]], red: set[str]) -> str:

@@ -1,10 +1,12 @@
 """minikafka.widgets.Dashboard, headless: buttons clicked, ticks stepped by hand, the
 thread started and stopped. No kernel and no browser needed."""
 
+import re
 import time
 
 import pytest
 
+from minikafka.checker import INCONSISTENT_OFFSETS, LOST_WRITE, History, analyse, final_read, settle
 from minikafka.clients.future import Future
 from minikafka.cluster import Cluster
 from minikafka.errors import IllegalArgumentError
@@ -87,6 +89,88 @@ def test_a_stale_leader_loses_acks1_writes_only(make_dashboard, acks, loses):
     ticks(d, 30)  # the stale leader rejoins, truncates; retried writes go through
     assert (d.counters["lost"] > 0) is loses
     assert d.counters["acknowledged"] > 0
+
+
+def test_lost_is_what_the_checker_counts_and_never_goes_down(make_dashboard):
+    """One history, two judges: the dashboard's live count and the checker's final read.
+    A stale leader (cut off from the cluster, still reached by the producer) acknowledges
+    acks=1 records at offsets the new leader then fills with other acknowledged records:
+    the case where one value kept per offset used to hide the losses."""
+    c, d = make_dashboard(rate_per_s=50, acks="1")
+    seen = []
+
+    def step(n):
+        for _ in range(n):
+            d.tick(500)
+            seen.append(d.counters["lost"])
+
+    step(2)
+    leader = d.counters["leaders"][0]
+    d.isolate(leader, "cluster")
+    step(24)
+    d.heal()
+    step(30)
+    d.produce_toggle.value = False
+    step(20)
+    assert d.counters["pending"] == 0
+    assert seen == sorted(seen) and seen[-1] > 0  # it only ever goes up
+
+    # Overwritten offsets: two acknowledged records at one offset, one of them lost.
+    records = d.losses.records[("t", 0)]
+    lost = {(o, v) for t, p, o, v in d.losses.lost_records() if p == 0}
+    offsets = [o for o, _, _ in records]
+    overwritten = {o for o in offsets if offsets.count(o) > 1}
+    assert overwritten and {o for o, _ in lost} & overwritten
+
+    history = History()
+    for (topic, partition), acked in d.losses.records.items():
+        for offset, value, _ in acked:
+            history.ok(history.invoke(topic, value, partition=partition), partition, offset)
+    assert settle(c, "t") and final_read(c, "t", history)
+    d.refresh()
+    report = analyse(history)
+    assert report.anomalies[INCONSISTENT_OFFSETS] > 0  # the checker sees the overwritten offsets too
+    assert report.anomalies[LOST_WRITE] == d.counters["lost"] == len(d.losses.lost_records())
+    assert {(a.partition, a.offsets[0], a.values[0]) for a in report.examples(LOST_WRITE)} == \
+        {(p, o, v.decode()) for _, p, o, v in d.losses.lost_records()}
+    assert d.counters["lost_by_acks"] == {"1": d.counters["lost"]}
+
+
+def test_acks_all_loses_nothing_and_shows_no_red(make_dashboard):
+    c, d = make_dashboard(rate_per_s=50, acks="all")
+    ticks(d, 2)
+    for victim in (d.counters["leaders"][0], d.counters["leaders"][1]):
+        d.toggle_broker(victim)  # kill a leader, then restart it
+        ticks(d, 24)
+        d.toggle_broker(victim)
+        ticks(d, 12)
+        assert d.counters["lost"] == 0
+        assert "color:#cb181d" not in _counter_cell(d, "lost (so far)")
+    assert d.counters["elections"] >= 2 and d.counters["acknowledged"] > 500
+
+
+def test_switching_acks_says_which_setting_lost_what(make_dashboard):
+    c, d = make_dashboard(rate_per_s=50, acks="1")
+    ticks(d, 2)
+    d.isolate(d.counters["leaders"][0], "cluster")
+    ticks(d, 24)
+    d.heal()
+    ticks(d, 30)
+    lost = d.counters["lost"]
+    assert lost > 0
+    d.acks.value = "all"
+    ticks(d, 20)
+    assert d.counters["lost_by_acks"] == {"1": lost, "all": 0}
+    assert "lost with acks=all" in d.counters_html.value
+    assert "color:#cb181d" not in _counter_cell(d, "&nbsp;&nbsp;lost with acks=all")
+    assert "color:#cb181d" in _counter_cell(d, "&nbsp;&nbsp;lost with acks=1")
+
+
+def _counter_cell(d, name):
+    """The value cell of counter ``name`` in the dashboard's counters table."""
+    m = re.search(f"<tr><td>{re.escape(name)}</td>(<td[^>]*>[^<]*</td>)</tr>", d.counters_html.value)
+    assert m, f"no counter {name!r} in {d.counters_html.value}"
+    return m.group(1)
 
 
 def test_producer_controls(make_dashboard):
