@@ -74,9 +74,12 @@ completes their future, so they too run under the lock. Drawing happens *after* 
 is released (``dot`` takes tens of milliseconds), from an immutable snapshot; a sequence
 number keeps an older snapshot from overwriting a newer one on screen.
 
-Widget output: the event log is an ``Output`` written with ``append_stdout`` and trimmed
-by assigning ``outputs``, never with ``with out:``, which from a callback or a thread
-would leak the text into whatever cell runs at that moment (and into nbval's outputs).
+Widget output: every widget's state is a value set from Python (``HTML.value``), never an
+``Output`` written with ``with out:``, which from a callback or a thread would leak the
+text into whatever cell runs at that moment (and into nbval's outputs). The event log
+(``EventLog``, ``dash.events``) keeps its newest line in sight; the diagram and the lag
+chart are inline SVG scaled to the cell's width (``_fit_svg``): the layout is one column,
+so that it fits a projector (1280x720 at 150% zoom).
 
 "Lost (so far)" counts what the checker would call lost writes, live (``LossTracker``):
 every acknowledged record is kept (partition, offset, value), and one is lost once the
@@ -89,6 +92,7 @@ with ``acks=0`` have no offset and are not tracked. For the final word, run
 from __future__ import annotations
 
 import html
+import re
 import threading
 import time
 import weakref
@@ -262,14 +266,39 @@ def _redraw(board, view: "viz.ClusterView") -> None:
     if dot.source != board._last_dot:
         board._last_dot = dot.source
         try:
-            board.diagram.value = viz.render_svg(dot)
+            board.diagram.value = _fit_svg(viz.render_svg(dot))
         except Exception as e:  # no `dot` program: keep the dashboard usable
             board.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
 
 
+_SVG_OPEN = re.compile(r"<svg\b")
+
+
+def _fit_svg(svg: str, max_width: str = "100%") -> str:
+    """An inline ``<svg>`` that shrinks to its box's width, keeping its proportions (its
+    viewBox), and never grows past its own size: crisp at any zoom, never clipped."""
+    return _SVG_OPEN.sub(f'<svg style="max-width:{max_width};height:auto;display:block"', svg, count=1)
+
+
+# Every dashboard made in this process (weakly: a running one is held by its thread).
+_DASHBOARDS: "weakref.WeakSet[_RunToggle]" = weakref.WeakSet()
+
+
 class _RunToggle:
     """The run/pause toggle both dashboards share: clicking it starts or stops the thread,
-    and the thread sets it back (without that echo starting or stopping anything)."""
+    and the thread sets it back (without that echo starting or stopping anything).
+
+    One dashboard runs at a time in a process: making a dashboard, or starting one, stops
+    every other one's threads (they stay open; "run" starts them again). A cell run a second
+    time would otherwise leave its first dashboard running unseen, on the same two cores.
+    """
+
+    def _only_one_running(self) -> None:
+        _DASHBOARDS.add(self)
+        for other in list(_DASHBOARDS):
+            if other is not self and other.running:
+                other.stop()
+                other._note(f"paused: another dashboard was made or started ({self!r}); one runs at a time")
 
     def _on_run_toggle(self, change: dict) -> None:
         if self._syncing:
@@ -370,20 +399,20 @@ class Dashboard(_RunToggle):
         self.consumed: Counter[str] = Counter()
         self.consumer_errors: Counter[str] = Counter()
         self.lag_samples: list[dict[str, Any]] = []
-        self.lag_chart_png = b""
+        self.lag_chart_svg = ""
         self._events_seen: dict[str, tuple[Any, int]] = {}  # node id -> (its coordinator, events read)
         self._assignment_seen: tuple | None = None  # (live assignment, held by dead consumers)
         self._chart_drawn: dict | None = None  # the last sample the lag chart shows
         self._chart_error: BaseException | None = None
         self._chart_wall = 0.0  # time.monotonic() of the last chart drawn
         self._chart_pending: tuple | None = None  # (group view, samples) of the last refresh
-        self._chart_timer: threading.Timer | None = None
         self._closed = False
         self._build(rate_per_s, str(acks), speed, producing, consuming)
         with self.lock:
             for _ in range(consumers):
                 self._new_consumer()
         self.refresh()
+        self._only_one_running()
 
     # --- widgets -------------------------------------------------------------------------------------
 
@@ -438,8 +467,9 @@ class Dashboard(_RunToggle):
 
         self.counters_html = w.HTML()
         self.partitions_html = w.HTML()
-        self.diagram = w.HTML()
-        self.log = w.Output(layout=w.Layout(height="160px", overflow="auto", border="1px solid #ddd"))
+        self.diagram = w.HTML(layout=w.Layout(width="100%"))
+        self.event_log = EventLog()
+        self.log = self.event_log.widget
 
         # The consumers section (only with a group): a row per consumer, rebuilt when the
         # group's consumers change (see _show_consumers).
@@ -451,9 +481,12 @@ class Dashboard(_RunToggle):
         self.consumer_buttons: dict[str, w.Button] = {}
         self.consumer_labels: dict[str, w.HTML] = {}
         self.consumer_rows = w.VBox()
-        self.lag_chart = w.Image(format="png", layout=w.Layout(width="520px"))
+        self.lag_chart = w.HTML(_NO_CHART_YET, layout=w.Layout(width="520px", max_width="100%"))
 
         row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
+        # One column, so that it fits a projector (1280x720 at 150%): the controls, the
+        # counters and partition table (side by side when there is room), the diagram
+        # scaled to the width, the consumers, the event log.
         children = [
             self.title,
             row(*self.broker_buttons.values(), self.power_loss),
@@ -461,15 +494,17 @@ class Dashboard(_RunToggle):
             row(self.isolate_broker, self.isolate_from, self.cut_button, self.heal_button),
             row(self.produce_toggle, self.rate, self.acks),
             row(self.run_toggle, self.speed, self.step_button),
-            w.HBox([self.diagram, w.VBox([self.counters_html, self.partitions_html])]),
+            _counters_row(self.counters_html, self.partitions_html),
+            self.diagram,
         ]
         if self.group is not None:
             children += [
                 w.HTML(f"<b>consumer group</b> <code>{html.escape(self.group)}</code>"),
                 row(self.consume_toggle, self.add_consumer_button),
-                w.HBox([self.consumer_rows, self.lag_chart]),
+                w.HBox([self.consumer_rows, self.lag_chart],
+                       layout=w.Layout(flex_flow="row wrap", align_items="flex-start")),
             ]
-        self.widget = w.VBox(children + [self.log])
+        self.widget = w.VBox(children + [self.log], layout=w.Layout(width="100%"))
 
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
@@ -796,7 +831,12 @@ class Dashboard(_RunToggle):
         self._note(f"group {g.group_id} generation {generation}: " + ("; ".join(parts) or "no consumers"))
 
     def _note(self, text: str) -> None:
-        _log_line(self.log, f"t={self.cluster.now / 1000:9.3f}s  {text}")
+        self.event_log.add(f"t={self.cluster.now / 1000:9.3f}s  {text}")
+
+    @property
+    def events(self) -> list[str]:
+        """The event log's lines, oldest first (the last ``_LOG_LINES``)."""
+        return self.event_log.lines
 
     def _show(self, seq: int, view: viz.ClusterView, alive: dict[int, bool], counters: dict,
               samples: list[dict] = (), active: int | None = None) -> None:
@@ -851,49 +891,38 @@ class Dashboard(_RunToggle):
             self.consumer_labels[c.node_id].value = _consumer_html(c, counters["consumers"][c.node_id]["consumed"], i)
 
     def _show_chart(self, g: viz.GroupView, samples: list[dict]) -> None:
-        """Redraw the lag chart (under ``_show_lock``), at most every ``_CHART_EVERY_S``:
-        matplotlib takes ~50-100 ms, five ticks a second would spend half their time on it.
-        A chart skipped for that is drawn a moment later by a one-shot timer."""
+        """Redraw the lag chart (under ``_show_lock``). While the thread runs, at most every
+        ``_CHART_EVERY_S``: matplotlib takes ~50 ms, five ticks a second would spend a
+        quarter of their time on it; a later tick (or ``stop()``) draws what was skipped.
+        Stepped by hand, every step draws it."""
         self._chart_pending = (g, samples)
         if not samples or samples[-1] is self._chart_drawn:
             return
-        wait = self._chart_wall + _CHART_EVERY_S - time.monotonic()
-        if wait <= 0:
+        if not self.running or time.monotonic() >= self._chart_wall + _CHART_EVERY_S:
             self._draw_chart(g, samples)
-        elif self._chart_timer is None and not self._closed:
-            self._chart_timer = threading.Timer(wait, self._chart_catch_up)
-            self._chart_timer.daemon = True
-            self._chart_timer.start()
 
-    def _chart_catch_up(self) -> None:
-        with self._show_lock:
-            self._chart_timer = None
-            g, samples = self._chart_pending
-            if not self._closed and samples and samples[-1] is not self._chart_drawn:
-                self._draw_chart(g, samples)
-
-    def draw_lag_chart(self) -> bytes:
-        """Draw the lag chart now, from every sample so far; returns the PNG (also in
-        ``lag_chart_png``). Steps draw it by themselves, at most twice a second."""
+    def draw_lag_chart(self) -> str:
+        """Draw the lag chart now, from every sample so far; returns the SVG (also in
+        ``lag_chart_svg``). Steps draw it by themselves."""
         with self.lock:
             samples = self.lag_samples[-_CHART_SAMPLES:]
         with self._show_lock:
             if self._chart_pending is not None and samples:
                 self._draw_chart(self._chart_pending[0], samples)
-        return self.lag_chart_png
+        return self.lag_chart_svg
 
     def _draw_chart(self, g: viz.GroupView, samples: list[dict]) -> None:
         self._chart_wall = time.monotonic()
         self._chart_drawn = samples[-1]  # this exact sample is drawn
         names = {c.node_id: (c.client_id, i) for i, c in enumerate(g.consumers)}
         try:
-            self.lag_chart_png = _lag_chart(samples, names)
+            self.lag_chart_svg = _lag_chart(samples, names)
         except Exception as e:  # no matplotlib: keep the dashboard usable
-            self.lag_chart_png = b""
+            self.lag_chart_svg = ""
             self.lag_chart.layout.display = "none"
             self._chart_error = e
             return
-        self.lag_chart.value = self.lag_chart_png
+        self.lag_chart.value = _fit_svg(self.lag_chart_svg)
 
     # --- the thread ------------------------------------------------------------------------------------
 
@@ -905,6 +934,7 @@ class Dashboard(_RunToggle):
         """Tick every ``tick_ms`` of wall time from a background thread."""
         if self.running:
             return
+        self._only_one_running()
         self._stop_event = threading.Event()
         self._thread_error = None
         self._thread = threading.Thread(target=self._run, args=(self._stop_event,),
@@ -913,12 +943,17 @@ class Dashboard(_RunToggle):
         self._sync_run_toggle(True)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and wait for it (the tick under way finishes first)."""
+        """Stop the thread and wait for it (the tick under way finishes first); the lag
+        chart then shows the last step, which the thread may have skipped."""
         self._stop_event.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         self._sync_run_toggle(False)
+        with self._show_lock:
+            pending = self._chart_pending
+            if pending is not None and pending[1] and pending[1][-1] is not self._chart_drawn and not self._closed:
+                self._draw_chart(*pending)
 
     def _run(self, stop: threading.Event) -> None:
         last = time.monotonic()
@@ -946,9 +981,6 @@ class Dashboard(_RunToggle):
         self.stop()
         with self._show_lock:
             self._closed = True
-            if self._chart_timer is not None:
-                self._chart_timer.cancel()
-                self._chart_timer = None
         for child in _walk(self.widget):
             child.close()
 
@@ -956,12 +988,42 @@ class Dashboard(_RunToggle):
         return f"Dashboard(topic={self.topic!r}, running={self.running}, ticks={self.ticks})"
 
 
-def _log_line(out: w.Output, text: str) -> None:
-    """One line at the end of an event log, the oldest dropped past ``_LOG_LINES``
-    (``append_stdout``, never ``with out:``: see the module docstring)."""
-    out.append_stdout(text + "\n")
-    if len(out.outputs) > _LOG_LINES:
-        out.outputs = tuple(out.outputs[-_LOG_LINES:])
+class EventLog:
+    """The event log: lines oldest first, in a box that shows the newest.
+
+    An ``HTML`` widget, not an ``Output``: its whole state is its ``value``, so a callback
+    or a thread can set it without leaking text into whatever cell runs at that moment.
+    The box is a flex column in reverse (``column-reverse``) around one block of lines:
+    browsers then keep such a box scrolled to its end, so the newest line stays in sight
+    as lines arrive, with no script, and the lecturer can still scroll back.
+    """
+
+    def __init__(self, height: str = "160px") -> None:
+        self._lines: list[str] = []
+        self._height = height
+        self.widget = w.HTML(self._html(), layout=w.Layout(width="100%"))
+
+    @property
+    def lines(self) -> list[str]:
+        return list(self._lines)
+
+    def add(self, line: str) -> None:
+        self._lines.append(line)
+        del self._lines[:-_LOG_LINES]
+        self.widget.value = self._html()
+
+    def _html(self) -> str:
+        body = "\n".join(html.escape(line) for line in self._lines) or "(no events yet)"
+        return (f"<div class='minikafka-events' style='height:{self._height};overflow-y:auto;display:flex;"
+                "flex-direction:column-reverse;border:1px solid #ddd;padding:2px 6px;box-sizing:border-box'>"
+                "<pre style='margin:0;white-space:pre-wrap;font-size:85%;line-height:1.35'>"
+                f"{body}</pre></div>")
+
+
+def _counters_row(counters: w.HTML, partitions: w.HTML) -> w.HBox:
+    """The counters and the partition table, side by side when the cell is wide enough."""
+    counters.layout = w.Layout(margin="0 24px 4px 0")
+    return w.HBox([counters, partitions], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
 
 
 def _walk(widget) -> list:
@@ -1024,33 +1086,48 @@ def _consumer_html(c: viz.ConsumerView, consumed: int, index: int) -> str:
             f"{state} &nbsp; partitions {partitions} &nbsp; consumed {consumed} &nbsp; lag {lag}")
 
 
-def _lag_chart(samples: list[dict], names: dict[str, tuple[str, int]]) -> bytes:
-    """Each consumer's lag over simulated time, as PNG bytes (matplotlib, no pyplot: no
-    global figure state, safe from the dashboard's thread)."""
+_NO_CHART_YET = "<i style='color:#969696'>the lag chart appears after the first step</i>"
+
+
+def _lag_chart(samples: list[dict], names: dict[str, tuple[str, int]]) -> str:
+    """Each consumer's lag over simulated time, as an SVG document (matplotlib, no pyplot:
+    no global figure state, safe from the dashboard's thread). Lags are whole records: the
+    y axis has integer ticks from 0 to at least 1, so all-zero lags read 0, not 0-0.05."""
     import io
 
+    from matplotlib import rc_context
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(5.2, 2.6), dpi=80)
+    fig = Figure(figsize=(5.2, 2.4))
     ax = fig.subplots()
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.95, bottom=0.18)  # tight_layout: 4x slower
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.95, bottom=0.2)  # tight_layout: 4x slower
     times = [s["time_ms"] / 1000 for s in samples]
+    top = 0
     for node_id, (client_id, i) in names.items():
         lags = [s["lag"].get(node_id) for s in samples]
         if all(v is None for v in lags):
             continue
+        top = max([top, *(v for v in lags if v is not None)])
         # None (dead, or between two assignments) leaves a gap in the line.
         ax.plot(times, [float("nan") if v is None else v for v in lags], label=client_id,
                 color=viz.CONSUMER_COLOURS[i % len(viz.CONSUMER_COLOURS)], linewidth=1.5)
-    ax.set_xlabel("simulated time (s)", fontsize=8)
-    ax.set_ylabel("lag (records)", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_ylim(bottom=0)
+    ax.set_xlabel("simulated time (s)", fontsize=9)
+    ax.set_ylabel("lag (records)", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    ax.set_ylim(0, max(1, top) * 1.05)
+    if len(times) > 1:
+        ax.set_xlim(times[0], times[-1])
     if ax.lines:
-        ax.legend(fontsize=7, loc="upper left")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+        ax.legend(fontsize=8, loc="upper left")
+    buf = io.StringIO()
+    # Text as <text> (not glyph paths): crisp, a third of the size, and readable by a test.
+    # No date: the same samples give the same SVG.
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "minikafka"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]  # inline: no XML prolog, no doctype
 
 
 def _partitions_html(view: viz.ClusterView) -> str:
@@ -1250,6 +1327,7 @@ class ProcessDashboard(_RunToggle):
             self._check_topic()
             self._build(rate_per_s, str(acks), producing)
             self.refresh()
+            self._only_one_running()
         except BaseException:
             self._close_clients()
             if quiet_clients:
@@ -1293,17 +1371,19 @@ class ProcessDashboard(_RunToggle):
         self.step_button.on_click(lambda _: self._from_button(self.tick, self.tick_ms))
         self.counters_html = w.HTML()
         self.partitions_html = w.HTML()
-        self.diagram = w.HTML()
-        self.log = w.Output(layout=w.Layout(height="160px", overflow="auto", border="1px solid #ddd"))
+        self.diagram = w.HTML(layout=w.Layout(width="100%"))
+        self.event_log = EventLog()
+        self.log = self.event_log.widget
         row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
         self.widget = w.VBox([
             self.title,
             row(*columns),
             row(self.produce_toggle, self.rate, self.acks),
             row(self.run_toggle, self.step_button),
-            w.HBox([self.diagram, w.VBox([self.counters_html, self.partitions_html])]),
+            _counters_row(self.counters_html, self.partitions_html),
+            self.diagram,
             self.log,
-        ])
+        ], layout=w.Layout(width="100%"))
         self._show_buttons()
 
     def _repr_mimebundle_(self, **kwargs: Any):
@@ -1591,7 +1671,12 @@ class ProcessDashboard(_RunToggle):
 
     def _note(self, text: str) -> None:
         with self._showing:
-            _log_line(self.log, f"t={self._now_ms() / 1000:9.3f}s  {text}")
+            self.event_log.add(f"t={self._now_ms() / 1000:9.3f}s  {text}")
+
+    @property
+    def events(self) -> list[str]:
+        """The event log's lines, oldest first (the last ``_LOG_LINES``)."""
+        return self.event_log.lines
 
     # --- the threads ---------------------------------------------------------------------------------
 
@@ -1604,6 +1689,7 @@ class ProcessDashboard(_RunToggle):
         self._check_open()
         if self.running:
             return
+        self._only_one_running()
         self._stop_event = stop = threading.Event()
         self._wake = threading.Event()
         self._thread_error = None

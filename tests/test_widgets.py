@@ -2,6 +2,7 @@
 thread started and stopped. No kernel and no browser needed."""
 
 import re
+import threading
 import time
 
 import pytest
@@ -38,7 +39,7 @@ def ticks(d, n, wall_ms=500):
 
 
 def log_text(d):
-    return "".join(o["text"] for o in d.log.outputs)
+    return "\n".join(d.events)
 
 
 def test_kill_the_leader_and_restart_it(make_dashboard):
@@ -392,7 +393,7 @@ def test_lag_samples(make_group_dashboard):
     c.kill_consumer(consumer)
     ticks(d, 1)
     assert d.lag_samples[-1]["lag"] == {consumer.node_id: None}  # dead: a gap in the chart
-    assert d.draw_lag_chart().startswith(b"\x89PNG") and d.lag_chart.value == d.lag_chart_png
+    assert d.draw_lag_chart().startswith("<svg") and d.lag_chart_svg[4:] in d.lag_chart.value
 
 
 def test_the_thread_drives_the_consumers(make_group_dashboard):
@@ -407,7 +408,8 @@ def test_the_thread_drives_the_consumers(make_group_dashboard):
         d.close()
     assert not d.running and d._thread_error is None
     assert sum(d.consumed.values()) > 0 and len(d.lag_samples) == d.ticks
-    assert not d.consumer("consumer-3").alive and d._chart_timer is None
+    assert not d.consumer("consumer-3").alive
+    assert d._chart_drawn is d.lag_samples[-1]  # stop() drew the last step
 
 
 def test_without_a_group_there_is_no_consumer_section(make_dashboard):
@@ -514,3 +516,71 @@ def test_isolate_a_broker_from_the_whole_quorum(make_quorum_dashboard):
     d.isolate(2, "controller")
     assert {frozenset((2, n)) for n in c.controller_ids} <= set(c.world.network.cut)
     d.heal()
+
+
+# --- what a projector shows: the event log, the layout, the lag chart, one thread -----------------------
+
+
+def test_the_event_log_keeps_its_newest_line_in_sight(make_dashboard):
+    c, d = make_dashboard(rate_per_s=20)
+    assert d.events == [] and "(no events yet)" in d.log.value
+    for b in (1, 2, 1, 2):
+        d.toggle_broker(b)
+    assert d.events[-1].endswith("you restarted broker 2") and len(d.events) == 4
+    value = d.log.value
+    # A reversed flex column around one block of lines, oldest first: the browser keeps
+    # such a box scrolled to its end (tests/test_browser.py checks it on screen).
+    assert "flex-direction:column-reverse" in value and "overflow-y:auto" in value
+    assert value.index("you killed broker 1") < value.index("you restarted broker 2")
+    for i in range(300):
+        d._note(f"line {i}")
+    assert len(d.events) == 200 and d.events[-1].endswith("line 299") and "line 99" not in d.log.value
+
+
+def test_one_column_that_scales_to_the_cell(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=2)
+    kids = d.widget.children
+    row = next(k for k in kids if d.counters_html in getattr(k, "children", ()))
+    assert list(row.children) == [d.counters_html, d.partitions_html] and row.layout.flex_flow == "row wrap"
+    assert kids.index(row) < kids.index(d.diagram) < kids.index(d.log)  # counters above, never beside
+    assert d.diagram.value.startswith('<svg style="max-width:100%;height:auto;display:block"')
+    assert "viewBox=" in d.diagram.value  # what keeps its proportions as it shrinks
+    assert "the lag chart appears after the first step" in d.lag_chart.value  # no broken image
+    d.tick(500)
+    assert d.lag_chart.value.startswith('<svg style="max-width:100%') and "<image" not in d.lag_chart.value
+
+
+def test_the_lag_chart_counts_whole_records_from_zero(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=2, producing=False)
+    ticks(d, 4)
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", d.lag_chart_svg)
+    y = labels[labels.index("simulated time (s)") + 1:labels.index("lag (records)")]
+    assert y == ["0", "1"]  # all lags 0: an axis 0..1, not 0..0.05
+    d.produce_toggle.value = True
+    d.rate.value = 200
+    d.consume_toggle.value = False  # a backlog builds up
+    ticks(d, 4)
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", d.lag_chart_svg)
+    y = [int(v) for v in labels[labels.index("simulated time (s)") + 1:labels.index("lag (records)")]]
+    top = max(v for s in d.lag_samples for v in s["lag"].values() if v is not None)
+    assert y[0] == 0 and y == sorted(y) and y[-1] <= top * 1.05 and y[-1] > top / 2
+
+
+def dashboard_threads():
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("minikafka-dashboard"))
+
+
+def test_one_thread_a_dashboard_made_again_pauses_the_old_one(make_dashboard):
+    assert dashboard_threads() == []
+    c1, old = make_dashboard(tick_ms=20)
+    old.start()
+    assert dashboard_threads() == ["minikafka-dashboard-t"]
+    c2, new = make_dashboard(tick_ms=20)  # the cell run a second time
+    assert not old.running and dashboard_threads() == []
+    assert "paused: another dashboard was made or started" in log_text(old)
+    assert old.run_toggle.value is False and old.run_toggle.description == "run"
+    new.start()
+    old.start()  # pressing "run" on the old one pauses the new one
+    assert old.running and not new.running and dashboard_threads() == ["minikafka-dashboard-t"]
+    old.close()
+    assert dashboard_threads() == []
