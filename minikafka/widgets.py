@@ -467,7 +467,7 @@ class Dashboard(_RunToggle):
 
         self.counters_html = w.HTML()
         self.partitions_html = w.HTML()
-        self.diagram = w.HTML(layout=w.Layout(width="100%"))
+        self.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
         self.event_log = EventLog()
         self.log = self.event_log.widget
 
@@ -1001,7 +1001,7 @@ class EventLog:
     def __init__(self, height: str = "160px") -> None:
         self._lines: list[str] = []
         self._height = height
-        self.widget = w.HTML(self._html(), layout=w.Layout(width="100%"))
+        self.widget = w.HTML(self._html(), layout=w.Layout(width="auto"))
 
     @property
     def lines(self) -> list[str]:
@@ -1016,13 +1016,13 @@ class EventLog:
         body = "\n".join(html.escape(line) for line in self._lines) or "(no events yet)"
         return (f"<div class='minikafka-events' style='height:{self._height};overflow-y:auto;display:flex;"
                 "flex-direction:column-reverse;border:1px solid #ddd;padding:2px 6px;box-sizing:border-box'>"
-                "<pre style='margin:0;white-space:pre-wrap;font-size:85%;line-height:1.35'>"
+                "<pre style='margin:0;flex:none;white-space:pre-wrap;font-size:85%;line-height:1.35'>"
                 f"{body}</pre></div>")
 
 
 def _counters_row(counters: w.HTML, partitions: w.HTML) -> w.HBox:
     """The counters and the partition table, side by side when the cell is wide enough."""
-    counters.layout = w.Layout(margin="0 24px 4px 0")
+    counters.layout = w.Layout(flex="1 1 440px", margin="0 24px 4px 0")
     return w.HBox([counters, partitions], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
 
 
@@ -1063,11 +1063,14 @@ def _counters_html(c: dict, running: bool) -> str:
 
 
 def _table_html(rows: list[tuple[str, Any]], red: set[str]) -> str:
-    """Two columns, name and value; a ``red`` name's value in bold red when not zero."""
+    """The counters, name and value, in as many columns as the cell's width allows (a
+    projector has more width than height); a ``red`` name's value in bold red when not zero."""
     cells = "".join(
-        f"<tr><td>{k}</td><td style='text-align:right;{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>"
-        f"{v}</td></tr>" for k, v in rows)
-    return f"<table style='font-size:90%'>{cells}</table>"
+        f"<div class='minikafka-counter' style='display:flex;justify-content:space-between;gap:8px'>"
+        f"<span>{k}</span><span style='{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>{v}</span></div>"
+        for k, v in rows)
+    return (f"<div class='minikafka-counters' style='display:grid;grid-template-columns:repeat(auto-fill,"
+            f"minmax(210px,1fr));column-gap:24px;font-size:90%;line-height:1.5'>{cells}</div>")
 
 
 def _consumer_html(c: viz.ConsumerView, consumed: int, index: int) -> str:
@@ -1136,7 +1139,7 @@ def _partitions_html(view: viz.ClusterView) -> str:
         f"<tr><td>{p.partition}</td><td>{'<b style=color:#cb181d>none</b>' if p.leader < 0 else p.leader}</td>"
         f"<td>{','.join(map(str, sorted(p.isr)))} ({len(p.isr)}/{len(p.replicas)})</td>"
         f"<td>{','.join(map(str, p.replicas))}</td></tr>" for p in view.partitions)
-    return f"<table style='font-size:90%'>{head}{body}</table>"
+    return f"<table style='font-size:90%;line-height:1.4'>{head}{body}</table>"
 
 
 # --- the dashboard of a real cluster: processes, sockets and the wall clock --------------------------------
@@ -1371,7 +1374,7 @@ class ProcessDashboard(_RunToggle):
         self.step_button.on_click(lambda _: self._from_button(self.tick, self.tick_ms))
         self.counters_html = w.HTML()
         self.partitions_html = w.HTML()
-        self.diagram = w.HTML(layout=w.Layout(width="100%"))
+        self.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
         self.event_log = EventLog()
         self.log = self.event_log.widget
         row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
@@ -1801,4 +1804,4 @@ def _wire_partitions_html(view: viz.ClusterView, end_offsets: dict[int, int | No
         f"<td>{','.join(map(str, p.replicas))}</td>"
         f"<td>{'?' if end_offsets.get(p.partition) is None else end_offsets[p.partition]}</td></tr>"
         for p in view.partitions)
-    return f"<table style='font-size:90%'>{head}{body}</table>"
+    return f"<table style='font-size:90%;line-height:1.4'>{head}{body}</table>"

@@ -169,7 +169,7 @@ def test_switching_acks_says_which_setting_lost_what(make_dashboard):
 
 def _counter_cell(d, name):
     """The value cell of counter ``name`` in the dashboard's counters table."""
-    m = re.search(f"<tr><td>{re.escape(name)}</td>(<td[^>]*>[^<]*</td>)</tr>", d.counters_html.value)
+    m = re.search(f"<span>{re.escape(name)}</span>(<span[^>]*>[^<]*</span>)</div>", d.counters_html.value)
     assert m, f"no counter {name!r} in {d.counters_html.value}"
     return m.group(1)
 
