@@ -54,16 +54,21 @@ until ``session_timeout_ms`` passes), an "add consumer" button (``add_consumer()
 (``minikafka.viz``), and a lag chart. Each step records ``{"time_ms", "lag": {consumer:
 HW - position summed over its partitions, None if dead or between assignments},
 "committed_lag": HW - committed offset, summed}`` in ``lag_samples`` (a plain list);
-matplotlib draws each consumer's line, at most twice a second (a chart takes 50-100 ms).
+matplotlib draws each consumer's line as SVG (whole records on the y axis, from 0), at
+most twice a second while the thread runs (a chart takes ~50 ms), at every step by hand.
 Consumers poll up to ``max_poll_records`` (500) records every ~100 ms, far more than the
 producer sends: give them a small ``max_poll_records`` in ``consumer_config`` to watch lag
 build up.
 
 ``start()`` runs ``tick`` from a background thread every ``tick_ms`` of wall time,
 passing the wall time that really elapsed, so the simulation keeps pace with the clock
-even when drawing is slow; ``stop()`` ends it (and ``close()`` calls ``stop()``). Tests
-and notebooks that must be reproducible never start the thread: they call ``tick()``
-and click the buttons (``button.click()``) themselves.
+even when drawing is slow; ``stop()`` ends it (and ``close()`` calls ``stop()``). One
+dashboard runs at a time in a kernel: making or starting a dashboard stops the others'
+threads (``_RunToggle``), so a cell run twice never leaves an unseen dashboard running.
+Tests and notebooks that must be reproducible never start the thread: they call
+``tick()`` and click the buttons (``button.click()``) themselves; a lecture notebook
+shows its live dashboard after those cells, on a cluster of its own, so Run All leaves it
+standing.
 
 One lock, one writer: the thread, the button callbacks (which run on the kernel's main
 thread) and any notebook code that goes through ``with dash.lock:`` touch the cluster only
