@@ -220,8 +220,12 @@ def screenshots(page, dashboard, lecture: str):
         page.set_viewport_size(size)
         assert_fits(page, dashboard)
         page.screenshot(path=str(ARTIFACTS / f"{lecture}-dashboard-{size['width']}x{size['height']}@{SCALE}.png"))
+    # The whole dashboard, top to bottom: a window tall enough to hold it (JupyterLab
+    # scrolls inside its panel, so nothing outside the window would be painted).
+    page.set_viewport_size({"width": VIEWPORT["width"], "height": 2600})
+    dashboard.evaluate("el => el.scrollIntoView({block: 'start'})")
+    dashboard.screenshot(path=str(ARTIFACTS / f"{lecture}-dashboard-whole@{SCALE}.png"))
     page.set_viewport_size(VIEWPORT)
-    dashboard.screenshot(path=str(ARTIFACTS / f"{lecture}-dashboard-whole@{SCALE}.png"))  # top to bottom
 
 
 # --- the lectures --------------------------------------------------------------------------------------
