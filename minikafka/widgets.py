@@ -986,8 +986,7 @@ class Dashboard(_RunToggle):
         self.stop()
         with self._show_lock:
             self._closed = True
-        for child in _walk(self.widget):
-            child.close()
+        _close_widgets(self.widget)
 
     def __repr__(self) -> str:
         return f"Dashboard(topic={self.topic!r}, running={self.running}, ticks={self.ticks})"
@@ -1029,6 +1028,16 @@ def _counters_row(counters: w.HTML, partitions: w.HTML) -> w.HBox:
     """The counters and the partition table, side by side when the cell is wide enough."""
     counters.layout = w.Layout(flex="1 1 440px", margin="0 24px 4px 0")
     return w.HBox([counters, partitions], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
+
+
+def _close_widgets(root) -> None:
+    """Close ``root``, every widget under it, and their layout and style models: each is a
+    model of its own in the kernel (and in a notebook's saved widget state) until closed."""
+    for widget in _walk(root):
+        for model in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+            if isinstance(model, w.Widget):
+                model.close()
+        widget.close()
 
 
 def _walk(widget) -> list:
@@ -1769,8 +1778,7 @@ class ProcessDashboard(_RunToggle):
         if self._quiet:
             _quiet_kafka_python(False)
             self._quiet = False
-        for child in _walk(self.widget):
-            child.close()
+        _close_widgets(self.widget)
 
     def _close_clients(self) -> None:
         with self._looking:

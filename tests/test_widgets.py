@@ -584,3 +584,4 @@ def test_one_thread_a_dashboard_made_again_pauses_the_old_one(make_dashboard):
     assert old.running and not new.running and dashboard_threads() == ["minikafka-dashboard-t"]
     old.close()
     assert dashboard_threads() == []
+    assert old.widget.comm is None and old.diagram.layout.comm is None  # closed, layouts too
