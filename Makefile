@@ -11,6 +11,8 @@ VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 JOBS   ?= 2
+# Playwright drives Debian's Chromium (.ci/ensure-chromium); it must never fetch a browser of its own.
+export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 .PHONY: install test test-fast lab bench exercises check grade release clean
 
@@ -23,6 +25,7 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install --quiet -e '.[course,dev,spark]'
 	$(PY) -m ipykernel install --sys-prefix --name python3 >/dev/null
 	@sh .ci/ensure-graphviz
+	@sh .ci/ensure-chromium
 	@touch $(STAMP)
 
 test: $(STAMP)

@@ -54,16 +54,21 @@ until ``session_timeout_ms`` passes), an "add consumer" button (``add_consumer()
 (``minikafka.viz``), and a lag chart. Each step records ``{"time_ms", "lag": {consumer:
 HW - position summed over its partitions, None if dead or between assignments},
 "committed_lag": HW - committed offset, summed}`` in ``lag_samples`` (a plain list);
-matplotlib draws each consumer's line, at most twice a second (a chart takes 50-100 ms).
+matplotlib draws each consumer's line as SVG (whole records on the y axis, from 0), at
+most twice a second while the thread runs (a chart takes ~50 ms), at every step by hand.
 Consumers poll up to ``max_poll_records`` (500) records every ~100 ms, far more than the
 producer sends: give them a small ``max_poll_records`` in ``consumer_config`` to watch lag
 build up.
 
 ``start()`` runs ``tick`` from a background thread every ``tick_ms`` of wall time,
 passing the wall time that really elapsed, so the simulation keeps pace with the clock
-even when drawing is slow; ``stop()`` ends it (and ``close()`` calls ``stop()``). Tests
-and notebooks that must be reproducible never start the thread: they call ``tick()``
-and click the buttons (``button.click()``) themselves.
+even when drawing is slow; ``stop()`` ends it (and ``close()`` calls ``stop()``). One
+dashboard runs at a time in a kernel: making or starting a dashboard stops the others'
+threads (``_RunToggle``), so a cell run twice never leaves an unseen dashboard running.
+Tests and notebooks that must be reproducible never start the thread: they call
+``tick()`` and click the buttons (``button.click()``) themselves; a lecture notebook
+shows its live dashboard after those cells, on a cluster of its own, so Run All leaves it
+standing.
 
 One lock, one writer: the thread, the button callbacks (which run on the kernel's main
 thread) and any notebook code that goes through ``with dash.lock:`` touch the cluster only
@@ -74,20 +79,25 @@ completes their future, so they too run under the lock. Drawing happens *after* 
 is released (``dot`` takes tens of milliseconds), from an immutable snapshot; a sequence
 number keeps an older snapshot from overwriting a newer one on screen.
 
-Widget output: the event log is an ``Output`` written with ``append_stdout`` and trimmed
-by assigning ``outputs``, never with ``with out:``, which from a callback or a thread
-would leak the text into whatever cell runs at that moment (and into nbval's outputs).
+Widget output: every widget's state is a value set from Python (``HTML.value``), never an
+``Output`` written with ``with out:``, which from a callback or a thread would leak the
+text into whatever cell runs at that moment (and into nbval's outputs). The event log
+(``EventLog``, ``dash.events``) keeps its newest line in sight; the diagram and the lag
+chart are inline SVG scaled to the cell's width (``_fit_svg``): the layout is one column,
+so that it fits a projector (1280x720 at 150% zoom).
 
-"Lost (so far)" is a live estimate, not the checker's verdict: an acknowledged record is
-lost when the partition's current leader has a different record at its offset, or has
-not got that far (a leader never takes data from anyone, so that offset will be filled
-with something else). Records acknowledged with ``acks=0`` have no offset and are not
-tracked. For the final word, run ``minikafka.checker`` with a final read.
+"Lost (so far)" counts what the checker would call lost writes, live (``LossTracker``):
+every acknowledged record is kept (partition, offset, value), and one is lost once the
+partition's current leader provably lacks it. The count never goes down; with the acks
+switched during a run, the counters say which setting lost what. Records acknowledged
+with ``acks=0`` have no offset and are not tracked. For the final word, run
+``minikafka.checker`` with a final read.
 """
 
 from __future__ import annotations
 
 import html
+import re
 import threading
 import time
 import weakref
@@ -130,35 +140,72 @@ def cluster_lock(cluster) -> threading.RLock:
 
 
 class LossTracker:
-    """Acknowledged records, and which of them the current leaders no longer have.
+    """Every acknowledged record, and which of them the log has lost: the checker's
+    ``lost-write`` (``minikafka.checker.analysis``), counted live.
 
-    Cheap enough to run every tick: a leader never rewrites its own log, so while a
-    partition keeps the same leader (same broker, leader epoch and incarnation) only the
-    records acknowledged since the last look need checking; a new leader gets every
-    acknowledged record of its partition checked again, once.
+    A record is kept as what its ack said: (partition, offset, value), one entry per ack,
+    never one per offset -- two records acknowledged at the same offset (a stale leader's,
+    then the new leader's) are two records, and one of them is lost.
+
+    A record is *lost* once the partition's current leader provably lacks it: it has not
+    got that far (a leader never takes data from anyone, so the offset will be filled
+    with something else) or it holds another value there. It is *safe for now* once that
+    leader has it below its high watermark (committed). Between the two (the leader has it,
+    not yet committed) it is looked at again on the next update. A lost record stays lost:
+    the count never goes down, and on a run that ends healed and settled it equals the
+    checker's count of lost writes (tests/test_widgets.py feeds both one history).
+
+    Cheap enough to run every tick: while a partition keeps the same leader (broker, leader
+    epoch and incarnation) only records acknowledged or uncommitted since the last look are
+    checked; a new leader gets every record not yet lost checked again, once.
+
+    Limits: a record whose offset is below the leader's log start offset (deleted by
+    retention) is not called lost; acks=0 records have no offset and are not tracked; a
+    record called lost that an *unclean* election later brings back (an old leader's copy,
+    never truncated) stays counted: the final word is the checker's, after a final read.
     """
 
     def __init__(self) -> None:
-        self.acked: dict[tuple[str, int], dict[int, bytes]] = defaultdict(dict)
-        self._unchecked: dict[tuple[str, int], list[int]] = defaultdict(list)
+        # Per partition: the acknowledged records in ack order, as (offset, value, acks).
+        self.records: dict[tuple[str, int], list[tuple[int, bytes | None, str]]] = defaultdict(list)
+        self._pending: dict[tuple[str, int], list[int]] = defaultdict(list)  # indexes to look at
         self._leader_key: dict[tuple[str, int], tuple] = {}
-        self._lost: dict[tuple[str, int], set[int]] = defaultdict(set)
+        self._lost: dict[tuple[str, int], set[int]] = defaultdict(set)  # indexes; only ever grows
 
-    def acknowledged(self, topic: str, partition: int, offset: int, value: bytes | None) -> None:
+    def acknowledged(self, topic: str, partition: int, offset: int, value: bytes | None,
+                     acks: str | None = None) -> None:
+        """A record acknowledged at ``offset`` (``acks``: the producer's setting, for the
+        breakdown in ``lost_by_acks``)."""
         if offset < 0:  # acks=0: the broker never said where it went
             return
-        self.acked[(topic, partition)][offset] = value
-        self._unchecked[(topic, partition)].append(offset)
+        tp = (topic, partition)
+        self._pending[tp].append(len(self.records[tp]))
+        self.records[tp].append((offset, value, acks))
 
     @property
     def lost(self) -> int:
         return sum(len(s) for s in self._lost.values())
 
+    def lost_by_acks(self) -> dict[str, int]:
+        """Lost records by the acks setting they were sent with (settings used, even if 0)."""
+        out: dict[str, int] = {}
+        for tp, records in self.records.items():
+            for i, (_, _, acks) in enumerate(records):
+                key = str(acks)
+                out[key] = out.get(key, 0) + (i in self._lost[tp])
+        return dict(sorted(out.items()))
+
+    def lost_records(self) -> list[tuple[str, int, int, bytes | None]]:
+        """(topic, partition, offset, value) of each lost record, sorted."""
+        return sorted((tp[0], tp[1], self.records[tp][i][0], self.records[tp][i][1])
+                      for tp, lost in self._lost.items() for i in lost)
+
     def lost_offsets(self, topic: str, partition: int) -> list[int]:
-        return sorted(self._lost.get((topic, partition), ()))
+        records = self.records.get((topic, partition), [])
+        return sorted({records[i][0] for i in self._lost.get((topic, partition), ())})
 
     def update(self, cluster) -> int:
-        for tp in sorted(self.acked):
+        for tp in sorted(self.records):
             state = cluster.partition_state(*tp)
             if state.leader < 0:
                 continue  # offline: nobody to ask; keep the last verdict
@@ -168,23 +215,31 @@ class LossTracker:
             key = (state.leader, state.leader_epoch, cluster.world.incarnation.get(state.leader))
             if self._leader_key.get(tp) != key:
                 self._leader_key[tp] = key
-                self._lost[tp] = set()
-                offsets = sorted(self.acked[tp])
+                indexes = [i for i in range(len(self.records[tp])) if i not in self._lost[tp]]
             else:
-                offsets = sorted(self._unchecked[tp])
-            self._unchecked[tp] = []
-            if offsets:
-                self._check(rep.log, tp, offsets)
+                indexes = self._pending[tp]
+            self._pending[tp] = self._check(rep, tp, indexes)
         return self.lost
 
-    def _check(self, log, tp: tuple[str, int], offsets: list[int]) -> None:
+    def _check(self, rep, tp: tuple[str, int], indexes: list[int]) -> list[int]:
+        """Judge ``indexes`` against leader ``rep``; returns those still to look at."""
+        log, records = rep.log, self.records[tp]
         start, end = log.log_start_offset, log.log_end_offset
-        wanted = [o for o in offsets if start <= o < end]  # below the start: retention, not loss
-        self._lost[tp].update(o for o in offsets if o >= end)
+        wanted = sorted({records[i][0] for i in indexes if start <= records[i][0] < end})
         found = _values_at(log, wanted)
-        for o in wanted:
-            if found.get(o, object()) != self.acked[tp][o]:
-                self._lost[tp].add(o)
+        again = []
+        for i in indexes:
+            offset, value, _ = records[i]
+            if offset < start:
+                continue  # retention, not loss
+            if offset >= end or found.get(offset, _MISSING) != value:
+                self._lost[tp].add(i)
+            elif offset >= rep.high_watermark:
+                again.append(i)  # there, not yet committed
+        return again
+
+
+_MISSING = object()
 
 
 def _values_at(log, offsets: list[int]) -> dict[int, bytes | None]:
@@ -216,14 +271,39 @@ def _redraw(board, view: "viz.ClusterView") -> None:
     if dot.source != board._last_dot:
         board._last_dot = dot.source
         try:
-            board.diagram.value = viz.render_svg(dot)
+            board.diagram.value = _fit_svg(viz.render_svg(dot))
         except Exception as e:  # no `dot` program: keep the dashboard usable
             board.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
 
 
+_SVG_OPEN = re.compile(r"<svg\b")
+
+
+def _fit_svg(svg: str, max_width: str = "100%") -> str:
+    """An inline ``<svg>`` that shrinks to its box's width, keeping its proportions (its
+    viewBox), and never grows past its own size: crisp at any zoom, never clipped."""
+    return _SVG_OPEN.sub(f'<svg style="max-width:{max_width};height:auto;display:block"', svg, count=1)
+
+
+# Every dashboard made in this process (weakly: a running one is held by its thread).
+_DASHBOARDS: "weakref.WeakSet[_RunToggle]" = weakref.WeakSet()
+
+
 class _RunToggle:
     """The run/pause toggle both dashboards share: clicking it starts or stops the thread,
-    and the thread sets it back (without that echo starting or stopping anything)."""
+    and the thread sets it back (without that echo starting or stopping anything).
+
+    One dashboard runs at a time in a process: making a dashboard, or starting one, stops
+    every other one's threads (they stay open; "run" starts them again). A cell run a second
+    time would otherwise leave its first dashboard running unseen, on the same two cores.
+    """
+
+    def _only_one_running(self) -> None:
+        _DASHBOARDS.add(self)
+        for other in list(_DASHBOARDS):
+            if other is not self and other.running:
+                other.stop()
+                other._note(f"paused: another dashboard was made or started ({self!r}); one runs at a time")
 
     def _on_run_toggle(self, change: dict) -> None:
         if self._syncing:
@@ -324,20 +404,20 @@ class Dashboard(_RunToggle):
         self.consumed: Counter[str] = Counter()
         self.consumer_errors: Counter[str] = Counter()
         self.lag_samples: list[dict[str, Any]] = []
-        self.lag_chart_png = b""
+        self.lag_chart_svg = ""
         self._events_seen: dict[str, tuple[Any, int]] = {}  # node id -> (its coordinator, events read)
         self._assignment_seen: tuple | None = None  # (live assignment, held by dead consumers)
         self._chart_drawn: dict | None = None  # the last sample the lag chart shows
         self._chart_error: BaseException | None = None
         self._chart_wall = 0.0  # time.monotonic() of the last chart drawn
         self._chart_pending: tuple | None = None  # (group view, samples) of the last refresh
-        self._chart_timer: threading.Timer | None = None
         self._closed = False
         self._build(rate_per_s, str(acks), speed, producing, consuming)
         with self.lock:
             for _ in range(consumers):
                 self._new_consumer()
         self.refresh()
+        self._only_one_running()
 
     # --- widgets -------------------------------------------------------------------------------------
 
@@ -392,8 +472,9 @@ class Dashboard(_RunToggle):
 
         self.counters_html = w.HTML()
         self.partitions_html = w.HTML()
-        self.diagram = w.HTML()
-        self.log = w.Output(layout=w.Layout(height="160px", overflow="auto", border="1px solid #ddd"))
+        self.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
+        self.event_log = EventLog()
+        self.log = self.event_log.widget
 
         # The consumers section (only with a group): a row per consumer, rebuilt when the
         # group's consumers change (see _show_consumers).
@@ -405,9 +486,12 @@ class Dashboard(_RunToggle):
         self.consumer_buttons: dict[str, w.Button] = {}
         self.consumer_labels: dict[str, w.HTML] = {}
         self.consumer_rows = w.VBox()
-        self.lag_chart = w.Image(format="png", layout=w.Layout(width="520px"))
+        self.lag_chart = w.HTML(_NO_CHART_YET, layout=w.Layout(width="520px", max_width="100%"))
 
         row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
+        # One column, so that it fits a projector (1280x720 at 150%): the controls, the
+        # counters and partition table (side by side when there is room), the diagram
+        # scaled to the width, the consumers, the event log.
         children = [
             self.title,
             row(*self.broker_buttons.values(), self.power_loss),
@@ -415,15 +499,17 @@ class Dashboard(_RunToggle):
             row(self.isolate_broker, self.isolate_from, self.cut_button, self.heal_button),
             row(self.produce_toggle, self.rate, self.acks),
             row(self.run_toggle, self.speed, self.step_button),
-            w.HBox([self.diagram, w.VBox([self.counters_html, self.partitions_html])]),
+            _counters_row(self.counters_html, self.partitions_html),
+            self.diagram,
         ]
         if self.group is not None:
             children += [
                 w.HTML(f"<b>consumer group</b> <code>{html.escape(self.group)}</code>"),
                 row(self.consume_toggle, self.add_consumer_button),
-                w.HBox([self.consumer_rows, self.lag_chart]),
+                w.HBox([self.consumer_rows, self.lag_chart],
+                       layout=w.Layout(flex_flow="row wrap", align_items="flex-start")),
             ]
-        self.widget = w.VBox(children + [self.log])
+        self.widget = w.VBox(children + [self.log], layout=w.Layout(width="100%"))
 
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
@@ -587,12 +673,12 @@ class Dashboard(_RunToggle):
         except Exception as e:  # a send that could not even queue (metadata, buffer full)
             self._failed(e)
             return
-        future.add_callback(self._acked, value)
+        future.add_callback(self._acked, value, self.acks.value)
         future.add_errback(self._failed)
 
-    def _acked(self, value: bytes, metadata: Any) -> None:
+    def _acked(self, value: bytes, acks: str, metadata: Any) -> None:
         self.acknowledged += 1
-        self.losses.acknowledged(metadata.topic, metadata.partition, metadata.offset, value)
+        self.losses.acknowledged(metadata.topic, metadata.partition, metadata.offset, value, acks)
 
     def _failed(self, error: BaseException) -> None:
         self.failed += 1
@@ -656,6 +742,7 @@ class Dashboard(_RunToggle):
             "failed": self.failed,
             "pending": self.sent - self.acknowledged - self.failed,
             "lost": self.losses.lost,
+            "lost_by_acks": self.losses.lost_by_acks(),
             "under_replicated": view.under_replicated,
             "offline": view.offline,
             "isr_sizes": {p.partition: len(p.isr) for p in view.partitions},
@@ -749,7 +836,12 @@ class Dashboard(_RunToggle):
         self._note(f"group {g.group_id} generation {generation}: " + ("; ".join(parts) or "no consumers"))
 
     def _note(self, text: str) -> None:
-        _log_line(self.log, f"t={self.cluster.now / 1000:9.3f}s  {text}")
+        self.event_log.add(f"t={self.cluster.now / 1000:9.3f}s  {text}")
+
+    @property
+    def events(self) -> list[str]:
+        """The event log's lines, oldest first (the last ``_LOG_LINES``)."""
+        return self.event_log.lines
 
     def _show(self, seq: int, view: viz.ClusterView, alive: dict[int, bool], counters: dict,
               samples: list[dict] = (), active: int | None = None) -> None:
@@ -804,49 +896,38 @@ class Dashboard(_RunToggle):
             self.consumer_labels[c.node_id].value = _consumer_html(c, counters["consumers"][c.node_id]["consumed"], i)
 
     def _show_chart(self, g: viz.GroupView, samples: list[dict]) -> None:
-        """Redraw the lag chart (under ``_show_lock``), at most every ``_CHART_EVERY_S``:
-        matplotlib takes ~50-100 ms, five ticks a second would spend half their time on it.
-        A chart skipped for that is drawn a moment later by a one-shot timer."""
+        """Redraw the lag chart (under ``_show_lock``). While the thread runs, at most every
+        ``_CHART_EVERY_S``: matplotlib takes ~50 ms, five ticks a second would spend a
+        quarter of their time on it; a later tick (or ``stop()``) draws what was skipped.
+        Stepped by hand, every step draws it."""
         self._chart_pending = (g, samples)
         if not samples or samples[-1] is self._chart_drawn:
             return
-        wait = self._chart_wall + _CHART_EVERY_S - time.monotonic()
-        if wait <= 0:
+        if not self.running or time.monotonic() >= self._chart_wall + _CHART_EVERY_S:
             self._draw_chart(g, samples)
-        elif self._chart_timer is None and not self._closed:
-            self._chart_timer = threading.Timer(wait, self._chart_catch_up)
-            self._chart_timer.daemon = True
-            self._chart_timer.start()
 
-    def _chart_catch_up(self) -> None:
-        with self._show_lock:
-            self._chart_timer = None
-            g, samples = self._chart_pending
-            if not self._closed and samples and samples[-1] is not self._chart_drawn:
-                self._draw_chart(g, samples)
-
-    def draw_lag_chart(self) -> bytes:
-        """Draw the lag chart now, from every sample so far; returns the PNG (also in
-        ``lag_chart_png``). Steps draw it by themselves, at most twice a second."""
+    def draw_lag_chart(self) -> str:
+        """Draw the lag chart now, from every sample so far; returns the SVG (also in
+        ``lag_chart_svg``). Steps draw it by themselves."""
         with self.lock:
             samples = self.lag_samples[-_CHART_SAMPLES:]
         with self._show_lock:
             if self._chart_pending is not None and samples:
                 self._draw_chart(self._chart_pending[0], samples)
-        return self.lag_chart_png
+        return self.lag_chart_svg
 
     def _draw_chart(self, g: viz.GroupView, samples: list[dict]) -> None:
         self._chart_wall = time.monotonic()
         self._chart_drawn = samples[-1]  # this exact sample is drawn
         names = {c.node_id: (c.client_id, i) for i, c in enumerate(g.consumers)}
         try:
-            self.lag_chart_png = _lag_chart(samples, names)
+            self.lag_chart_svg = _lag_chart(samples, names)
         except Exception as e:  # no matplotlib: keep the dashboard usable
-            self.lag_chart_png = b""
+            self.lag_chart_svg = ""
             self.lag_chart.layout.display = "none"
             self._chart_error = e
             return
-        self.lag_chart.value = self.lag_chart_png
+        self.lag_chart.value = _fit_svg(self.lag_chart_svg)
 
     # --- the thread ------------------------------------------------------------------------------------
 
@@ -858,6 +939,7 @@ class Dashboard(_RunToggle):
         """Tick every ``tick_ms`` of wall time from a background thread."""
         if self.running:
             return
+        self._only_one_running()
         self._stop_event = threading.Event()
         self._thread_error = None
         self._thread = threading.Thread(target=self._run, args=(self._stop_event,),
@@ -866,12 +948,17 @@ class Dashboard(_RunToggle):
         self._sync_run_toggle(True)
 
     def stop(self, timeout: float = 5.0) -> None:
-        """Stop the thread and wait for it (the tick under way finishes first)."""
+        """Stop the thread and wait for it (the tick under way finishes first); the lag
+        chart then shows the last step, which the thread may have skipped."""
         self._stop_event.set()
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
             thread.join(timeout)
         self._sync_run_toggle(False)
+        with self._show_lock:
+            pending = self._chart_pending
+            if pending is not None and pending[1] and pending[1][-1] is not self._chart_drawn and not self._closed:
+                self._draw_chart(*pending)
 
     def _run(self, stop: threading.Event) -> None:
         last = time.monotonic()
@@ -899,22 +986,58 @@ class Dashboard(_RunToggle):
         self.stop()
         with self._show_lock:
             self._closed = True
-            if self._chart_timer is not None:
-                self._chart_timer.cancel()
-                self._chart_timer = None
-        for child in _walk(self.widget):
-            child.close()
+        _close_widgets(self.widget)
 
     def __repr__(self) -> str:
         return f"Dashboard(topic={self.topic!r}, running={self.running}, ticks={self.ticks})"
 
 
-def _log_line(out: w.Output, text: str) -> None:
-    """One line at the end of an event log, the oldest dropped past ``_LOG_LINES``
-    (``append_stdout``, never ``with out:``: see the module docstring)."""
-    out.append_stdout(text + "\n")
-    if len(out.outputs) > _LOG_LINES:
-        out.outputs = tuple(out.outputs[-_LOG_LINES:])
+class EventLog:
+    """The event log: lines oldest first, in a box that shows the newest.
+
+    An ``HTML`` widget, not an ``Output``: its whole state is its ``value``, so a callback
+    or a thread can set it without leaking text into whatever cell runs at that moment.
+    The box is a flex column in reverse (``column-reverse``) around one block of lines:
+    browsers then keep such a box scrolled to its end, so the newest line stays in sight
+    as lines arrive, with no script, and the lecturer can still scroll back.
+    """
+
+    def __init__(self, height: str = "160px") -> None:
+        self._lines: list[str] = []
+        self._height = height
+        self.widget = w.HTML(self._html(), layout=w.Layout(width="auto"))
+
+    @property
+    def lines(self) -> list[str]:
+        return list(self._lines)
+
+    def add(self, line: str) -> None:
+        self._lines.append(line)
+        del self._lines[:-_LOG_LINES]
+        self.widget.value = self._html()
+
+    def _html(self) -> str:
+        body = "\n".join(html.escape(line) for line in self._lines) or "(no events yet)"
+        return (f"<div class='minikafka-events' style='height:{self._height};overflow-y:auto;display:flex;"
+                "flex-direction:column-reverse;border:1px solid #ddd;padding:2px 6px;box-sizing:border-box'>"
+                "<pre style='margin:0;flex:none;white-space:pre-wrap;font-size:85%;line-height:1.35'>"
+                f"{body}</pre></div>")
+
+
+def _counters_row(counters: w.HTML, partitions: w.HTML) -> w.HBox:
+    """The counters and the partition table, side by side when the cell is wide enough."""
+    counters.layout = w.Layout(flex="1 1 440px", margin="0 24px 4px 0")
+    return w.HBox([counters, partitions], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
+
+
+def _close_widgets(root) -> None:
+    """Close ``root``, every widget under it, and their layout and style models: each is a
+    model of its own in the kernel (and in a notebook's saved widget state) until closed."""
+    for widget in _walk(root):
+        for model in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+            if isinstance(model, w.Widget):
+                model.close()
+        widget.close()
 
 
 def _walk(widget) -> list:
@@ -934,6 +1057,11 @@ def _counters_html(c: dict, running: bool) -> str:
         ("simulated time", f"{c['time_ms'] / 1000:.1f} s" + ("" if running else " (paused)")),
         ("sent", c["sent"]), ("acknowledged", c["acknowledged"]), ("failed", c["failed"]),
         ("pending", c["pending"]), ("lost (so far)", c["lost"]),
+    ]
+    by_acks = c.get("lost_by_acks", {})
+    if len(by_acks) > 1:  # acks switched during the run: which setting lost what
+        rows += [(f"&nbsp;&nbsp;lost with acks={a}", n) for a, n in by_acks.items()]
+    rows += [
         ("under-replicated partitions", c["under_replicated"]), ("offline partitions", c["offline"]),
         ("elections", c["elections"]),
     ]
@@ -944,15 +1072,19 @@ def _counters_html(c: dict, running: bool) -> str:
     if "consumed" in c:
         rows.append(("consumed", c["consumed"]))
         rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["consumer_errors"].items()]
-    return _table_html(rows, red={"lost (so far)", "offline partitions", "under-replicated partitions", "failed"})
+    red = {"lost (so far)", "offline partitions", "under-replicated partitions", "failed"}
+    return _table_html(rows, red=red | {f"&nbsp;&nbsp;lost with acks={a}" for a in by_acks})
 
 
 def _table_html(rows: list[tuple[str, Any]], red: set[str]) -> str:
-    """Two columns, name and value; a ``red`` name's value in bold red when not zero."""
+    """The counters, name and value, in as many columns as the cell's width allows (a
+    projector has more width than height); a ``red`` name's value in bold red when not zero."""
     cells = "".join(
-        f"<tr><td>{k}</td><td style='text-align:right;{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>"
-        f"{v}</td></tr>" for k, v in rows)
-    return f"<table style='font-size:90%'>{cells}</table>"
+        f"<div class='minikafka-counter' style='display:flex;justify-content:space-between;gap:8px'>"
+        f"<span>{k}</span><span style='{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>{v}</span></div>"
+        for k, v in rows)
+    return (f"<div class='minikafka-counters' style='display:grid;grid-template-columns:repeat(auto-fill,"
+            f"minmax(210px,1fr));column-gap:24px;font-size:90%;line-height:1.5'>{cells}</div>")
 
 
 def _consumer_html(c: viz.ConsumerView, consumed: int, index: int) -> str:
@@ -971,33 +1103,48 @@ def _consumer_html(c: viz.ConsumerView, consumed: int, index: int) -> str:
             f"{state} &nbsp; partitions {partitions} &nbsp; consumed {consumed} &nbsp; lag {lag}")
 
 
-def _lag_chart(samples: list[dict], names: dict[str, tuple[str, int]]) -> bytes:
-    """Each consumer's lag over simulated time, as PNG bytes (matplotlib, no pyplot: no
-    global figure state, safe from the dashboard's thread)."""
+_NO_CHART_YET = "<i style='color:#969696'>the lag chart appears after the first step</i>"
+
+
+def _lag_chart(samples: list[dict], names: dict[str, tuple[str, int]]) -> str:
+    """Each consumer's lag over simulated time, as an SVG document (matplotlib, no pyplot:
+    no global figure state, safe from the dashboard's thread). Lags are whole records: the
+    y axis has integer ticks from 0 to at least 1, so all-zero lags read 0, not 0-0.05."""
     import io
 
+    from matplotlib import rc_context
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
-    fig = Figure(figsize=(5.2, 2.6), dpi=80)
+    fig = Figure(figsize=(5.2, 2.4))
     ax = fig.subplots()
-    fig.subplots_adjust(left=0.12, right=0.98, top=0.95, bottom=0.18)  # tight_layout: 4x slower
+    fig.subplots_adjust(left=0.12, right=0.98, top=0.95, bottom=0.2)  # tight_layout: 4x slower
     times = [s["time_ms"] / 1000 for s in samples]
+    top = 0
     for node_id, (client_id, i) in names.items():
         lags = [s["lag"].get(node_id) for s in samples]
         if all(v is None for v in lags):
             continue
+        top = max([top, *(v for v in lags if v is not None)])
         # None (dead, or between two assignments) leaves a gap in the line.
         ax.plot(times, [float("nan") if v is None else v for v in lags], label=client_id,
                 color=viz.CONSUMER_COLOURS[i % len(viz.CONSUMER_COLOURS)], linewidth=1.5)
-    ax.set_xlabel("simulated time (s)", fontsize=8)
-    ax.set_ylabel("lag (records)", fontsize=8)
-    ax.tick_params(labelsize=7)
-    ax.set_ylim(bottom=0)
+    ax.set_xlabel("simulated time (s)", fontsize=9)
+    ax.set_ylabel("lag (records)", fontsize=9)
+    ax.tick_params(labelsize=8)
+    ax.yaxis.set_major_locator(MaxNLocator(integer=True, min_n_ticks=2))
+    ax.set_ylim(0, max(1, top) * 1.05)
+    if len(times) > 1:
+        ax.set_xlim(times[0], times[-1])
     if ax.lines:
-        ax.legend(fontsize=7, loc="upper left")
-    buf = io.BytesIO()
-    fig.savefig(buf, format="png")
-    return buf.getvalue()
+        ax.legend(fontsize=8, loc="upper left")
+    buf = io.StringIO()
+    # Text as <text> (not glyph paths): crisp, a third of the size, and readable by a test.
+    # No date: the same samples give the same SVG.
+    with rc_context({"svg.fonttype": "none", "svg.hashsalt": "minikafka"}):
+        fig.savefig(buf, format="svg", metadata={"Date": None})
+    svg = buf.getvalue()
+    return svg[svg.index("<svg"):]  # inline: no XML prolog, no doctype
 
 
 def _partitions_html(view: viz.ClusterView) -> str:
@@ -1006,7 +1153,7 @@ def _partitions_html(view: viz.ClusterView) -> str:
         f"<tr><td>{p.partition}</td><td>{'<b style=color:#cb181d>none</b>' if p.leader < 0 else p.leader}</td>"
         f"<td>{','.join(map(str, sorted(p.isr)))} ({len(p.isr)}/{len(p.replicas)})</td>"
         f"<td>{','.join(map(str, p.replicas))}</td></tr>" for p in view.partitions)
-    return f"<table style='font-size:90%'>{head}{body}</table>"
+    return f"<table style='font-size:90%;line-height:1.4'>{head}{body}</table>"
 
 
 # --- the dashboard of a real cluster: processes, sockets and the wall clock --------------------------------
@@ -1197,6 +1344,7 @@ class ProcessDashboard(_RunToggle):
             self._check_topic()
             self._build(rate_per_s, str(acks), producing)
             self.refresh()
+            self._only_one_running()
         except BaseException:
             self._close_clients()
             if quiet_clients:
@@ -1240,17 +1388,19 @@ class ProcessDashboard(_RunToggle):
         self.step_button.on_click(lambda _: self._from_button(self.tick, self.tick_ms))
         self.counters_html = w.HTML()
         self.partitions_html = w.HTML()
-        self.diagram = w.HTML()
-        self.log = w.Output(layout=w.Layout(height="160px", overflow="auto", border="1px solid #ddd"))
+        self.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
+        self.event_log = EventLog()
+        self.log = self.event_log.widget
         row = lambda *items: w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))  # noqa: E731
         self.widget = w.VBox([
             self.title,
             row(*columns),
             row(self.produce_toggle, self.rate, self.acks),
             row(self.run_toggle, self.step_button),
-            w.HBox([self.diagram, w.VBox([self.counters_html, self.partitions_html])]),
+            _counters_row(self.counters_html, self.partitions_html),
+            self.diagram,
             self.log,
-        ])
+        ], layout=w.Layout(width="100%"))
         self._show_buttons()
 
     def _repr_mimebundle_(self, **kwargs: Any):
@@ -1538,7 +1688,12 @@ class ProcessDashboard(_RunToggle):
 
     def _note(self, text: str) -> None:
         with self._showing:
-            _log_line(self.log, f"t={self._now_ms() / 1000:9.3f}s  {text}")
+            self.event_log.add(f"t={self._now_ms() / 1000:9.3f}s  {text}")
+
+    @property
+    def events(self) -> list[str]:
+        """The event log's lines, oldest first (the last ``_LOG_LINES``)."""
+        return self.event_log.lines
 
     # --- the threads ---------------------------------------------------------------------------------
 
@@ -1551,6 +1706,7 @@ class ProcessDashboard(_RunToggle):
         self._check_open()
         if self.running:
             return
+        self._only_one_running()
         self._stop_event = stop = threading.Event()
         self._wake = threading.Event()
         self._thread_error = None
@@ -1622,8 +1778,7 @@ class ProcessDashboard(_RunToggle):
         if self._quiet:
             _quiet_kafka_python(False)
             self._quiet = False
-        for child in _walk(self.widget):
-            child.close()
+        _close_widgets(self.widget)
 
     def _close_clients(self) -> None:
         with self._looking:
@@ -1662,4 +1817,4 @@ def _wire_partitions_html(view: viz.ClusterView, end_offsets: dict[int, int | No
         f"<td>{','.join(map(str, p.replicas))}</td>"
         f"<td>{'?' if end_offsets.get(p.partition) is None else end_offsets[p.partition]}</td></tr>"
         for p in view.partitions)
-    return f"<table style='font-size:90%'>{head}{body}</table>"
+    return f"<table style='font-size:90%;line-height:1.4'>{head}{body}</table>"

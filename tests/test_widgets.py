@@ -1,10 +1,13 @@
 """minikafka.widgets.Dashboard, headless: buttons clicked, ticks stepped by hand, the
 thread started and stopped. No kernel and no browser needed."""
 
+import re
+import threading
 import time
 
 import pytest
 
+from minikafka.checker import INCONSISTENT_OFFSETS, LOST_WRITE, History, analyse, final_read, settle
 from minikafka.clients.future import Future
 from minikafka.cluster import Cluster
 from minikafka.errors import IllegalArgumentError
@@ -36,7 +39,7 @@ def ticks(d, n, wall_ms=500):
 
 
 def log_text(d):
-    return "".join(o["text"] for o in d.log.outputs)
+    return "\n".join(d.events)
 
 
 def test_kill_the_leader_and_restart_it(make_dashboard):
@@ -87,6 +90,88 @@ def test_a_stale_leader_loses_acks1_writes_only(make_dashboard, acks, loses):
     ticks(d, 30)  # the stale leader rejoins, truncates; retried writes go through
     assert (d.counters["lost"] > 0) is loses
     assert d.counters["acknowledged"] > 0
+
+
+def test_lost_is_what_the_checker_counts_and_never_goes_down(make_dashboard):
+    """One history, two judges: the dashboard's live count and the checker's final read.
+    A stale leader (cut off from the cluster, still reached by the producer) acknowledges
+    acks=1 records at offsets the new leader then fills with other acknowledged records:
+    the case where one value kept per offset used to hide the losses."""
+    c, d = make_dashboard(rate_per_s=50, acks="1")
+    seen = []
+
+    def step(n):
+        for _ in range(n):
+            d.tick(500)
+            seen.append(d.counters["lost"])
+
+    step(2)
+    leader = d.counters["leaders"][0]
+    d.isolate(leader, "cluster")
+    step(24)
+    d.heal()
+    step(30)
+    d.produce_toggle.value = False
+    step(20)
+    assert d.counters["pending"] == 0
+    assert seen == sorted(seen) and seen[-1] > 0  # it only ever goes up
+
+    # Overwritten offsets: two acknowledged records at one offset, one of them lost.
+    records = d.losses.records[("t", 0)]
+    lost = {(o, v) for t, p, o, v in d.losses.lost_records() if p == 0}
+    offsets = [o for o, _, _ in records]
+    overwritten = {o for o in offsets if offsets.count(o) > 1}
+    assert overwritten and {o for o, _ in lost} & overwritten
+
+    history = History()
+    for (topic, partition), acked in d.losses.records.items():
+        for offset, value, _ in acked:
+            history.ok(history.invoke(topic, value, partition=partition), partition, offset)
+    assert settle(c, "t") and final_read(c, "t", history)
+    d.refresh()
+    report = analyse(history)
+    assert report.anomalies[INCONSISTENT_OFFSETS] > 0  # the checker sees the overwritten offsets too
+    assert report.anomalies[LOST_WRITE] == d.counters["lost"] == len(d.losses.lost_records())
+    assert {(a.partition, a.offsets[0], a.values[0]) for a in report.examples(LOST_WRITE)} == \
+        {(p, o, v.decode()) for _, p, o, v in d.losses.lost_records()}
+    assert d.counters["lost_by_acks"] == {"1": d.counters["lost"]}
+
+
+def test_acks_all_loses_nothing_and_shows_no_red(make_dashboard):
+    c, d = make_dashboard(rate_per_s=50, acks="all")
+    ticks(d, 2)
+    for victim in (d.counters["leaders"][0], d.counters["leaders"][1]):
+        d.toggle_broker(victim)  # kill a leader, then restart it
+        ticks(d, 24)
+        d.toggle_broker(victim)
+        ticks(d, 12)
+        assert d.counters["lost"] == 0
+        assert "color:#cb181d" not in _counter_cell(d, "lost (so far)")
+    assert d.counters["elections"] >= 2 and d.counters["acknowledged"] > 500
+
+
+def test_switching_acks_says_which_setting_lost_what(make_dashboard):
+    c, d = make_dashboard(rate_per_s=50, acks="1")
+    ticks(d, 2)
+    d.isolate(d.counters["leaders"][0], "cluster")
+    ticks(d, 24)
+    d.heal()
+    ticks(d, 30)
+    lost = d.counters["lost"]
+    assert lost > 0
+    d.acks.value = "all"
+    ticks(d, 20)
+    assert d.counters["lost_by_acks"] == {"1": lost, "all": 0}
+    assert "lost with acks=all" in d.counters_html.value
+    assert "color:#cb181d" not in _counter_cell(d, "&nbsp;&nbsp;lost with acks=all")
+    assert "color:#cb181d" in _counter_cell(d, "&nbsp;&nbsp;lost with acks=1")
+
+
+def _counter_cell(d, name):
+    """The value cell of counter ``name`` in the dashboard's counters table."""
+    m = re.search(f"<span>{re.escape(name)}</span>(<span[^>]*>[^<]*</span>)</div>", d.counters_html.value)
+    assert m, f"no counter {name!r} in {d.counters_html.value}"
+    return m.group(1)
 
 
 def test_producer_controls(make_dashboard):
@@ -308,7 +393,7 @@ def test_lag_samples(make_group_dashboard):
     c.kill_consumer(consumer)
     ticks(d, 1)
     assert d.lag_samples[-1]["lag"] == {consumer.node_id: None}  # dead: a gap in the chart
-    assert d.draw_lag_chart().startswith(b"\x89PNG") and d.lag_chart.value == d.lag_chart_png
+    assert d.draw_lag_chart().startswith("<svg") and d.lag_chart_svg[4:] in d.lag_chart.value
 
 
 def test_the_thread_drives_the_consumers(make_group_dashboard):
@@ -323,7 +408,8 @@ def test_the_thread_drives_the_consumers(make_group_dashboard):
         d.close()
     assert not d.running and d._thread_error is None
     assert sum(d.consumed.values()) > 0 and len(d.lag_samples) == d.ticks
-    assert not d.consumer("consumer-3").alive and d._chart_timer is None
+    assert not d.consumer("consumer-3").alive
+    assert d._chart_drawn is d.lag_samples[-1]  # stop() drew the last step
 
 
 def test_without_a_group_there_is_no_consumer_section(make_dashboard):
@@ -430,3 +516,72 @@ def test_isolate_a_broker_from_the_whole_quorum(make_quorum_dashboard):
     d.isolate(2, "controller")
     assert {frozenset((2, n)) for n in c.controller_ids} <= set(c.world.network.cut)
     d.heal()
+
+
+# --- what a projector shows: the event log, the layout, the lag chart, one thread -----------------------
+
+
+def test_the_event_log_keeps_its_newest_line_in_sight(make_dashboard):
+    c, d = make_dashboard(rate_per_s=20)
+    assert d.events == [] and "(no events yet)" in d.log.value
+    for b in (1, 2, 1, 2):
+        d.toggle_broker(b)
+    assert d.events[-1].endswith("you restarted broker 2") and len(d.events) == 4
+    value = d.log.value
+    # A reversed flex column around one block of lines, oldest first: the browser keeps
+    # such a box scrolled to its end (tests/test_browser.py checks it on screen).
+    assert "flex-direction:column-reverse" in value and "overflow-y:auto" in value
+    assert value.index("you killed broker 1") < value.index("you restarted broker 2")
+    for i in range(300):
+        d._note(f"line {i}")
+    assert len(d.events) == 200 and d.events[-1].endswith("line 299") and "line 99" not in d.log.value
+
+
+def test_one_column_that_scales_to_the_cell(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=2)
+    kids = d.widget.children
+    row = next(k for k in kids if d.counters_html in getattr(k, "children", ()))
+    assert list(row.children) == [d.counters_html, d.partitions_html] and row.layout.flex_flow == "row wrap"
+    assert kids.index(row) < kids.index(d.diagram) < kids.index(d.log)  # counters above, never beside
+    assert d.diagram.value.startswith('<svg style="max-width:100%;height:auto;display:block"')
+    assert "viewBox=" in d.diagram.value  # what keeps its proportions as it shrinks
+    assert "the lag chart appears after the first step" in d.lag_chart.value  # no broken image
+    d.tick(500)
+    assert d.lag_chart.value.startswith('<svg style="max-width:100%') and "<image" not in d.lag_chart.value
+
+
+def test_the_lag_chart_counts_whole_records_from_zero(make_group_dashboard):
+    c, d = make_group_dashboard(consumers=2, producing=False)
+    ticks(d, 4)
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", d.lag_chart_svg)
+    y = labels[labels.index("simulated time (s)") + 1:labels.index("lag (records)")]
+    assert y == ["0", "1"]  # all lags 0: an axis 0..1, not 0..0.05
+    d.produce_toggle.value = True
+    d.rate.value = 200
+    d.consume_toggle.value = False  # a backlog builds up
+    ticks(d, 4)
+    labels = re.findall(r"<text[^>]*>([^<]*)</text>", d.lag_chart_svg)
+    y = [int(v) for v in labels[labels.index("simulated time (s)") + 1:labels.index("lag (records)")]]
+    top = max(v for s in d.lag_samples for v in s["lag"].values() if v is not None)
+    assert y[0] == 0 and y == sorted(y) and y[-1] <= top * 1.05 and y[-1] > top / 2
+
+
+def dashboard_threads():
+    return sorted(t.name for t in threading.enumerate() if t.name.startswith("minikafka-dashboard"))
+
+
+def test_one_thread_a_dashboard_made_again_pauses_the_old_one(make_dashboard):
+    assert dashboard_threads() == []
+    c1, old = make_dashboard(tick_ms=20)
+    old.start()
+    assert dashboard_threads() == ["minikafka-dashboard-t"]
+    c2, new = make_dashboard(tick_ms=20)  # the cell run a second time
+    assert not old.running and dashboard_threads() == []
+    assert "paused: another dashboard was made or started" in log_text(old)
+    assert old.run_toggle.value is False and old.run_toggle.description == "run"
+    new.start()
+    old.start()  # pressing "run" on the old one pauses the new one
+    assert old.running and not new.running and dashboard_threads() == ["minikafka-dashboard-t"]
+    old.close()
+    assert dashboard_threads() == []
+    assert old.widget.comm is None and old.diagram.layout.comm is None  # closed, layouts too

@@ -80,7 +80,7 @@ def wait_for(check, what):
 
 
 def log_text(d):
-    return "".join(o["text"] for o in d.log.outputs)
+    return "\n".join(d.events)
 
 
 def full(c):
