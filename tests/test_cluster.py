@@ -50,6 +50,7 @@ from minikafka.messages import (
     TopicConfig,
 )
 from minikafka.records import MemoryRecords, RecordBatch
+from sim_helpers import request
 
 LAG = {"replica.lag.time.max.ms": 10_000}
 
@@ -69,14 +70,6 @@ def make_cluster(tmp_path):
     yield make
     for c in made:
         c.close()
-
-
-def request(c, dst, make, timeout_ms=10_000):
-    """Send ``make(correlation_id)`` from the admin node to ``dst``; the answer or None."""
-    admin = c.world.nodes[c.admin_id]
-    corr = c.world.call_node(c.admin_id, lambda node: node.request(dst, make))
-    c.run_until(lambda: corr in admin.responses, timeout_ms)
-    return admin.responses.pop(corr, None)
 
 
 def leader_of(c, topic="t", partition=0):

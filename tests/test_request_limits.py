@@ -27,6 +27,7 @@ from minikafka.messages import (
     TopicConfig,
 )
 from minikafka.records import MemoryRecords, RecordBatch
+from sim_helpers import request
 
 FAST = {"replica.lag.time.max.ms": 10_000, "request.timeout.ms": 10_000}
 HUGE = 2**31 - 1
@@ -44,13 +45,6 @@ def make_cluster(tmp_path):
     yield make
     for c in made:
         c.close()
-
-
-def request(c, dst, make, timeout_ms=10_000):
-    admin = c.world.nodes[c.admin_id]
-    corr = c.world.call_node(c.admin_id, lambda node: node.request(dst, make))
-    c.run_until(lambda: corr in admin.responses, timeout_ms)
-    return admin.responses.pop(corr, None)
 
 
 def create(c, *topics: TopicConfig):

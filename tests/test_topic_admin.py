@@ -17,6 +17,7 @@ from minikafka.messages import (
     UNKNOWN_TOPIC_OR_PARTITION,
     MetadataRequest,
 )
+from sim_helpers import request
 
 FAST = {"replica.lag.time.max.ms": 10_000, "request.timeout.ms": 10_000}
 
@@ -33,14 +34,6 @@ def make_cluster(tmp_path):
     yield make
     for c in made:
         c.close()
-
-
-def request(c, dst, make, timeout_ms=10_000):
-    """Send ``make(correlation_id)`` from the admin node to ``dst``; the answer or None."""
-    admin = c.world.nodes[c.admin_id]
-    corr = c.world.call_node(c.admin_id, lambda node: node.request(dst, make))
-    c.run_until(lambda: corr in admin.responses, timeout_ms)
-    return admin.responses.pop(corr, None)
 
 
 def errors(answer):

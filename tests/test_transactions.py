@@ -39,6 +39,7 @@ from minikafka.messages import (
 )
 from minikafka.records import MemoryRecords, RecordBatch
 from minikafka.storage.log import LATEST_TIMESTAMP
+from sim_helpers import request
 
 CONFIG = {
     "replica.lag.time.max.ms": 10_000,
@@ -55,13 +56,6 @@ def cluster(tmp_path):
     c.create_topic("t", partitions=2, replication_factor=3)
     yield c
     c.close()
-
-
-def request(c, dst, make, timeout_ms=10_000):
-    admin = c.world.nodes[c.admin_id]
-    corr = c.world.call_node(c.admin_id, lambda node: node.request(dst, make))
-    c.run_until(lambda: corr in admin.responses, timeout_ms)
-    return admin.responses.pop(corr, None)
 
 
 def retry(c, dst_of, make, ok=lambda r: True, attempts=60, backoff_ms=200):
