@@ -75,7 +75,7 @@ from minikafka.assignors import Subscription  # noqa: E402
 from minikafka.checker import LOST_WRITE, History, analyse  # noqa: E402
 from minikafka.records import MemoryRecords  # noqa: E402
 from minikafka.wire import codec  # noqa: E402
-from minikafka.wire.process import launch  # noqa: E402
+from minikafka.wire.process import launch, reserve_port  # noqa: E402
 
 from wire_helpers import (  # noqa: E402
     NumberedProducer,
@@ -1019,6 +1019,13 @@ def test_close_stops_every_process_and_removes_the_log_directories():
         mine = sorted(set(children_of(os.getpid())) - before)
         assert len(mine) == 5 and all(running(p) for p in mine)  # 3 controllers, 2 brokers
         c.kill(2)
+        # While it is down its ports stay the cluster's: a client is refused, and nothing
+        # else (no bind(0), no outgoing connection) can take them before the restart.
+        with pytest.raises(ConnectionRefusedError):
+            socket.create_connection((c.host, c.ports[2]), timeout=5).close()
+        for port in (c.ports[2], c.inter_broker_ports[2]):
+            with pytest.raises(OSError):
+                reserve_port(c.host, port).close()
         c.restart(2)  # a restarted broker is a new process: close() must stop it too
         c.kill(3001)
         c.restart(3001)  # a controller too

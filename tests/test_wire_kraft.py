@@ -23,7 +23,7 @@ from kafka.admin import NewTopic  # noqa: E402
 
 from minikafka.checker import LOST_WRITE, History, analyse  # noqa: E402
 from minikafka.tools.metadata_quorum import describe_quorum  # noqa: E402
-from minikafka.wire.process import free_port, launch, wait_for_port  # noqa: E402
+from minikafka.wire.process import free_port, launch, reserve_port, wait_for_port  # noqa: E402
 
 from wire_helpers import NumberedProducer, now_ms, read_partitions, tolerant, wait_until  # noqa: E402
 
@@ -152,7 +152,10 @@ def _server(port: int, log_dir, controller_port: int) -> subprocess.Popen:
 def test_a_lone_server_is_a_one_node_cluster_that_keeps_its_topics(tmp_path):
     """Kafka 4's quickstart: one process in combined mode; kafka-python and librdkafka use it
     at once, and the same command on the same directory brings every topic back."""
-    port, controller_port = free_port(), free_port()  # (its default, --port + 1, may be taken here)
+    # Two ports held by this test (its default, --port + 1, may be taken here): the server
+    # binds next to the reservations, and nothing else can take them across its restart.
+    held = [reserve_port(), reserve_port()]
+    port, controller_port = (s.getsockname()[1] for s in held)
     proc = _server(port, tmp_path / "data", controller_port)
     bootstrap = f"127.0.0.1:{port}"
     try:
@@ -185,6 +188,8 @@ def test_a_lone_server_is_a_one_node_cluster_that_keeps_its_topics(tmp_path):
     finally:
         proc.kill()
         proc.wait()
+        for s in held:
+            s.close()
 
 
 def test_metadata_quorum_tool_describes_status_and_replication():

@@ -53,6 +53,13 @@ temporary directory by default, removed by ``close()``), one per node, as in the
 simulated ``Cluster``; next to them, each process's output (``out_file``: ``broker-1.out``,
 ``controller-3000.out``), where its warnings go, a closed connection's reason among them. A
 process that fails to start is reported with the last lines it wrote there.
+
+Ports are *reserved* for the cluster's lifetime: the launcher keeps a socket bound (not
+listening) on every port it hands out, so no other bind(0) and no outgoing connection's
+ephemeral port can take one between the choice and the child's bind, nor while a killed node
+waits for ``restart``. A node binds its port with SO_REUSEADDR next to the reservation
+(allowed: the reservation never listens), and a connection to a dead node's port is still
+refused, as a client expects of a broker that is down.
 """
 
 from __future__ import annotations
@@ -267,7 +274,7 @@ def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, voters
     registered with the controller, so followers find it)."""
     node_config, server = split_config(config)
     secret = _need_secret(secret, f"broker {broker_id}")
-    inter = free_port(host) if inter_broker_port is None else inter_broker_port
+    inter = 0 if inter_broker_port is None else inter_broker_port  # 0: the runtime binds a free one
     _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, server, secret))
 
 
@@ -296,7 +303,7 @@ def run_combined(broker_id: int, host: str, port: int, controller_port: int, log
     voters = {CONTROLLER_ID: (host, controller_port)}
     controller = _controller_runtime(CONTROLLER_ID, host, controller_port, Path(log_dir) / "controller", voters,
                                      node_config, server, secret)
-    broker = _broker_runtime(broker_id, host, port, free_port(host), log_dir, voters, node_config, server, secret)
+    broker = _broker_runtime(broker_id, host, port, 0, log_dir, voters, node_config, server, secret)
     _serve(controller, broker)
 
 
@@ -314,6 +321,21 @@ def free_port(host: str = LOCALHOST) -> int:
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+def reserve_port(host: str = LOCALHOST, port: int = 0) -> socket.socket:
+    """A socket bound to ``port`` (a free one if 0) that never listens: while it is open, the
+    kernel hands that port to no other bind(0) and to no outgoing connection, while a server
+    binding it with SO_REUSEADDR (as ours do) still can. Bound before SO_REUSEADDR is set, so
+    that bind(0) picks a port nobody else holds."""
+    s = socket.socket()
+    try:
+        s.bind((host, port))
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    except OSError:
+        s.close()
+        raise
+    return s
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -359,9 +381,14 @@ class LocalCluster:
         self.controller_ids = list(controller_ids(controllers))
         # ports: each broker's client listener and each controller's controller listener;
         # inter_broker_ports: each broker's inter-broker listener (followers fetch there).
+        self._reserved: list[socket.socket] = []
         if base_port is None:
-            self.ports = {n: free_port(host) for n in self.broker_ids + self.controller_ids}
-            self.inter_broker_ports = {b: free_port(host) for b in self.broker_ids}
+            def take() -> int:
+                self._reserved.append(reserve_port(host))
+                return self._reserved[-1].getsockname()[1]
+
+            self.ports = {n: take() for n in self.broker_ids + self.controller_ids}
+            self.inter_broker_ports = {b: take() for b in self.broker_ids}
         else:
             self.ports = {b: base_port + b - 1 for b in self.broker_ids}
             self.ports.update({c: base_port + brokers + i for i, c in enumerate(self.controller_ids)})
@@ -376,6 +403,13 @@ class LocalCluster:
                     f"port{'s' if len(busy) > 1 else ''} {', '.join(map(str, busy))} on {host} "
                     f"{'are' if len(busy) > 1 else 'is'} already in use (another cluster still running?): "
                     f"stop it, or choose another base port (this cluster needs {base_port}-{every[-1]})")
+            try:
+                for port in every:
+                    self._reserved.append(reserve_port(host, port))
+            except OSError as e:  # taken between the check and now
+                self._release_ports()
+                raise IllegalArgumentError(f"a port of {base_port}-{every[-1]} on {host} is held by another process "
+                                           f"(another cluster starting?) ({e}): choose another base port") from None
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
         self.dir.mkdir(parents=True, exist_ok=True)  # a new --dir is made, as Kafka makes log.dirs
@@ -397,8 +431,11 @@ class LocalCluster:
             for node in self.controller_ids + self.broker_ids:
                 self._wait_listening(node)
             self.wait_until_ready()
-        except BaseException:  # one failed to start: stop the ones that did
+        except BaseException as e:  # one failed to start: stop the ones that did, say what the dead ones wrote
+            said = self._last_words()
             self.close()
+            if isinstance(e, KafkaTimeoutError) and said:
+                raise KafkaTimeoutError("\n".join([str(e), said])) from None
             raise
 
     @property
@@ -447,8 +484,28 @@ class LocalCluster:
         try:
             wait_for_port(self.host, self.ports[who], self.startup_timeout_s, self._procs[who])
         except KafkaTimeoutError as e:  # say why: the last lines the process wrote
-            tail = self.out_file(who).read_text(errors="replace").strip().splitlines()[-5:]
-            raise KafkaTimeoutError("\n".join([str(e), *tail])) from None
+            raise KafkaTimeoutError("\n".join([str(e), *self._tail(who)])) from None
+
+    def _tail(self, who: int, lines: int = 5) -> list[str]:
+        try:
+            return self.out_file(who).read_text(errors="replace").strip().splitlines()[-lines:]
+        except OSError:
+            return []
+
+    def _last_words(self) -> str:
+        """What each process that has exited wrote last (read before ``close`` removes them)."""
+        said = []
+        for who, proc in self._procs.items():
+            if proc.poll() is not None:
+                name = self.out_file(who).name
+                said.append(f"{name} (exit code {proc.returncode}):")
+                said.extend(f"  {line}" for line in self._tail(who, 10))
+        return "\n".join(said)
+
+    def _release_ports(self) -> None:
+        for s in self._reserved:
+            s.close()
+        self._reserved = []
 
     def wait_until_ready(self, timeout_s: float | None = None) -> None:
         """Wait until every running broker is registered and unfenced: each one's Metadata
@@ -464,6 +521,10 @@ class LocalCluster:
             seen = {b: live_endpoints(self.host, self.ports[b]) for b in want}
             if all(v == want for v in seen.values()):
                 return
+            dead = [b for b in want if not self.alive(b)]
+            if dead:  # it will never register: say so now, with what it wrote
+                raise KafkaTimeoutError(f"broker {dead[0]} exited with code {self._proc(dead[0]).returncode} "
+                                        f"before it registered:\n" + "\n".join(self._tail(dead[0], 10)))
             time.sleep(0.05)
         raise KafkaTimeoutError(f"the brokers did not all register with the controller quorum within "
                                 f"{timeout_s or self.startup_timeout_s} s (each broker's view of the live brokers: "
@@ -536,6 +597,7 @@ class LocalCluster:
                 proc.wait(timeout=10)
             except subprocess.TimeoutExpired:
                 pass
+        self._release_ports()
         for fd in (self._lifeline_read, self._lifeline_write):
             try:
                 os.close(fd)

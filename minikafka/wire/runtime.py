@@ -192,8 +192,10 @@ class NodeRuntime:
         if self.inter_node_port is not None:
             self._inter_node_server = await asyncio.start_server(
                 lambda r, w: self._serve(r, w, True), self.host, self.inter_node_port, reuse_address=True)
-            if self.inter_node_port == 0:
+            if self.inter_node_port == 0:  # a free port, taken at bind (no window for another to take it)
                 self.inter_node_port = self._inter_node_server.sockets[0].getsockname()[1]
+                if hasattr(self.node, "inter_broker_port"):  # registered with the controller at node.start
+                    self.node.inter_broker_port = self.inter_node_port
         self._apply(self.node.start(self.clock()))
 
     async def serve(self) -> None:
