@@ -18,6 +18,11 @@ idempotence, ``unclean.leader.election.enable=true``, 1 partition RF 3: one foll
 paused (SIGSTOP) until it leaves the ISR, writes go on to the leader and the other follower,
 then both are SIGKILLed and the paused one resumed: the only live replica is the stale one,
 the controller elects it (unclean), and what it missed is gone. The run must show losses.
+The paused broker is fenced once its session times out, and a fenced broker is not in
+Metadata (as in Kafka); if the producer refreshed its metadata after that, it knows only the
+two dead brokers, and kafka-python 3.0.12 never goes back to its bootstrap servers (it has no
+re-bootstrap, KIP-899): it would wait forever. The run then replaces the producer, as an
+application would restart it (its pending sends stay indeterminate), and says so in its notes.
 
 Timeouts are scaled down as in the wire tests (a dead broker noticed after 3 s, a lagging
 follower out of the ISR after 2 s). Figures are counts, not speeds.
@@ -95,11 +100,26 @@ class Load(threading.Thread):
 
     def __init__(self, cluster, topic: str, history: History, n_partitions: int, **config) -> None:
         super().__init__(daemon=True)
-        self.producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, linger_ms=5,
-                                      request_timeout_ms=5_000, delivery_timeout_ms=60_000, **config)
+        self.config = dict(linger_ms=5, request_timeout_ms=5_000, delivery_timeout_ms=60_000, **config)
+        self.producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, **self.config)
         self.topic, self.history, self.n = topic, history, n_partitions
+        self.retired: list[KafkaProducer] = []  # producers replaced (see replace_producer)
         self.stopping = threading.Event()
         self.sent = 0
+
+    def knows_a_live_broker(self, cluster) -> bool:
+        """Whether the producer's metadata (kafka-python's own, private) names a running broker:
+        if not, it can never reach the cluster again (no re-bootstrap in kafka-python 3.0.12)."""
+        known = {b.node_id for b in self.producer._metadata.brokers()}
+        return any(b in known and cluster.alive(b) for b in cluster.broker_ids)
+
+    def replace_producer(self, cluster) -> None:
+        """A new producer for the sends to come. The old one is kept until ``stop``: once the
+        brokers it knows are restarted it delivers what it holds, and its sends are judged with
+        the rest (closing it now would need kafka-python's close(timeout=0), which raises
+        instead of abandoning what is pending)."""
+        self.retired.append(self.producer)
+        self.producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, **self.config)
 
     def run(self) -> None:
         while not self.stopping.is_set():
@@ -120,12 +140,14 @@ class Load(threading.Thread):
         self.stopping.set()
         self.join(timeout=30)
         note = None
-        try:
-            self.producer.flush(timeout=90)
-        except KafkaTimeoutError:
-            pending = sum(1 for op in list(self.history.sends) if op.status == "invoke")
-            note = f"(the producer's flush timed out after 90 s: {pending} sends left indeterminate)"
-        self.producer.close(timeout=0 if note else 10)
+        deadline = time.monotonic() + 90
+        for producer in [*self.retired, self.producer]:
+            try:
+                producer.flush(timeout=max(0.0, deadline - time.monotonic()))
+                producer.close(timeout=10)
+            except KafkaTimeoutError:  # left running (a daemon thread): its sends stay pending
+                pending = sum(1 for op in list(self.history.sends) if op.status == "invoke")
+                note = f"(the producer's flush timed out after 90 s: {pending} sends left indeterminate)"
         return note
 
 
@@ -260,6 +282,9 @@ def control_run(cluster, admin, run: int) -> RunResult:
         faults.append(f"pause {stale} until out of the ISR; kill {leader} (leader) and {other}; resume {stale}")
         wait_until(lambda: (partitions(cluster, topic) or {0: (-1, [])})[0][0] == stale, 60,
                    f"{stale} elected (unclean)")
+        if not load.knows_a_live_broker(cluster):
+            faults.append("the producer knew only dead brokers (kafka-python has no re-bootstrap): replaced")
+            load.replace_producer(cluster)
         mark = now_ms()
         _wait_or_note(lambda: load.acked_after(mark) >= 100, 120, "acks from the unclean leader", faults)
         cluster.restart(leader)
