@@ -95,6 +95,7 @@ class ReadProcessWrite:
         self.faults: Counter = Counter()
         self.notes: list[str] = []
         self.crash_requested = False
+        self._futures: list = []  # the current transaction's sends
         cluster.create_topic(INPUT, partitions, replication_factor)
         cluster.create_topic(OUTPUT, partitions, replication_factor)
         self.inputs = [f"v-{i}".encode() for i in range(inputs)]
@@ -163,13 +164,14 @@ class ReadProcessWrite:
         if not batches:
             return False
         txn = self.history.begin()
+        self._futures = []
         try:
             if self.transactional:
                 self.producer.begin_transaction()
             for tp, records in batches.items():
                 for r in records:
                     value = r.value + f"@{txn.number}".encode()  # unique per attempt
-                    self.producer.send(OUTPUT, value, partition=tp.partition)
+                    self._futures.append(self.producer.send(OUTPUT, value, partition=tp.partition))
                     self.history.sent(txn, value, r.value)
             offsets = {tp: OffsetAndMetadata(records[-1].offset + 1, "", -1) for tp, records in batches.items()}
             if self.transactional:
@@ -192,9 +194,9 @@ class ReadProcessWrite:
                 self.producer.commit_transaction()
             else:
                 self.consumer.commit(offsets)
-            self.history.end(txn, "committed")
+            self.history.end(txn, "committed" if self.transactional else self._written())
         except KafkaError:
-            self.history.end(txn, "unknown" if self.transactional else "committed")
+            self.history.end(txn, "unknown" if self.transactional else self._written())
             self._crash_instance()
             self._start_instance()
         return True
@@ -213,9 +215,10 @@ class ReadProcessWrite:
             try:
                 if self.transactional:
                     old.commit_transaction()
+                    self.history.end(txn, "committed")  # a zombie that commits is an anomaly to see
                 else:
                     old.flush()
-                self.history.end(txn, "committed")  # a zombie that commits is an anomaly to see
+                    self.history.end(txn, self._written())
             except ProducerFencedError:
                 self.history.end(txn, "aborted")
             except KafkaError:
@@ -226,8 +229,13 @@ class ReadProcessWrite:
             self.faults["producer-crash"] += 1
             self._crash_instance()
             # Never asked to commit: aborted (at-least-once: flushed, so written all the same).
-            self.history.end(txn, "aborted" if self.transactional else "committed")
+            self.history.end(txn, "aborted" if self.transactional else self._written())
             self._start_instance()
+
+    def _written(self) -> str:
+        """At-least-once: "committed" (every output acknowledged) or "unknown". A flush
+        waits for the answers; it does not say they were successes."""
+        return "committed" if all(f.succeeded() for f in self._futures) else "unknown"
 
     def run(self, duration_ms: int, interval_ms: int) -> None:
         """Transactions, one every ``interval_ms``, for ``duration_ms`` of simulated time."""
