@@ -29,6 +29,17 @@ and TigerBeetle's VOPR work this way):
    epoch, no committed metadata record lost or changed, on every controller and every
    broker's copy): its violations are the report's ``raft`` count.
 
+With ``workload="transactions"`` step 2 is Kafka's exactly-once loop instead
+(``rpw_workload``: a read_committed consumer and a transactional producer turning input
+values into output values, the input offsets committed in each transaction), the faults
+gain kills of the producer mid-transaction (crashed, or a stalled zombie that a new
+instance fences), of the transaction coordinator's broker and of the output's leaders,
+and ``checker.transactions`` judges a final read_committed read (lost-committed, duplicate,
+aborted-visible, not-atomic, input-not-once); the report's ``counts`` are the
+transactions' outcomes. ``workload="at-least-once"`` runs the same loop without
+transactions: the negative control, where the checker must find inputs counted twice.
+Every report carries ``fault_counts`` (kind -> times it struck); a campaign adds them up.
+
 Same seed, same schedule, same history, same report: ``run_schedule(seed=s, ...)`` with
 the campaign's arguments replays schedule ``s`` exactly, and ``fault_campaign`` only
 adds up its schedules' reports. Schedule seeds come from the campaign's seed
