@@ -655,3 +655,114 @@ def test_clean_logs_goes_on_after_an_error_in_one_log(tmp_path, monkeypatch, cap
     # The failed log is still dirty: the next pass cleans it.
     assert list(manager.clean_logs(2_000)) == [TopicPartition("both", 0)]
     manager.close()
+
+
+# --- transactions (KIP-98): aborted batches dropped, markers kept while their data is -----------------
+
+
+def txn_put(log, pid, seq, *pairs, ts=1_000):
+    return put(log, *pairs, ts=ts, producer_id=pid, producer_epoch=0, base_sequence=seq, is_transactional=True)
+
+
+def marker(log, pid, committed, ts=1_000):
+    from minikafka.broker.transaction_marker import TransactionMarker
+
+    return log.append(RecordBatch(TransactionMarker(committed, 0).to_batch(pid, 0, ts)))
+
+
+def data(log):
+    """(offset, key, value) of every data record in the log, markers left out (as consumers do)."""
+    return [(r.offset, r.key, r.value) for s in log.segments for _, b in s.iter_batches()
+            if not b.is_control_batch for r in b.records()]
+
+
+def control_offsets(log):
+    return [b.base_offset for s in log.segments for _, b in s.iter_batches() if b.is_control_batch]
+
+
+def transactional_log(tmp_path):
+    """Producer 1 commits a=a1; producer 2 aborts a=a2, b=b0, then commits b=b1."""
+    log = compact_log(tmp_path, **{"delete.retention.ms": 5_000})
+    txn_put(log, 1, 0, (b"a", b"a1"))  # 0
+    txn_put(log, 2, 0, (b"a", b"a2"), (b"b", b"b0"))  # 1-2: aborted
+    marker(log, 1, committed=True)  # 3
+    marker(log, 2, committed=False)  # 4
+    txn_put(log, 2, 2, (b"b", b"b1"))  # 5
+    marker(log, 2, committed=True)  # 6
+    log.roll()
+    put(log, (b"c", b"c0"))  # 7: the active segment
+    return log
+
+
+def test_the_cleaner_drops_aborted_batches_and_an_aborted_value_supersedes_nothing(tmp_path):
+    log = transactional_log(tmp_path)
+    stats = LogCleaner().clean(log, now_ms=2_000)
+    assert stats.aborted_records_removed == 2 and stats.markers_removed == 0
+    # a1 stays: the aborted a2 never happened. b0 goes as aborted data (b1 supersedes it anyway).
+    assert [(o, k, v) for o, k, v in data(log)] == [(0, b"a", b"a1"), (5, b"b", b"b1"), (7, b"c", b"c0")]
+    assert control_offsets(log) == [3, 4, 6]  # each marker's transaction still had a batch in this pass
+
+
+def test_a_marker_goes_once_its_transactions_batches_are_gone_and_delete_retention_passed(tmp_path):
+    log = transactional_log(tmp_path)
+    LogCleaner().clean(log, now_ms=2_000)
+    # Second pass, before delete.retention.ms: the abort marker has no data left, but stays.
+    put(log, (b"c", b"c1"))
+    log.roll()
+    stats = LogCleaner().clean(log, now_ms=3_000)
+    assert stats.markers_removed == 0 and control_offsets(log) == [3, 4, 6]
+    put(log, (b"c", b"c2"))
+    log.roll()
+    stats = LogCleaner().clean(log, now_ms=1_000 + 5_000)
+    # The abort marker goes; the commit markers stay: a1 and b1 are still in the log.
+    assert stats.removed_markers == [(2, 4)] and control_offsets(log) == [3, 6]
+    assert [v for _, _, v in data(log)] == [b"a1", b"b1", b"c2"]
+
+
+def test_a_commit_marker_goes_when_compaction_removed_all_of_its_transaction(tmp_path):
+    log = compact_log(tmp_path, **{"delete.retention.ms": 0})
+    txn_put(log, 1, 0, (b"a", b"a1"))  # 0
+    marker(log, 1, committed=True)  # 1
+    put(log, (b"a", b"a2"))  # 2: supersedes a1
+    log.roll()
+    put(log, (b"z", b"z"))  # 3, active
+    LogCleaner().clean(log, now_ms=2_000)
+    assert control_offsets(log) == [1]  # a1 was still there when the pass began
+    put(log, (b"z", b"z2"))
+    log.roll()
+    stats = LogCleaner().clean(log, now_ms=3_000)
+    assert stats.removed_markers == [(1, 1)] and control_offsets(log) == []
+    assert [v for _, _, v in data(log)] == [b"a2", b"z2"]
+
+
+def test_the_cleaner_stops_at_an_open_transaction_and_judges_none_of_it(tmp_path):
+    log = compact_log(tmp_path, **{"delete.retention.ms": 0})
+    put(log, (b"k", b"k0"))  # 0
+    txn_put(log, 7, 0, (b"k", b"k-open"))  # 1: open, its outcome unknown
+    put(log, (b"k", b"k2"))  # 2
+    put(log, (b"k", b"k3"))  # 3
+    log.roll()
+    put(log, (b"z", b"z"))  # 4
+    stats = LogCleaner().clean(log, now_ms=2_000)
+    assert stats.end_offset == 1 and stats.records_removed == 0  # k0 may yet be the latest committed k
+    assert [v for _, _, v in data(log)] == [b"k0", b"k-open", b"k2", b"k3", b"z"]
+    # Closed by an abort marker above the high watermark: still not final, still not cleaned.
+    marker(log, 7, committed=False)  # 5
+    log.roll()
+    put(log, (b"z", b"z2"))  # 6
+    assert LogCleaner().clean(log, now_ms=2_000, high_watermark=5).records_removed == 0
+    # Below it: k0, k2 and the aborted k-open are superseded by k3 (the aborted batch, its
+    # producer's last, would be kept for its sequence: its record goes by compaction).
+    stats = LogCleaner().clean(log, now_ms=2_000, high_watermark=7)
+    assert stats.records_removed == 3
+    assert [v for _, _, v in data(log)] == [b"k3", b"z", b"z2"]  # z: in the active segment of that pass
+
+
+def test_the_last_aborted_batch_of_a_producer_is_kept_for_its_sequence(tmp_path):
+    log = compact_log(tmp_path, **{"delete.retention.ms": 0})
+    txn_put(log, 3, 0, (b"a", b"x"))  # 0: aborted, but the producer's last batch
+    marker(log, 3, committed=False)  # 1
+    log.roll()
+    put(log, (b"z", b"z"))  # 2
+    stats = LogCleaner().clean(log, now_ms=2_000)
+    assert stats.aborted_records_removed == 0 and control_offsets(log) == [1]

@@ -628,3 +628,120 @@ def test_the_transaction_checker_finds_each_anomaly_it_names():
     assert bad.anomalies == {"lost-committed": 2, "duplicate": 1, "aborted-visible": 1, "not-atomic": 2,
                              "input-not-once": 2}, bad.table()  # u read twice, x never
     assert ("lost-committed", (0, b"c2")) in [(k, e) for k, es in bad.examples.items() for e in es]
+
+
+# --- the log cleaner and transactions ------------------------------------------------------------------
+
+
+def plain_write(c, topic, key, value):
+    records = bytes(RecordBatch.build([(key, value)]))
+    leader = c.partition_state(topic, 0).leader
+    r = request(c, leader, lambda k: ProduceRequest(k, -1, 5_000, (ProducePartition(topic, 0, records),)))
+    assert r.partitions[0].error == NO_ERROR
+
+
+def read_kv(c, level="read_committed"):
+    """Every value of kv-0 our consumer returns, from the beginning to the end offset."""
+    from minikafka.clients.consumer import KafkaConsumer
+    from minikafka.topic import TopicPartition
+
+    tp = TopicPartition("kv", 0)
+    consumer = KafkaConsumer(bootstrap_servers=c, isolation_level=level, auto_offset_reset="earliest")
+    consumer.assign([tp])
+    end = consumer.end_offsets([tp])[tp]
+    values = []
+    while consumer.position(tp) < end:
+        values += [r.value for records in consumer.poll(timeout_ms=200).values() for r in records]
+    consumer.close()
+    return values
+
+
+def stored(c, topic):
+    """Per live replica: (data values, marker offsets) in its log, as the cleaner left it."""
+    out = {}
+    for b in c.broker_ids:
+        replica = c.replica(b, topic, 0)
+        if replica is None:
+            continue
+        batches = [batch for s in replica.log.segments for _, batch in s.iter_batches()]
+        out[b] = ([r.value for batch in batches if not batch.is_control_batch for r in batch.records()],
+                  [batch.base_offset for batch in batches if batch.is_control_batch])
+    return out
+
+
+def test_the_log_cleaner_removes_aborted_transactions_then_their_markers_and_reads_stay_right(tmp_path):
+    c = Cluster(3, seed=5, config={**CONFIG, "log.cleaner.backoff.ms": 200}, dir=tmp_path / "c")
+    try:
+        c.create_topic("kv", partitions=1, replication_factor=3,
+                       config={"cleanup.policy": "compact", "segment.bytes": 100, "delete.retention.ms": 5_000})
+        txn = Txn(c, "tx")
+        txn.init()
+
+        def transaction(records, commit):
+            assert txn.add_partitions(("kv", 0)) == {("kv", 0): NO_ERROR}
+            assert txn.send(records, topic="kv").error == NO_ERROR
+            assert txn.end(committed=commit) == NO_ERROR
+            wait_complete(c, "tx", TransactionState.COMPLETE_COMMIT if commit else TransactionState.COMPLETE_ABORT)
+
+        transaction([(b"a", b"a1")], commit=True)  # offsets 0, marker 1
+        transaction([(b"a", b"a2"), (b"b", b"b0")], commit=False)  # 2-3, marker 4
+        transaction([(b"b", b"b1")], commit=True)  # 5, marker 6
+        for i in range(3):  # later writes, so the transactions' segments roll and get cleaned
+            plain_write(c, "kv", b"z", f"z{i}".encode())
+        # Every replica cleans its own log: the aborted records go, a2 superseding nothing.
+        assert c.run_until(lambda: all(b"a2" not in values and b"b0" not in values
+                                       for values, _ in stored(c, "kv").values()), 20_000), stored(c, "kv")
+        for values, markers in stored(c, "kv").values():
+            assert values[:2] == [b"a1", b"b1"]
+            assert markers == [1, 4, 6]  # each marker's transaction had a batch when the pass began
+        assert read_kv(c)[:2] == [b"a1", b"b1"] and read_kv(c, "read_uncommitted")[:2] == [b"a1", b"b1"]
+        assert fetch(c, offset=2, topic="kv")[0].aborted_transactions == ((txn.pid, 2),)  # its marker still ends it
+        # delete.retention.ms later (and a dirty range to clean), the abort marker, whose
+        # transaction has no batch left, goes; the commit markers stay with a1 and b1.
+        c.advance(5_000)
+        for i in range(3, 6):
+            plain_write(c, "kv", b"z", f"z{i}".encode())
+        assert c.run_until(lambda: all(markers == [1, 6] for _, markers in stored(c, "kv").values()), 20_000), \
+            stored(c, "kv")
+        assert fetch(c, offset=2, topic="kv")[0].aborted_transactions == ()  # forgotten with its marker
+        assert read_kv(c)[:2] == [b"a1", b"b1"] and read_kv(c, "read_uncommitted")[:2] == [b"a1", b"b1"]
+        # The producer goes on: its sequences and epoch are intact.
+        transaction([(b"a", b"a3")], commit=True)
+        assert read_kv(c)[-1] == b"a3"
+    finally:
+        c.close()
+
+
+def test_a_compacted_transaction_state_log_still_recovers_the_coordinator(tmp_path):
+    config = {**CONFIG, "log.cleaner.backoff.ms": 200, "transaction.state.log.segment.bytes": 300}
+    c = Cluster(3, seed=5, config=config, dir=tmp_path / "c")
+    try:
+        c.create_topic("t", partitions=2, replication_factor=3)
+        txn = Txn(c, "tx")
+        txn.init()
+        for i in range(8):
+            txn.add_partitions(("t", i % 2))
+            assert txn.send([f"v{i}".encode()], partition=i % 2).error == NO_ERROR
+            assert txn.end(committed=i % 3 != 2) == NO_ERROR
+            wait_complete(c, "tx", TransactionState.COMPLETE_COMMIT if i % 3 != 2 else TransactionState.COMPLETE_ABORT)
+        old = txn.coordinator()
+        state_partition = c.broker(old).transaction_coordinator.state.partition_for("tx")
+
+        def state_records(broker):
+            log = c.replica(broker, TRANSACTION_STATE_TOPIC, state_partition).log
+            return sum(len(b.records()) for s in log.segments for _, b in s.iter_batches()), log.log_end_offset
+
+        # Compaction keeps only the latest records of "tx" (and whatever is in the active segment).
+        assert c.run_until(lambda: state_records(old)[0] < state_records(old)[1] // 2, 20_000), state_records(old)
+        c.kill(old)
+        assert c.run_until(lambda: find_coordinator(c, "tx") != old, 30_000)
+        fresh = Txn(c, "tx")
+        fresh.init()  # answered from the compacted log: same producer id, the next epoch
+        assert (fresh.pid, fresh.epoch) == (txn.pid, txn.epoch + 1)
+        fresh.add_partitions(("t", 0))
+        assert fresh.send([b"after"]).error == NO_ERROR
+        assert fresh.end() == NO_ERROR
+        wait_complete(c, "tx", TransactionState.COMPLETE_COMMIT)
+        assert fetch(c)[1] == [b"v0", b"v4", b"v6", b"after"]
+    finally:
+        c.close()

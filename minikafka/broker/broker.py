@@ -327,7 +327,10 @@ class Broker(StateMachine):
             # Kafka's cleaner threads, as a timer: compact what has rolled, never past the
             # high watermark (a record above it may still be truncated away).
             hws = {TopicPartition(*k): p.high_watermark for k, p in rm.partitions.items()}
-            self.log_manager.clean_logs(self.now, high_watermarks=hws)
+            for tp, stats in self.log_manager.clean_logs(self.now, high_watermarks=hws).items():
+                p = rm.partitions.get((tp.topic, tp.partition))
+                if stats.removed_markers and p is not None:
+                    p.producer_state.forget_markers({offset for _, offset in stats.removed_markers})
             self.set_timer("log-cleaner", self.config["log.cleaner.backoff.ms"])
         elif key == "log-retention":
             # Kafka's kafka-log-retention task: every log.retention.check.interval.ms, whole

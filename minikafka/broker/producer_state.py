@@ -100,6 +100,12 @@ class ProducerStateManager:
         return tuple((pid, first) for pid, first, marker in self.aborted
                      if marker >= fetch_offset and first < upper)
 
+    def forget_markers(self, offsets: set[int]) -> None:
+        """The log cleaner removed these markers (their transactions had no batch left):
+        their aborted transactions leave the index too, as Kafka's cleaner rewrites the
+        ``.txnindex``. Kept, a reader would be told of an abort whose marker never comes."""
+        self.aborted = [(pid, first, marker) for pid, first, marker in self.aborted if marker not in offsets]
+
     def check_epoch(self, producer_id: int, epoch: int, coordinator_epoch: int = -1) -> int:
         """For a batch the coordinator writes (a marker, transactional offsets): sequences are
         not checked, only that the epoch is not older than the producer's, and, for a

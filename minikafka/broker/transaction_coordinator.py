@@ -102,6 +102,10 @@ class MarkerJob:
     remaining: set = field(default_factory=set)  # (topic, partition) not yet written
     in_flight: dict = field(default_factory=dict)  # (topic, partition) -> (time sent, leader sent to)
     completing: bool = False  # the Complete state is being written
+    # (topic, partition) -> when a marker refused there may be sent again. Without it a
+    # refusal answered at once (this broker is the leader by its metadata but its replica is
+    # not, yet) would be re-sent at once, and answered at once, without end.
+    retry_at: dict = field(default_factory=dict)
 
 
 class TransactionCoordinator:
@@ -309,8 +313,8 @@ class TransactionCoordinator:
                 if sent is not None and self.now - sent[0] < timeout and state is not None \
                         and state.leader == sent[1]:
                     continue
-                if state is None or state.leader < 0:
-                    continue  # no leader now: the retry timer tries again
+                if state is None or state.leader < 0 or job.retry_at.get(tp, -1) > self.now:
+                    continue  # no leader now, or refused just now: the retry timer tries again
                 by_leader.setdefault(state.leader, []).append((txn_id, tp))
                 job.in_flight[tp] = (self.now, state.leader)
         for txn_id, job in list(self.markers.items()):
@@ -350,6 +354,9 @@ class TransactionCoordinator:
                 # ends what this one would have. TRANSACTION_COORDINATOR_FENCED: a newer
                 # coordinator decided there; ours is stale)
                 job.remaining.discard((topic, partition))
+                job.retry_at.pop((topic, partition), None)
+            else:
+                job.retry_at[(topic, partition)] = self.now + MARKER_RETRY_MS
         self._dispatch_markers()
 
     def leader_unreachable(self, node: Any) -> None:

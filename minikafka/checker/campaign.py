@@ -29,6 +29,17 @@ and TigerBeetle's VOPR work this way):
    epoch, no committed metadata record lost or changed, on every controller and every
    broker's copy): its violations are the report's ``raft`` count.
 
+With ``workload="transactions"`` step 2 is Kafka's exactly-once loop instead
+(``rpw_workload``: a read_committed consumer and a transactional producer turning input
+values into output values, the input offsets committed in each transaction), the faults
+gain kills of the producer mid-transaction (crashed, or a stalled zombie that a new
+instance fences), of the transaction coordinator's broker and of the output's leaders,
+and ``checker.transactions`` judges a final read_committed read (lost-committed, duplicate,
+aborted-visible, not-atomic, input-not-once); the report's ``counts`` are the
+transactions' outcomes. ``workload="at-least-once"`` runs the same loop without
+transactions: the negative control, where the checker must find inputs counted twice.
+Every report carries ``fault_counts`` (kind -> times it struck); a campaign adds them up.
+
 Same seed, same schedule, same history, same report: ``run_schedule(seed=s, ...)`` with
 the campaign's arguments replays schedule ``s`` exactly, and ``fault_campaign`` only
 adds up its schedules' reports. Schedule seeds come from the campaign's seed
@@ -69,6 +80,7 @@ import random
 import shutil
 import tempfile
 from contextlib import contextmanager
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
@@ -100,6 +112,15 @@ CAMPAIGN_PRODUCER_CONFIG: dict[str, Any] = {
 QUIET_MS, TAIL_MS = 500, 2_500  # before the first fault; after the last one starts
 _ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
 TOPIC = "checked"
+WORKLOADS = ("produce", "transactions", "at-least-once")
+# Read-process-write: the coordinators' topics small (50 partitions each would dominate a
+# schedule's time) and a dead producer's transaction aborted within the schedule.
+RPW_BROKER_CONFIG: dict[str, Any] = {
+    "transaction.state.log.num.partitions": 3,
+    "offsets.topic.num.partitions": 3,
+    "transaction.abort.timed.out.transaction.cleanup.interval.ms": 1_000,
+    "group.initial.rebalance.delay.ms": 0,
+}
 
 
 def _acks(acks: Any) -> int:
@@ -276,6 +297,8 @@ class ScheduleParams:
     controllers: int = 1  # voters of the metadata quorum; > 1 adds controller faults
     config: tuple = ()  # broker config overrides, as sorted pairs (hashable, printable)
     producer_config: tuple = ()
+    workload: str = "produce"  # or "transactions" / "at-least-once": read-process-write (rpw_workload)
+    inputs: int = 120  # read-process-write: the input values, written before the faults
 
     def __post_init__(self) -> None:
         def positive(name: str, value: Any, minimum: int = 1) -> None:
@@ -303,6 +326,9 @@ class ScheduleParams:
         for name in ("unclean_leader_election", "enable_idempotence", "power_loss", "disk_faults"):
             if not isinstance(getattr(self, name), bool):
                 raise IllegalArgumentError(f"{name} must be True or False, not {getattr(self, name)!r}")
+        if self.workload not in WORKLOADS:
+            raise IllegalArgumentError(f"workload must be one of {WORKLOADS}, not {self.workload!r}")
+        positive("inputs", self.inputs)
         if self.enable_idempotence and acks != -1:
             raise IllegalArgumentError(
                 f"enable_idempotence=True needs acks='all', not acks={self.acks!r} (as Kafka's producer)")
@@ -338,8 +364,10 @@ class _Nemesis:
     """Draws a schedule's faults and applies them at their times (Jepsen's nemesis)."""
 
     def __init__(self, cluster: Cluster, topic: str, params: ScheduleParams, rng: random.Random,
-                 clients: list) -> None:
+                 clients: list, workload: Any = None) -> None:
         self.cluster = cluster
+        self.workload = workload  # read-process-write: asked to crash its producer mid-transaction
+        self.applied: Counter = Counter()  # fault kind -> times it struck
         self.topic = topic
         self.params = params
         self.rng = rng
@@ -357,6 +385,9 @@ class _Nemesis:
     def _note(self, text: str) -> None:
         self.log.append((self.cluster.now, text))
 
+    def _count(self, kind: str) -> None:
+        self.applied[kind] += 1
+
     def plan(self, start: int, duration_ms: int, count: int) -> None:
         kinds = ["kill", "kill-leader", "strand", "isolate", "isolate-controller", "slow"]
         if self.params.power_loss:
@@ -365,13 +396,26 @@ class _Nemesis:
             kinds += ["disk-full", "fsync-fail"]
         if self.params.controllers > 1:
             kinds += ["kill-controller", "split-quorum"]
+        if self.workload is not None:
+            # Twice each: these are what transactions must survive (KIP-98's failure cases).
+            kinds += ["kill-producer", "kill-coordinator", "kill-leader"] * 2
         for _ in range(count):
             at = start + self.rng.randrange(duration_ms)
             kind = self.rng.choice(kinds)
             # Each fault's own draws are made now, so the plan does not depend on what
             # the run does (only targets like "the leader of p" are resolved at the time).
             draws = [self.rng.random() for _ in range(4)]
-            self._at(at, lambda kind=kind, draws=draws: self.apply(kind, draws))
+            self._at(at, lambda kind=kind, draws=draws: self._strike(kind, draws))
+
+    # Counted where the kill happens (a delayed kill may be called off); the workload counts
+    # the producer crashes it carries out.
+    _COUNTED_APART = ("kill", "power-loss", "kill-leader", "kill-coordinator", "kill-producer")
+
+    def _strike(self, kind: str, draws: list[float]) -> None:
+        before = len(self.log)
+        self.apply(kind, draws)
+        if kind not in self._COUNTED_APART and len(self.log) > before:
+            self._count(kind)
 
     def _live(self) -> list[int]:
         return [b for b in self.cluster.broker_ids if self.cluster.alive(b)]
@@ -404,6 +448,7 @@ class _Nemesis:
                 return
             broker = self._pick(live, draws[0])
             cluster.kill(broker, power_loss=kind == "power-loss")
+            self._count(kind)
             self._note(f"{'power loss on' if kind == 'power-loss' else 'kill'} {broker}")
             self._restart_later(broker, draws[1])
         elif kind == "kill-leader":
@@ -423,6 +468,7 @@ class _Nemesis:
             def kill() -> None:
                 if cluster.alive(leader):
                     cluster.kill(leader)
+                    self._count("kill-leader")
                     self._note(f"kill {leader}")
                     self._restart_later(leader, draws[1])
             self._at(cluster.now + delay, kill)
@@ -465,6 +511,24 @@ class _Nemesis:
                         # sooner, a victim would be handled as a mere restart.
                         self._restart_later(victim, draws[3], cluster.config["broker.session.timeout.ms"] + 500)
             self._at(cluster.now + delay, kill_the_rest)
+        elif kind == "kill-producer":
+            self.workload.crash_producer()
+            self._note("crash the producer in its next transaction (before its commit)")
+        elif kind == "kill-coordinator":
+            from minikafka.broker.transaction_state_manager import TRANSACTION_STATE_TOPIC
+            from minikafka.checker.rpw_workload import TRANSACTIONAL_ID
+
+            live = self._live()
+            if not live or TRANSACTION_STATE_TOPIC not in cluster.topics():
+                return  # (its topic is made by the first InitProducerId)
+            state_partition = cluster.broker(live[0]).transaction_coordinator.state.partition_for(TRANSACTIONAL_ID)
+            victim = cluster.partition_state(TRANSACTION_STATE_TOPIC, state_partition).leader
+            if victim < 0 or not cluster.alive(victim):
+                return
+            cluster.kill(victim)
+            self._count(kind)
+            self._note(f"kill {victim} (the transaction coordinator of {TRANSACTIONAL_ID!r})")
+            self._restart_later(victim, draws[1])
         elif kind == "isolate-controller":
             # Brokers keep serving as last told, while the controller sees them all die.
             cluster.partition(["controller"], cluster.broker_ids)
@@ -561,6 +625,9 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
               "unclean.leader.election.enable": params.unclean_leader_election}
     producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
                        "acks": params.acks, "enable_idempotence": params.enable_idempotence}
+    if params.workload != "produce":
+        return _run_rpw(seed, params, rng, partitions, n_faults, {**RPW_BROKER_CONFIG, **config},
+                        producer_config, record_history)
     with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history,
                      controllers=params.controllers) as cluster, _quiet_clients(params.disk_faults):
         cluster.create_topic(TOPIC, partitions, params.replication_factor)
@@ -578,6 +645,47 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
         report.raft = judge_quorum(cluster)
         report.seed = seed
         report.faults = nemesis.log
+        report.fault_counts = Counter(nemesis.applied)
+        report.params = params
+        if record_history:
+            report.cluster = cluster
+        return report
+
+
+def _run_rpw(seed: int, params: ScheduleParams, rng: random.Random, partitions: int, n_faults: int,
+             config: dict, producer_config: dict, record_history: bool):
+    """One read-process-write schedule (``rpw_workload``): the same nemesis, aimed at the
+    output topic, plus crashes of the producer and of the transaction coordinator."""
+    from minikafka.checker.rpw_workload import INPUT, OUTPUT, ReadProcessWrite, lso_settled
+
+    with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history,
+                     controllers=params.controllers) as cluster, _quiet_clients(params.disk_faults):
+        clients: list = []
+        workload = ReadProcessWrite(cluster, partitions=partitions, replication_factor=params.replication_factor,
+                                    inputs=params.inputs, rng=random.Random(f"rpw/{seed}"),
+                                    transactional=params.workload == "transactions",
+                                    producer_config=producer_config, clients=clients)
+        nemesis = _Nemesis(cluster, OUTPUT, params, rng, clients, workload)
+        nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
+        # Paced so the inputs last the whole run: the faults meet transactions, not an idle loop.
+        run_ms = QUIET_MS + params.duration_ms + TAIL_MS
+        workload.run(run_ms, max(params.interval_ms, run_ms * workload.max_poll_records // params.inputs))
+        nemesis.stop()
+        repair_disks(cluster)
+        cluster.heal()
+        restart_dead(cluster)
+        for topic in (INPUT, OUTPUT):
+            if not settle(cluster, topic):
+                workload.notes.append(f"note: {topic} had not settled 30 s after healing")
+        if not workload.drain():
+            workload.notes.append("note: the inputs were not all processed 60 s after healing")
+        if not cluster.run_until(lambda: lso_settled(cluster, OUTPUT) and settled(cluster, OUTPUT), 30_000):
+            workload.notes.append("note: a transaction was still open on the output 30 s after the drain")
+        report = workload.judge(workload.final_read())
+        report.raft = judge_quorum(cluster)
+        report.seed = seed
+        report.faults = nemesis.log
+        report.fault_counts = Counter(nemesis.applied) + workload.faults
         report.params = params
         if record_history:
             report.cluster = cluster
@@ -644,6 +752,14 @@ class CampaignReport:
     raft_violations: int = 0  # the metadata quorum's, over every schedule (checker.raft)
     raft_elections: int = 0
     raft_examples: list = field(default_factory=list)
+    faults: dict[str, int] = field(default_factory=dict)  # fault kind -> times it struck, all schedules
+
+    def __post_init__(self) -> None:
+        if self.params.workload != "produce":  # judged by checker.transactions
+            from minikafka.checker.transactions import TXN_ANOMALIES
+
+            self.anomalies = dict.fromkeys(TXN_ANOMALIES, 0)
+            self.schedules_with = dict.fromkeys(TXN_ANOMALIES, 0)
 
     @property
     def ok(self) -> bool:
@@ -659,7 +775,9 @@ class CampaignReport:
                 if report.seed not in self.failing_seeds:
                     self.failing_seeds.append(report.seed)
                     self.reports[report.seed] = report
-        for kind in ANOMALIES:
+        for kind, n in getattr(report, "fault_counts", {}).items():
+            self.faults[kind] = self.faults.get(kind, 0) + n
+        for kind in self.anomalies:
             n = report.anomalies[kind]
             self.anomalies[kind] += n
             if n:
@@ -679,7 +797,7 @@ class CampaignReport:
 
     def table(self, width: int = 120) -> str:
         rows = []
-        for kind in ANOMALIES:
+        for kind in self.anomalies:
             example = "-"
             if kind in self.examples:
                 seed, case = self.examples[kind]
@@ -687,8 +805,15 @@ class CampaignReport:
             rows.append((kind, str(self.anomalies[kind]), str(self.schedules_with[kind]), example))
         lines = _table(("anomaly", "count", "schedules", "example"), rows, width)
         c = self.counts
-        lines.append(f"{self.schedules} schedules (campaign seed {self.seed}); sends: {c.get('ok', 0)} ok, "
-                     f"{c.get('info', 0)} indeterminate, {c.get('fail', 0)} failed")
+        if self.params.workload == "produce":
+            lines.append(f"{self.schedules} schedules (campaign seed {self.seed}); sends: {c.get('ok', 0)} ok, "
+                         f"{c.get('info', 0)} indeterminate, {c.get('fail', 0)} failed")
+        else:
+            lines.append(f"{self.schedules} schedules (campaign seed {self.seed}, {self.params.workload}); "
+                         f"transactions: {c.get('committed', 0)} committed, {c.get('aborted', 0)} aborted, "
+                         f"{c.get('unknown', 0)} unknown")
+            # (Only here: the produce workload's table is printed in notebooks, unchanged.)
+            lines.append("faults: " + ", ".join(f"{k} {v}" for k, v in sorted(self.faults.items())))
         if self.params.controllers > 1 or self.raft_violations:
             example = f" (e.g. seed {self.raft_examples[0][0]}: {self.raft_examples[0][1].kind})" \
                 if self.raft_examples else ""
@@ -721,9 +846,12 @@ def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", mi
                    partitions: int | None = None,
                    duration_ms: int = 3_000, interval_ms: int = 10, faults: int | None = None,
                    config: Mapping[str, Any] | None = None, producer_config: Mapping[str, Any] | None = None,
-                   progress: bool = False, controllers: int = 1) -> CampaignReport:
+                   progress: bool = False, controllers: int = 1, workload: str = "produce",
+                   inputs: int = 120) -> CampaignReport:
     """Run ``schedules`` random fault schedules (see the module docstring) and add up
-    their reports. ``progress=True`` shows a progress bar (tqdm)."""
+    their reports. ``progress=True`` shows a progress bar (tqdm). ``workload="transactions"``
+    runs read-process-write with transactions instead of a plain producer (``rpw_workload``;
+    ``inputs`` values each), ``"at-least-once"`` the same loop without them (a negative control)."""
     if not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1:
         raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
@@ -733,7 +861,7 @@ def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", mi
         min_insync_replicas=min_insync_replicas, unclean_leader_election=unclean_leader_election,
         enable_idempotence=enable_idempotence, power_loss=power_loss, disk_faults=disk_faults, duration_ms=duration_ms,
         interval_ms=interval_ms, faults=faults, config=config, producer_config=producer_config,
-        controllers=controllers)
+        controllers=controllers, workload=workload, inputs=inputs)
     campaign = CampaignReport(seed, schedules, params)
     seeds = schedule_seeds(seed, schedules)
     if progress:

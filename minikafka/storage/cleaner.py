@@ -13,14 +13,30 @@ offset remains. One pass (``LogCleaner().clean(log)``) does:
    As in Kafka, that offset is the smallest of: the active segment's base offset (the
    active segment is never touched: it is still being written); the base offset of the
    first dirty segment holding a record younger than ``min.compaction.lag.ms`` (when that
-   is > 0); and the high watermark, when the caller gives it (records above it may still
-   be truncated away, so they must not supersede anything yet).
+   is > 0); the high watermark, when the caller gives it (records above it may still
+   be truncated away, so they must not supersede anything yet); and the first unstable
+   offset (the first offset of a transaction still open, or closed by a marker at or
+   above the high watermark: its outcome is not final, so none of it may be judged yet).
 2. *Offset map.* Read the dirty range and note, for each key, its latest offset.
 3. *Rewrite.* Walk every segment that begins below the end of the dirty range; keep a
    record unless the map holds a later offset for its key. Records without a key are kept,
    and so is every record at or past the end of the dirty range. A tombstone (value None)
    that is the latest for its key is kept for ``delete.retention.ms`` after its timestamp,
    so that consumers have time to see the delete, then removed.
+   *Transactions* (KIP-98; Kafka's ``CleanedTransactionMetadata``): a scan of the batch
+   headers from the log start finds every transaction (producer id, first offset, marker)
+   as ``ProducerStateManager`` does. Batches of an *aborted* transaction are removed whole
+   (no reader may ever see them: read_committed ones drop them, read_uncommitted ones
+   should have had ``delete.retention.ms`` to read them), except the last batch of its
+   producer, kept by this rule so that a rebuilt producer state still knows its sequence
+   (Kafka keeps that batch's header, empty; here compaction may still remove its records,
+   as it may any producer's last batch). A *marker* (control batch) is kept while any batch of the
+   transaction it ends is still in the log, so a read_committed reader always meets the
+   marker above an aborted transaction's data it can read; once none is (removed by an
+   earlier pass, or superseded by compaction), the marker goes too, ``delete.retention.ms``
+   after its timestamp. Never the other way round: no pass removes a marker and leaves
+   data of its transaction below it. The broker drops removed abort markers from its
+   aborted-transaction index (``CleanerStats.removed_markers``).
 4. *Swap.* A changed segment is written to ``<base>.log.cleaned`` and fsynced, renamed to
    ``<base>.log.swap`` (the commit point), then its old indexes are deleted and the swap file
    replaces ``<base>.log``; the segment is reopened and its indexes rebuilt from the new
@@ -38,8 +54,10 @@ which stays (empty) so the log start offset does not move.
 
 Simplifications (vs Kafka): the offset map is a dict, not a fixed-size hash table; every
 old segment is rewritten alone (Kafka groups small ones); tombstone age is the record's
-timestamp (Kafka uses the segment's modification time); control batches are kept whole
-and there are no aborted transactions to drop. Kafka's cleaner threads wake up every
+timestamp (Kafka uses the segment's modification time), and so is a marker's (Kafka,
+since KIP-534, counts ``delete.retention.ms`` from the pass that found its transaction's
+data gone); the aborted transactions come from a scan of batch headers (Kafka reads its
+``.txnindex``). Kafka's cleaner threads wake up every
 ``log.cleaner.backoff.ms``; here ``LogManager.clean_logs`` makes one pass over every
 compacted log that has a dirty range, and the broker calls it on a timer. Like the rest of
 ``storage/``, this module is allowed to touch log files; nothing outside ``storage/`` is.
@@ -49,7 +67,8 @@ from __future__ import annotations
 
 import logging
 import os
-from dataclasses import dataclass
+import struct
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from minikafka.errors import IllegalArgumentError
@@ -83,6 +102,58 @@ class CleanerStats:
     batches_removed: int = 0
     segments_cleaned: int = 0  # segments rewritten (an unchanged segment is left alone)
     segments_deleted: int = 0  # segments left empty, and so deleted
+    aborted_records_removed: int = 0  # records of aborted transactions (also in records_removed)
+    markers_removed: int = 0  # transaction markers whose transaction has no batch left
+    removed_markers: list = field(default_factory=list)  # (producer id, offset) of each one removed
+
+
+# A control record's key: version, type (0 = ABORT, 1 = COMMIT). Read here, not with
+# ``broker.transaction_marker``: storage sits below the broker layer and may not import it.
+_CONTROL_KEY = struct.Struct(">hh")
+_ABORT = 0
+
+
+@dataclass
+class _Transactions:
+    """What a scan of the batch headers says about a log's transactions."""
+
+    aborted: dict = field(default_factory=dict)  # producer id -> [(first offset, marker offset)]
+    markers_with_data: set = field(default_factory=set)  # offsets of markers whose transaction has a batch
+    last_batch: dict = field(default_factory=dict)  # producer id -> base offset of its last data batch
+    first_unstable: int | None = None
+
+    def is_aborted(self, batch: RecordBatch) -> bool:
+        return any(first <= batch.base_offset < marker
+                   for first, marker in self.aborted.get(batch.producer_id, ()))
+
+
+def _scan_transactions(segments: list[LogSegment], high_watermark: int) -> _Transactions:
+    found = _Transactions()
+    ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
+    for segment in segments:
+        for _, batch in segment.iter_batches():
+            pid = batch.producer_id
+            if pid < 0:
+                continue
+            if not batch.is_control_batch:
+                if batch.base_sequence >= 0:
+                    found.last_batch[pid] = batch.base_offset
+                if batch.is_transactional:
+                    ongoing.setdefault(pid, batch.base_offset)
+                continue
+            first = ongoing.pop(pid, None)
+            if first is None:
+                continue  # its transaction's data is gone (or it wrote nothing here)
+            found.markers_with_data.add(batch.base_offset)
+            if batch.base_offset >= high_watermark:
+                ongoing[pid] = first  # closed, but not for good yet: still unstable
+                continue
+            (record,) = batch.records()
+            if record.key is not None and len(record.key) >= _CONTROL_KEY.size \
+                    and _CONTROL_KEY.unpack_from(record.key)[1] == _ABORT:
+                found.aborted.setdefault(pid, []).append((first, batch.base_offset))
+    found.first_unstable = min(ongoing.values()) if ongoing else None
+    return found
 
 
 def read_cleaner_checkpoint(log: Log) -> int:
@@ -149,16 +220,19 @@ class LogCleaner:
             raise IllegalArgumentError(f"now_ms must be an integer (milliseconds), not {now!r}")
 
         first_dirty, end = self.dirty_range(log, now_ms=now, high_watermark=high_watermark)
+        txns = _scan_transactions(log.segments, log.log_end_offset if high_watermark is None else high_watermark)
+        if txns.first_unstable is not None:
+            end = max(first_dirty, min(end, txns.first_unstable))
         old = log.segments[:-1]
         stats = CleanerStats(first_dirty_offset=first_dirty, end_offset=end)
         stats.bytes_before = stats.bytes_after = sum(s.size for s in old)
         if first_dirty >= end:
             return stats  # nothing cleanable appended since the last pass: nothing to do
 
-        offset_map = self._build_offset_map(old, first_dirty, end)
+        offset_map = self._build_offset_map(old, first_dirty, end, txns)
         stats.keys = len(offset_map)
         for segment in [s for s in old if s.base_offset < end]:
-            self._clean_segment(log, segment, offset_map, end, now, delete_retention_ms, stats)
+            self._clean_segment(log, segment, offset_map, end, now, delete_retention_ms, stats, txns)
         stats.bytes_after = sum(s.size for s in log.segments[:-1])
         # Only now: a crash before this point just means the next pass redoes the work.
         log._write_checkpoint(CLEANER_CHECKPOINT_FILE, end)
@@ -172,7 +246,8 @@ class LogCleaner:
     # --- the offset map ---------------------------------------------------------------------
 
     @staticmethod
-    def _build_offset_map(segments: list[LogSegment], start: int, end: int) -> dict[bytes, int]:
+    def _build_offset_map(segments: list[LogSegment], start: int, end: int,
+                          txns: _Transactions | None = None) -> dict[bytes, int]:
         offset_map: dict[bytes, int] = {}
         for segment in segments:
             if segment.size == 0 or segment.next_offset <= start:
@@ -180,6 +255,8 @@ class LogCleaner:
             for _, batch in segment.iter_batches():
                 if batch.last_offset < start or batch.is_control_batch:
                     continue
+                if txns is not None and batch.is_transactional and txns.is_aborted(batch):
+                    continue  # an aborted value never happened: it supersedes nothing
                 for record in batch.records():
                     # Offsets increase through the log, so the last one seen wins.
                     if record.key is not None and start <= record.offset < end:
@@ -197,12 +274,30 @@ class LogCleaner:
         now: int,
         delete_retention_ms: int,
         stats: CleanerStats,
+        txns: _Transactions,
     ) -> None:
         pieces: list[bytes] = []
         changed = False
         for _, batch in segment.iter_batches():
-            if batch.is_control_batch:  # transaction markers: not keyed data, kept whole
-                pieces.append(bytes(batch))
+            if batch.is_control_batch:
+                # A marker goes only once no batch of its transaction is left (found by the
+                # scan before this pass removed anything) and delete.retention.ms has passed.
+                if batch.base_offset < end and batch.base_offset not in txns.markers_with_data \
+                        and now - batch.max_timestamp >= delete_retention_ms:
+                    stats.markers_removed += 1
+                    stats.batches_removed += 1
+                    stats.removed_markers.append((batch.producer_id, batch.base_offset))
+                    changed = True
+                else:
+                    pieces.append(bytes(batch))
+                continue
+            if batch.is_transactional and batch.last_offset < end and txns.is_aborted(batch) \
+                    and txns.last_batch.get(batch.producer_id) != batch.base_offset:
+                n = batch.records_count
+                stats.records_removed += n
+                stats.aborted_records_removed += n
+                stats.batches_removed += 1
+                changed = True
                 continue
             records = batch.records()
             kept: list[Record] = []
