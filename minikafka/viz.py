@@ -818,7 +818,7 @@ def diagram_class() -> type:
                     return super()._repr_mimebundle_(include=include, exclude=exclude)
                 return {"text/html": fit_html(render_svg(self))}
 
-        Diagram.__module__ = __name__
+        Diagram.__module__, Diagram.__qualname__ = __name__, "Diagram"  # its repr: <minikafka.viz.Diagram ...>
         _DIAGRAM = Diagram
     return _DIAGRAM
 
