@@ -823,6 +823,15 @@ def diagram_class() -> type:
     return _DIAGRAM
 
 
+def fit(dot: "graphviz.Digraph") -> "graphviz.Digraph":
+    """Any ``graphviz.Digraph`` (a notebook's own picture) as a ``Diagram``: the same
+    source, shown scaled to the cell's width."""
+    return diagram_class()(name=dot.name, comment=dot.comment, filename=dot.filename, directory=dot.directory,
+                           format=dot.format, engine=dot.engine, encoding=dot.encoding,
+                           graph_attr=dict(dot.graph_attr), node_attr=dict(dot.node_attr),
+                           edge_attr=dict(dot.edge_attr), body=list(dot.body), strict=dot.strict)
+
+
 def fit_html(svg: str, alt: str = "diagram") -> str:
     """An ``<img>`` of ``svg`` (a data URL) that shrinks to its cell's width, never grows."""
     data = base64.b64encode(svg.encode("utf-8")).decode("ascii")

@@ -207,6 +207,13 @@ def test_a_notebook_shows_the_diagram_scaled_to_its_cell(make_cluster):
     # Asked for SVG only (nbconvert to a format without HTML), it is graphviz's SVG.
     assert list(dot._repr_mimebundle_(include=["image/svg+xml"])) == ["image/svg+xml"]
 
+    # A notebook's own picture, made with graphviz, shows the same way through fit().
+    own = graphviz.Digraph(graph_attr={"rankdir": "LR"}, node_attr={"shape": "box"})
+    own.edge("producer", "broker")
+    fitted = viz.fit(own)
+    assert fitted.source == own.source
+    assert list(fitted._repr_mimebundle_()) == ["text/html"]
+
 
 # --- consumer groups on the diagram -----------------------------------------------------------------------
 
