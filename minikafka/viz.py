@@ -26,7 +26,7 @@ What the picture says
   border and says "dead"; its replicas say "down" (its memory is gone: no LEO, no HW).
   A broker that runs but does not serve (``BrokerView.status``: a paused process, one not
   yet back among the live brokers) has an orange dashed border and says why.
-- Inside each box, one node per replica it hosts, in a grid of at most five rows
+- Inside each box, one node per replica it hosts, in a grid of at most six rows
   (``_grid``), so ten partitions on three brokers fit one screen (749x429 px): "p0 L" on the leader (filled, bold),
   "p0 F" on a follower in the ISR, "p0 F  out of ISR" on a follower the ISR dropped
   (dashed, orange); the second line is "LEO 12  HW 10".
@@ -577,8 +577,10 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
 
 # A broker's replicas stand in a grid of at most this many rows, so the brokers' boxes stand
 # side by side and a picture of ten partitions is as wide as a cell and as tall as a screen
-# (a 1280x720 projector at 150% zoom shows 853x480 CSS px).
-_MAX_ROWS = 5
+# (a 1280x720 projector at 150% zoom shows 853x480 CSS px). Six, not fewer: six replicas in
+# one column keep the boxes narrow, so a picture with a group's arrows around it is shrunk
+# less to fit the cell (lecture 06: 887x677 px, where two columns made it 1,252 px wide).
+_MAX_ROWS = 6
 
 
 def _grid(box, names: list[str]) -> None:
