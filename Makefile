@@ -16,7 +16,15 @@ export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
 .PHONY: install test test-fast lab bench exercises check grade release clean
 
-install: $(STAMP)
+# nbconvert in .venv saves only the widgets a notebook shows (minikafka/widget_state.py), so a
+# lecture re-executed with `jupyter nbconvert --execute` keeps no closed dashboard's widgets.
+NBCONVERT_CONFIG := $(VENV)/etc/jupyter/jupyter_nbconvert_config.json
+
+install: $(STAMP) $(NBCONVERT_CONFIG)
+
+$(NBCONVERT_CONFIG): .ci/jupyter_nbconvert_config.json | $(STAMP)
+	@mkdir -p $(dir $@)
+	cp $< $@
 
 $(STAMP): pyproject.toml
 	@command -v $(PYTHON) >/dev/null || { echo "minikafka needs Python 3.11: '$(PYTHON)' was not found (set PYTHON=/path/to/python3.11)"; exit 1; }
@@ -28,15 +36,15 @@ $(STAMP): pyproject.toml
 	@sh .ci/ensure-chromium
 	@touch $(STAMP)
 
-test: $(STAMP)
+test: $(STAMP) $(NBCONVERT_CONFIG)
 	$(PY) -m pytest
 
-test-fast: $(STAMP)
+test-fast: $(STAMP) $(NBCONVERT_CONFIG)
 	$(PY) -m pytest -m "not notebooks"
 
 # Rooted at the repository so exercises/ is reachable too; the file browser opens on notebooks/.
 # .venv/bin goes first on PATH so `minikafka check ...` works in JupyterLab's terminal and in `!` cells.
-lab: $(STAMP)
+lab: $(STAMP) $(NBCONVERT_CONFIG)
 	PATH="$(CURDIR)/$(VENV)/bin:$$PATH" $(VENV)/bin/jupyter lab --ServerApp.root_dir="$(CURDIR)" \
 		--LabApp.default_url=/lab/tree/notebooks $(if $(filter 0,$(shell id -u)),--allow-root,)
 
@@ -44,7 +52,7 @@ bench: $(STAMP)
 	@$(PY) -m pip install --quiet -e '.[bench]' || echo "the optional bench extra (Tansu, a peer broker) did not install: the peer benchmark will say it did not run"
 	$(PY) -m benchmarks
 
-exercises: $(STAMP)
+exercises: $(STAMP) $(NBCONVERT_CONFIG)
 	$(VENV)/bin/minikafka exercises
 
 check: $(STAMP)

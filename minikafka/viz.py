@@ -13,6 +13,8 @@ Drawing happens in two steps, so a live dashboard can hold its lock only for the
    partitions and faults are visited in sorted order, and no name depends on an object's
    id. A notebook can print ``cluster.diagram().source`` in a checked cell;
    ``render_svg`` gives the picture (whose layout may differ between graphviz versions).
+   The digraph is a ``Diagram`` (``diagram_class``): in a notebook it shows itself scaled
+   to the cell's width, never past its own size, so no picture runs off a projector.
 
 A real cluster of processes (``minikafka.wire``) cannot be read from inside: its view
 comes from ``metadata_view``, built from what any Kafka client can ask (Metadata,
@@ -24,7 +26,8 @@ What the picture says
   border and says "dead"; its replicas say "down" (its memory is gone: no LEO, no HW).
   A broker that runs but does not serve (``BrokerView.status``: a paused process, one not
   yet back among the live brokers) has an orange dashed border and says why.
-- Inside each box, one node per replica it hosts: "p0 L" on the leader (filled, bold),
+- Inside each box, one node per replica it hosts, in a grid of at most six rows
+  (``_grid``), so ten partitions on three brokers fit one screen (749x429 px): "p0 L" on the leader (filled, bold),
   "p0 F" on a follower in the ISR, "p0 F  out of ISR" on a follower the ISR dropped
   (dashed, orange); the second line is "LEO 12  HW 10".
 - Roles come from the controller, the cluster's single source of truth. A broker that
@@ -75,6 +78,8 @@ leader and HW.
 
 from __future__ import annotations
 
+import base64
+import html
 import re
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Mapping, Sequence
@@ -490,13 +495,13 @@ _REPLICA_STYLE = {
 
 def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
     """The ``graphviz.Digraph`` of a ``ClusterView`` (deterministic DOT source)."""
-    import graphviz
-
     with_topic = len(view.topics) != 1
-    dot = graphviz.Digraph("minikafka")
-    dot.attr(compound="true", newrank="true", rankdir="TB", nodesep="0.3", ranksep="0.5",
+    dot = diagram_class()("minikafka")
+    # Tight spacing and nodes no taller than their two lines: the picture must fit a screen.
+    dot.attr(compound="true", newrank="true", rankdir="TB", nodesep="0.15", ranksep="0.25",
              fontname=_FONT, fontsize="11", labelloc="b", label=_caption(view))
-    dot.attr("node", shape="box", style="rounded", fontname=_FONT, fontsize="10")
+    dot.attr("node", shape="box", style="rounded", fontname=_FONT, fontsize="10", height="0.3",
+             margin="0.08,0.03")
     dot.attr("edge", fontname=_FONT, fontsize="9")
 
     live = ", ".join(map(str, view.controller_live_brokers)) or "none"
@@ -528,9 +533,7 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
                 name = f"b{b}/empty"
                 box.node(name, "no replicas", shape="plaintext", fontcolor=_GREY)
                 names.append(name)
-            # Stack a broker's replicas top to bottom, so boxes stand side by side.
-            for upper, lower in zip(names, names[1:]):
-                box.edge(upper, lower, style="invis")
+            _grid(box, names)
             anchors[b] = names[0]
 
     for b, anchor in anchors.items():
@@ -570,6 +573,32 @@ def draw(view: ClusterView, *, replication: bool = True) -> "graphviz.Digraph":
         dot.node("faults", "network faults\n" + "\n".join(view.other_faults), shape="note",
                  color=_RED, fontcolor=_RED)
     return dot
+
+
+# A broker's replicas stand in a grid of at most this many rows, so the brokers' boxes stand
+# side by side and a picture of ten partitions is as wide as a cell and as tall as a screen
+# (a 1280x720 projector at 150% zoom shows 853x480 CSS px). Six, not fewer: six replicas in
+# one column keep the boxes narrow, so a picture with a group's arrows around it is shrunk
+# less to fit the cell (lecture 06: 887x677 px, where two columns made it 1,252 px wide).
+_MAX_ROWS = 6
+
+
+def _grid(box, names: list[str]) -> None:
+    """Lay ``names`` out in ``box`` row by row, left to right, at most ``_MAX_ROWS`` rows:
+    invisible edges order each row (rank=same) and hang each node under the one above it."""
+    cols = -(-len(names) // _MAX_ROWS)
+    rows = [names[i:i + cols] for i in range(0, len(names), cols)]
+    for row in rows:
+        if len(row) > 1:
+            with box.subgraph() as same:
+                same.attr(rank="same")
+                for name in row:
+                    same.node(name)
+            for left, right in zip(row, row[1:]):
+                box.edge(left, right, style="invis")
+    for upper, lower in zip(rows, rows[1:]):
+        for i, name in enumerate(lower):
+            box.edge(upper[i], name, style="invis")
 
 
 def _draw_quorum(dot: "graphviz.Digraph", quorum: tuple[VoterView, ...], live: str) -> None:
@@ -742,11 +771,9 @@ def group_diagram(cluster: "Cluster", group: str, topic: str | None = None) -> "
 
 def draw_group(g: GroupView) -> "graphviz.Digraph":
     """The ``graphviz.Digraph`` of a ``GroupView`` alone (deterministic DOT source)."""
-    import graphviz
-
     topics = sorted({s.topic for s in g.partitions})
     with_topic = len(topics) != 1
-    dot = graphviz.Digraph("minikafka_group")
+    dot = diagram_class()("minikafka_group")
     dot.attr(newrank="true", rankdir="TB", nodesep="0.3", ranksep="0.8", fontname=_FONT, fontsize="11", labelloc="b",
              label=f"topic{'s' if with_topic else ''} {', '.join(topics)}")
     dot.attr("node", shape="box", style="rounded", fontname=_FONT, fontsize="10")
@@ -766,6 +793,52 @@ def draw_group(g: GroupView) -> "graphviz.Digraph":
             targets[(s.topic, s.partition)] = name
     _draw_group(dot, g, targets, with_topic, constraint=True)  # consumers on top
     return dot
+
+
+_DIAGRAM = None
+
+
+def diagram_class() -> type:
+    """``Diagram``: a ``graphviz.Digraph`` that a notebook shows scaled to its cell's width.
+
+    Jupyter shows a graphviz SVG at its own size: JupyterLab puts it in an ``<img>`` that no
+    CSS narrows, so a wide picture runs off a projector's screen. ``Diagram`` shows itself
+    as HTML instead, the same SVG in an ``<img>`` with ``max-width:100%`` (JupyterLab gives
+    every HTML image that rule too): it shrinks to the cell, keeping its proportions, and
+    never grows past its own size. An ``<img>`` with a data URL, not inline ``<svg>``,
+    because it survives the sanitizer JupyterLab applies to an untrusted notebook's HTML.
+    Everything else (``.source``, ``pipe``, ``render``) is the ``Digraph``'s."""
+    global _DIAGRAM
+    if _DIAGRAM is None:
+        import graphviz  # a course dependency, not a core one: imported when first drawn
+
+        class Diagram(graphviz.Digraph):
+            __doc__ = diagram_class.__doc__
+
+            def _repr_mimebundle_(self, include=None, exclude=None, **_):
+                if (include and "text/html" not in include) or (exclude and "text/html" in exclude):
+                    return super()._repr_mimebundle_(include=include, exclude=exclude)
+                return {"text/html": fit_html(render_svg(self))}
+
+        Diagram.__module__, Diagram.__qualname__ = __name__, "Diagram"  # its repr: <minikafka.viz.Diagram ...>
+        _DIAGRAM = Diagram
+    return _DIAGRAM
+
+
+def fit(dot: "graphviz.Digraph") -> "graphviz.Digraph":
+    """Any ``graphviz.Digraph`` (a notebook's own picture) as a ``Diagram``: the same
+    source, shown scaled to the cell's width."""
+    return diagram_class()(name=dot.name, comment=dot.comment, filename=dot.filename, directory=dot.directory,
+                           format=dot.format, engine=dot.engine, encoding=dot.encoding,
+                           graph_attr=dict(dot.graph_attr), node_attr=dict(dot.node_attr),
+                           edge_attr=dict(dot.edge_attr), body=list(dot.body), strict=dot.strict)
+
+
+def fit_html(svg: str, alt: str = "diagram") -> str:
+    """An ``<img>`` of ``svg`` (a data URL) that shrinks to its cell's width, never grows."""
+    data = base64.b64encode(svg.encode("utf-8")).decode("ascii")
+    return (f'<img src="data:image/svg+xml;base64,{data}" alt="{html.escape(alt)}" '
+            'style="max-width:100%;height:auto">')
 
 
 _PROLOG = re.compile(r"\A.*?(?=<svg)", re.S)

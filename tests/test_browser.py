@@ -1,8 +1,9 @@
 """The dashboards as a class sees them: JupyterLab in Debian's Chromium, driven by Playwright.
 
-Lectures 04 and 06 are copied to a temporary folder, opened in a JupyterLab started from
+Lectures 03, 04 and 06 are copied to a temporary folder, opened in a JupyterLab started from
 this Python (a free port, a token), run with Run All, and their live dashboards clicked: a
-broker killed and restarted (04), a consumer added, killed and restarted (06). Every
+broker killed and restarted (04), a consumer added, killed and restarted (06); 03's cluster
+pictures are measured on a projector's screen (each fits its cell's width). Every
 assertion is on what the page shows -- the text in the diagram's SVG, the buttons, the
 counters -- and every wait is for a state to appear (Playwright's ``expect``), never a
 sleep. The window is a projector's: a 1280x720 viewport at device scale factor 1.5.
@@ -63,7 +64,7 @@ def lab(tmp_path_factory):
     if not os.access(CHROMIUM, os.X_OK):
         pytest.fail(f"{CHROMIUM} is missing: run `sh .ci/ensure-chromium` (make install does)")
     root = tmp_path_factory.mktemp("lab")
-    for name in ("04-replication-and-isr.ipynb", "06-consumer-groups.ipynb"):
+    for name in ("03-brokers-and-cluster.ipynb", "04-replication-and-isr.ipynb", "06-consumer-groups.ipynb"):
         # Without their stored outputs: what the page shows is then what this run made.
         nb = nbformat.read(ROOT / "notebooks" / name, as_version=4)
         for cell in nb.cells:
@@ -304,3 +305,42 @@ def test_lecture_06_add_kill_and_restart_consumers_on_the_live_dashboard(page, l
     button(page, "pause").click()
     expect(button(page, "run")).to_be_visible()
     screenshots(page, dashboard, "06")
+
+
+def test_lecture_03_diagrams_fit_a_projector(page, lab):
+    """On a 1280x720 projector at 150% zoom (853x480 CSS px), every picture lecture 03 draws
+    (the cluster, healthy and with a broker dead) is no wider than its cell's output area,
+    with the file browser open (the narrowest cell) and closed (what a class is shown), and
+    no taller than the window: graphviz's SVG, shown as an <img>, shrinks to the cell
+    (``minikafka.viz.Diagram``) instead of running off to the right."""
+    from playwright.sync_api import expect
+
+    run_all(page, lab, "03-brokers-and-cluster.ipynb", "broker 2 back:")
+    page.set_viewport_size(PROJECTOR)
+    pictures = page.locator(".jp-OutputArea-output img[src^='data:image/svg+xml']")
+    expect(pictures).to_have_count(2)
+    ARTIFACTS.mkdir(parents=True, exist_ok=True)
+    sizes = {}
+    for layout in ("file browser open", "file browser closed"):
+        if layout == "file browser closed":
+            page.evaluate("window.jupyterapp.commands.execute('application:toggle-left-area')")
+            expect(page.locator(".jp-FileBrowser")).to_be_hidden()
+        for i in range(pictures.count()):
+            picture = pictures.nth(i)
+            picture.evaluate("el => el.scrollIntoView({block: 'start'})")
+            expect(picture).to_be_visible()
+            box = picture.evaluate("""el => {
+                const area = el.closest('.jp-OutputArea-output'), r = el.getBoundingClientRect();
+                const a = area.getBoundingClientRect();
+                return {left: r.left, right: r.right, width: r.width, height: r.height, natural: el.naturalWidth,
+                        areaLeft: a.left, areaRight: a.right, areaScroll: area.scrollWidth,
+                        areaClient: area.clientWidth};
+            }""")
+            sizes.setdefault(layout, []).append(f"{box['width']:.0f}x{box['height']:.0f}")
+            assert box["width"] > 0 and box["height"] > 0, box  # drawn, not a broken image
+            assert box["right"] <= box["areaRight"] + 1 and box["left"] >= box["areaLeft"] - 1, box
+            assert box["areaScroll"] <= box["areaClient"] + 1, box  # no horizontal scrollbar in the cell
+            assert box["height"] <= PROJECTOR["height"], box  # one screen, caption included
+            if layout == "file browser closed":
+                page.screenshot(path=str(ARTIFACTS / f"03-diagram-{i + 1}-{PROJECTOR['width']}x{PROJECTOR['height']}@{SCALE}.png"))
+    print("03's pictures at 853x480 (CSS px):", sizes)

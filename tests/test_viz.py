@@ -159,6 +159,62 @@ def test_render_svg_is_inline_html(make_cluster):
     assert "broker 1" in svg
 
 
+def svg_px(svg):
+    """(width, height) in CSS px of a graphviz SVG, whose size is in points (96/72 px each)."""
+    import re
+
+    w, h = re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', svg).groups()
+    return float(w) * 96 / 72, float(h) * 96 / 72
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
+def test_ten_partitions_on_three_brokers_fit_a_projector(tmp_path):
+    """Lecture 03's picture (ten partitions, three replicas each, three brokers), healthy and
+    with a broker dead, fits the 853x480 CSS px a 1280x720 projector shows at 150% zoom:
+    each broker's ten replicas stand in a grid, not a column 1,100 px tall."""
+    with Cluster(3, seed=7, dir=tmp_path) as c:
+        c.create_topic("trucks_gps", partitions=10, replication_factor=3)
+        c.advance(1_000)
+        healthy = c.diagram("trucks_gps")
+        c.kill(2)
+        c.advance(12_000)
+        dead = c.diagram("trucks_gps")
+    for dot in (healthy, dead):
+        width, height = svg_px(viz.render_svg(dot))
+        assert width <= 853 and height <= 480, (width, height)
+    # Five rows of two per broker: p0 and p1 side by side, p2 under p0.
+    assert '"b1/trucks_gps/0" -> "b1/trucks_gps/1" [style=invis]' in healthy.source
+    assert '"b1/trucks_gps/0" -> "b1/trucks_gps/2" [style=invis]' in healthy.source
+
+
+@pytest.mark.skipif(shutil.which("dot") is None, reason="graphviz's dot program is not installed")
+def test_a_notebook_shows_the_diagram_scaled_to_its_cell(make_cluster):
+    """In a notebook the diagram is HTML: its SVG in an <img> (a data URL, which survives
+    JupyterLab's sanitizer) at most as wide as the cell; the DOT source is unchanged."""
+    import base64
+    import re
+
+    import graphviz
+
+    dot = make_cluster().diagram("t")
+    assert isinstance(dot, graphviz.Digraph)
+    bundle = dot._repr_mimebundle_()
+    assert list(bundle) == ["text/html"]
+    img = bundle["text/html"]
+    assert img.startswith("<img ") and "max-width:100%" in img and "height:auto" in img
+    data = re.search(r'src="data:image/svg\+xml;base64,([^"]+)"', img).group(1)
+    assert base64.b64decode(data).decode() == viz.render_svg(dot)
+    # Asked for SVG only (nbconvert to a format without HTML), it is graphviz's SVG.
+    assert list(dot._repr_mimebundle_(include=["image/svg+xml"])) == ["image/svg+xml"]
+
+    # A notebook's own picture, made with graphviz, shows the same way through fit().
+    own = graphviz.Digraph(graph_attr={"rankdir": "LR"}, node_attr={"shape": "box"})
+    own.edge("producer", "broker")
+    fitted = viz.fit(own)
+    assert fitted.source == own.source
+    assert list(fitted._repr_mimebundle_()) == ["text/html"]
+
+
 # --- consumer groups on the diagram -----------------------------------------------------------------------
 
 # Small and quick: three __consumer_offsets partitions, no initial rebalance delay.
