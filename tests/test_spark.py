@@ -223,14 +223,23 @@ def test_a_running_query_picks_up_new_topics_of_its_pattern_and_survives_a_broke
              .writeStream.foreachBatch(log).option("checkpointLocation", str(tmp_path / "cp"))
              .trigger(processingTime="500 milliseconds").start())
     try:
-        wait_until(lambda: len(log.rows()) == 50, 120, "the first topic's records")
+        def rows_or_failure(n: int) -> bool:  # a query that died says why at once
+            if not query.isActive:
+                raise AssertionError(f"the query stopped with {query.exception()!r}")
+            return len(log.rows()) == n
+
+        wait_until(lambda: rows_or_failure(50), 120, "the first topic's records")
         second = new_topic(admin, 3, prefix)
         later = produce(cluster, second, 60)
-        wait_until(lambda: len(log.rows()) == 110, 120, "the new topic's records")
+        wait_until(lambda: rows_or_failure(110), 120, "the new topic's records")
         cluster.kill(2)
         try:
             more = produce(cluster, first, 30, start=50)
-            wait_until(lambda: len(log.rows()) == 140, 120, "records written after a broker died")
+            try:
+                wait_until(lambda: rows_or_failure(140), 120, "records written after a broker died")
+            except AssertionError as e:  # what the query had done by then, to tell a stall from slowness
+                raise AssertionError(f"{e}: {len(log.rows())} rows read in {len(log.batches)} batches; "
+                                     f"the query's last progress: {query.lastProgress}") from None
         finally:
             cluster.restart(2)
         assert query.isActive
