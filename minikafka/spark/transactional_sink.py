@@ -95,13 +95,17 @@ class KafkaTransactionalSink:
             producer = KafkaProducer(bootstrap_servers=self.bootstrap_servers, acks="all",
                                      enable_idempotence=True, transactional_id=self.transactional_id,
                                      client_id="minikafka-txn-sink", **self.producer_config)
-            producer.init_transactions()
-            reader = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=self.group_id,
-                                   enable_auto_commit=False, client_id="minikafka-txn-sink")
             try:
-                self._next_batch = reader.committed(self._progress_tp) or 0
-            finally:
-                reader.close()
+                producer.init_transactions()
+                reader = KafkaConsumer(bootstrap_servers=self.bootstrap_servers, group_id=self.group_id,
+                                       enable_auto_commit=False, client_id="minikafka-txn-sink")
+                try:
+                    self._next_batch = reader.committed(self._progress_tp) or 0
+                finally:
+                    reader.close()
+            except Exception:
+                producer.close(timeout=5)
+                raise
             self._producer = producer
         return self._producer
 
