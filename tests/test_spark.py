@@ -26,7 +26,7 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def cluster():
-    with launch(brokers=3) as c:
+    with launch(brokers=3, config={"transaction.state.log.num.partitions": 3}) as c:
         yield c
 
 
@@ -333,3 +333,68 @@ def test_foreach_batch_through_the_sink_is_exactly_once_across_a_crash(spark, cl
     written = sorted((int(k), int(v)) for _, k, v in sink.read())
     assert written == sorted(sent)  # every input row once in the output topic
     sink.close()
+
+
+# --- the transactional sink ------------------------------------------------------------------------------
+
+
+def test_transactional_sink_commits_each_batch_once_and_fences_an_older_instance(cluster, admin):
+    from kafka.errors import KafkaError
+
+    from minikafka.spark.transactional_sink import KafkaTransactionalSink
+
+    topic, txn_id = f"alerts-{uuid.uuid4().hex[:8]}", f"query-{uuid.uuid4().hex[:8]}"
+    zombie = KafkaTransactionalSink(cluster.bootstrap_servers, topic, txn_id, partitions=2)
+    batch0 = [(b"t1", b"fast"), (b"t2", b"faster"), (None, b"x")]
+    assert zombie.write(0, batch0) == 3
+    assert zombie.write(0, batch0) == 0  # a replay in the same instance: already committed
+    # The query restarts (a new driver, the same transactional id) while the old one lives on.
+    with KafkaTransactionalSink(cluster.bootstrap_servers, topic, txn_id) as sink:
+        assert sink.write(0, batch0[::-1]) == 0  # the predecessor's commit is found, not repeated
+        with pytest.raises(KafkaError):
+            zombie.write(1, [(b"z", b"zombie")])  # fenced: its epoch is older
+        assert sink.write(1, [(b"a", b"1"), (b"b", b"2")]) == 2
+        assert sink.write(2, []) == 0
+        assert sink.batches() == {0: 3, 1: 2}
+        assert sorted(sink.read(), key=repr) == sorted(
+            [(0, k, v) for k, v in batch0] + [(1, b"a", b"1"), (1, b"b", b"2")], key=repr)
+        with pytest.raises(TypeError, match="a record is a"):
+            sink.write(3, [("k", b"v")])
+        with pytest.raises(ValueError, match="batch_id must be"):
+            sink.write(-1, [])
+    zombie.close()
+    with pytest.raises(ValueError, match="transactional_id must be"):
+        KafkaTransactionalSink(cluster.bootstrap_servers, topic, "")
+
+
+def test_foreach_batch_through_the_transactional_sink_is_exactly_once_across_a_restart(spark, cluster, admin,
+                                                                                        tmp_path):
+    from minikafka.spark.transactional_sink import KafkaTransactionalSink
+
+    topic = new_topic(admin, 2)
+    sent = produce(cluster, topic, 120)
+    out, txn_id = f"out-{uuid.uuid4().hex[:8]}", f"query-{uuid.uuid4().hex[:8]}"
+    sinks = [KafkaTransactionalSink(cluster.bootstrap_servers, out, txn_id, partitions=2)]
+    crash = {"batch": 1}
+
+    def write(df, batch_id):
+        rows = [(b"%d" % r.partition, b"%d" % r.offset) for r in df.select("partition", "offset").collect()]
+        sinks[-1].write(batch_id, rows)
+        if crash.get("batch") == batch_id:  # dies after the commit, before Spark's commit log
+            del crash["batch"]
+            raise RuntimeError("crash after the write")
+
+    def run():
+        return (stream(spark, cluster, subscribe=topic, startingOffsets="earliest", maxOffsetsPerTrigger=40)
+                .writeStream.foreachBatch(write).option("checkpointLocation", str(tmp_path / "cp"))
+                .trigger(availableNow=True).start())
+
+    with pytest.raises(Exception, match="crash after the write"):
+        run().awaitTermination(180)
+    sinks.append(KafkaTransactionalSink(cluster.bootstrap_servers, out, txn_id))  # the restarted driver's
+    run().awaitTermination(180)
+    assert sinks[-1].batches() == {0: 40, 1: 40, 2: 40}
+    written = sorted((int(k), int(v)) for _, k, v in sinks[-1].read())
+    assert written == sorted(sent)  # every input row once in the output topic
+    for sink in sinks:
+        sink.close()

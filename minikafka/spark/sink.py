@@ -22,8 +22,8 @@ Invariants: after ``write(N, records)`` returns, the topic holds each of those r
 exactly once under batch N, however many earlier attempts died part-way. It relies on
 Spark's promise that batch ids only ever replay the *last* batch and that a replay gives
 the same output; a non-deterministic ``fn`` (random numbers, wall-clock time in values)
-breaks it. It assumes one writer: two queries writing to the same topic would need a
-fencing token (Kafka transactions) to be safe.
+breaks it. It assumes one writer: two queries writing to the same topic need a fencing
+token, which ``KafkaTransactionalSink`` (``transactional_sink.py``) gets from Kafka's transactions.
 """
 
 from __future__ import annotations

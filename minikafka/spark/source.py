@@ -34,8 +34,9 @@ What differs from Spark's Kafka source (``format("kafka")``):
 - Offsets with no record (compaction) are skipped without a data-loss report.
 - No ``latestOffset`` metrics in ``query.lastProgress`` (``avgOffsetsBehindLatest``, ...).
 - No Kafka sink (``writeStream.format("kafka")``): write from ``foreachBatch``, e.g. with
-  ``minikafka.spark.sink.KafkaBatchSink``, which is exactly-once where Spark's Kafka sink
-  is at-least-once.
+  ``minikafka.spark.sink.KafkaBatchSink`` or
+  ``minikafka.spark.transactional_sink.KafkaTransactionalSink``, which are exactly-once where
+  Spark's Kafka sink is at-least-once.
 
 This module only wires Spark's entry points to the readers (``reader.py``); option checking
 happens here, when Spark first asks for a reader, so a mistake fails the query at once.
