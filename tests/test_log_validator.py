@@ -221,3 +221,149 @@ def test_a_stored_bad_batch_is_served_as_stored_and_a_timestamp_lookup_on_it_ans
         assert first.partitions[0][2:] == (NO_ERROR, 1000, 0)  # a lookup that stops before it works
     finally:
         c.close()
+
+
+# --- the fast paths accept only what the reference accepts ------------------------------------------------
+#
+# LogValidator walks a batch's records with two fast paths that may only *accept*
+# (``_uniform_records_ok``: every record of one layout, checked a byte column at a time;
+# ``_records_ok``: a one-pass walker with inline varints); when neither is sure, the plain
+# reference decoder (``first_bad_record``) decides and names the error. So: on every batch,
+# valid or mutated, a fast path that says yes must agree with the reference, and each fast path
+# must say yes to the valid batches of its shape (or it would be dead weight).
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minikafka.storage import log_validator as lv
+
+
+def payload_of(batch: bytes) -> bytes:
+    return batch[HEADER_SIZE:]
+
+
+def ts_limit_of(batch: bytes) -> tuple[int, int, int | None]:
+    fields = HEADER.unpack_from(batch)
+    base_ts, max_ts = fields[7], fields[8]
+    return base_ts, max_ts, (max_ts - base_ts if base_ts >= 0 else None)
+
+
+def judge(payload: bytes, count: int, base_ts: int, max_ts: int, compacted: bool):
+    """What each walker says about one payload."""
+    limit = max_ts - base_ts if base_ts >= 0 else None
+    return (lv._uniform_records_ok(payload, count, limit, compacted), lv._records_ok(payload, count, limit, compacted),
+            lv.first_bad_record(payload, count, base_ts, max_ts, compacted))
+
+
+def assert_agree(payload, count, base_ts, max_ts, compacted):
+    uniform, walker, reference = judge(payload, count, base_ts, max_ts, compacted)
+    if uniform or walker:
+        assert reference is None, (uniform, walker, reference)
+    return uniform, walker, reference
+
+
+lengths = st.one_of(st.integers(0, 70), st.integers(120, 300))  # one- and two-byte length varints
+blobs = lengths.flatmap(lambda n: st.binary(min_size=n, max_size=n))
+header_keys = st.one_of(st.text(max_size=5), st.just("é"))
+any_records = st.lists(
+    st.builds(Record, st.one_of(st.none(), blobs), st.one_of(st.none(), blobs),
+              st.integers(1_000, 1_000 + 20_000),
+              headers=st.lists(st.tuples(header_keys, st.one_of(st.none(), st.binary(max_size=4))), max_size=2)),
+    min_size=1, max_size=80)
+
+
+@st.composite
+def uniform_batches(draw):
+    """Records of one layout, as a fixed-size producer writes them, with one-byte or two-byte
+    timestamp deltas; 1 to 150 records (offsetDelta one and two bytes wide)."""
+    count = draw(st.integers(1, 150))
+    key_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
+    value_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
+    base = 10_000
+    deltas = draw(st.sampled_from([(0, 63), (64, 8191)]))
+    spread = [draw(st.integers(*deltas)) for _ in range(count)] if count > 1 else [0]
+    if deltas[0]:
+        spread[0] = deltas[0]  # the batch's base timestamp is then the earliest; keep every delta two bytes wide
+    records = [Record(None if key_len is None else bytes([i % 256]) * key_len,
+                      None if value_len is None else bytes([(i * 7) % 256]) * value_len, base + spread[i])
+               for i in range(count)]
+    return bytes(RecordBatch.build(records, base_timestamp=base, max_timestamp=base + max(spread)))
+
+
+@st.composite
+def mutations(draw, batches):
+    """A valid batch's payload with a few bytes changed, cut or added, and sometimes a header
+    (count, timestamps) that no longer fits it."""
+    batch = draw(batches)
+    payload = bytearray(payload_of(batch))
+    base_ts, max_ts, _ = ts_limit_of(batch)
+    count = HEADER.unpack_from(batch)[-1]
+    for _ in range(draw(st.integers(1, 3))):
+        kind = draw(st.sampled_from(["set", "set", "set", "bump", "cut", "add"]))
+        at = draw(st.integers(0, max(0, len(payload) - 1)))
+        if kind == "set" and payload:
+            payload[at] = draw(st.integers(0, 255))
+        elif kind == "bump" and payload:
+            payload[at] = (payload[at] + draw(st.sampled_from([-2, -1, 1, 2]))) % 256
+        elif kind == "cut":
+            del payload[at : at + draw(st.integers(1, 3))]
+        else:
+            payload[at:at] = draw(st.binary(min_size=1, max_size=3))
+    count += draw(st.sampled_from([0, 0, 0, -1, 1]))
+    max_ts += draw(st.sampled_from([0, 0, 0, -1, -70, -9000]))
+    return bytes(payload), max(count, 0), base_ts, max_ts, draw(st.booleans())
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(any_records, st.booleans())
+def test_the_walker_accepts_every_valid_batch_as_the_reference_does(records, compacted):
+    batch = bytes(RecordBatch.build(records))
+    base_ts, max_ts, _ = ts_limit_of(batch)
+    uniform, walker, reference = assert_agree(payload_of(batch), len(records), base_ts, max_ts, compacted)
+    if compacted and any(r.key is None for r in records):
+        assert reference is not None and not walker and not uniform
+    else:
+        assert reference is None and walker
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(uniform_batches())
+def test_the_uniform_path_accepts_every_batch_of_one_layout(batch):
+    base_ts, max_ts, _ = ts_limit_of(batch)
+    count = HEADER.unpack_from(batch)[-1]
+    uniform, walker, reference = assert_agree(payload_of(batch), count, base_ts, max_ts, False)
+    assert reference is None and uniform and walker
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True)
+@given(st.one_of(mutations(uniform_batches()), mutations(any_records.map(lambda rs: bytes(RecordBatch.build(rs))))))
+def test_on_mutated_batches_a_fast_path_never_accepts_what_the_reference_refuses(case):
+    payload, count, base_ts, max_ts, compacted = case
+    assert_agree(payload, count, base_ts, max_ts, compacted)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(st.one_of(mutations(uniform_batches()), mutations(any_records.map(lambda rs: bytes(RecordBatch.build(rs))))))
+def test_validate_answers_exactly_what_the_reference_decoder_answers(case):
+    payload, count, base_ts, max_ts, compacted = case
+    batch = raw_batch(payload, count, base_ts=base_ts, max_ts=max_ts)
+    expected = lv.first_bad_record(payload, count, base_ts, max_ts, compacted) if count > 0 else (None, "recordsCount")
+    try:
+        LogValidator(compacted=compacted).validate(batch)
+    except InvalidRecordError as e:
+        assert expected is not None
+        if expected[0] is not None:
+            assert e.record_errors == (expected,) and str(e).endswith(f"record {expected[0]}: {expected[1]}")
+    else:
+        assert expected is None
+
+
+def test_the_uniform_path_covers_offset_deltas_three_bytes_wide_and_catches_one_wrong_record():
+    count = 9_000  # offsetDelta 8192 and up takes three bytes
+    batch = bytes(RecordBatch.build([Record(None, b"x", 5) for _ in range(count)]))
+    payload = payload_of(batch)
+    assert judge(payload, count, 5, 5, False) == (True, True, None)
+    last = len(payload) - 4  # record 8,999 ends [offsetDelta: 3 bytes][key length -1][value length 1][x][0 headers]
+    assert payload[last - 3 : last] == bytes([(2 * 8999 & 0x7F) | 0x80, (2 * 8999 >> 7 & 0x7F) | 0x80, 2 * 8999 >> 14])
+    wrong = payload[: last - 3] + bytes([(2 * 8998 & 0x7F) | 0x80]) + payload[last - 2 :]
+    assert judge(wrong, count, 5, 5, False) == (False, False, (8999, "offset delta 8998, expected 8999 (deltas count up from 0)"))
