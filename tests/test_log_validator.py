@@ -298,7 +298,7 @@ def mutations(draw, batches):
     payload = bytearray(payload_of(batch))
     base_ts, max_ts, _ = ts_limit_of(batch)
     count = HEADER.unpack_from(batch)[-1]
-    for _ in range(draw(st.integers(1, 3))):
+    for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["set", "set", "set", "bump", "cut", "add"]))
         at = draw(st.integers(0, max(0, len(payload) - 1)))
         if kind == "set" and payload:
