@@ -225,11 +225,11 @@ def test_a_stored_bad_batch_is_served_as_stored_and_a_timestamp_lookup_on_it_ans
 
 # --- the fast paths accept only what the reference accepts ------------------------------------------------
 #
-# LogValidator walks a batch's records with two fast paths that may only *accept*
-# (``_uniform_records_ok``: every record of one layout, checked a byte column at a time;
-# ``_records_ok``: a one-pass walker with inline varints); when neither is sure, the plain
-# reference decoder (``first_bad_record``) decides and names the error. So: on every batch,
-# valid or mutated, a fast path that says yes must agree with the reference, and each fast path
+# LogValidator walks a batch's records with two fast paths that may only *accept*:
+# ``_column_runs`` vouches for the leading runs of records of one layout (checked a byte column at a
+# time), ``_records_ok`` (a one-pass walker with inline varints) for the rest; when it is not sure,
+# the plain reference decoder (``first_bad_record``) decides and names the error. So: on every batch,
+# valid or mutated, whatever a fast path says yes to, the reference must accept, and each fast path
 # must say yes to the valid batches of its shape (or it would be dead weight).
 
 from hypothesis import given, settings
@@ -242,24 +242,25 @@ def payload_of(batch: bytes) -> bytes:
     return batch[HEADER_SIZE:]
 
 
-def ts_limit_of(batch: bytes) -> tuple[int, int, int | None]:
+def header_of(batch: bytes) -> tuple[int, int, int]:
     fields = HEADER.unpack_from(batch)
-    base_ts, max_ts = fields[7], fields[8]
-    return base_ts, max_ts, (max_ts - base_ts if base_ts >= 0 else None)
+    return fields[7], fields[8], fields[-1]  # baseTimestamp, maxTimestamp, recordsCount
 
 
 def judge(payload: bytes, count: int, base_ts: int, max_ts: int, compacted: bool):
-    """What each walker says about one payload."""
+    """What each walker says about one payload: whether the column path alone covered every
+    record, the walker alone, both together (as ``validate`` runs them), and the reference.
+    Checked on the way: the records the column path vouches for, alone, are good ones."""
     limit = max_ts - base_ts if base_ts >= 0 else None
-    return (lv._uniform_records_ok(payload, count, limit, compacted), lv._records_ok(payload, count, limit, compacted),
-            lv.first_bad_record(payload, count, base_ts, max_ts, compacted))
-
-
-def assert_agree(payload, count, base_ts, max_ts, compacted):
-    uniform, walker, reference = judge(payload, count, base_ts, max_ts, compacted)
-    if uniform or walker:
-        assert reference is None, (uniform, walker, reference)
-    return uniform, walker, reference
+    first, pos = lv._column_runs(payload, count, limit, compacted)
+    assert lv.first_bad_record(payload[:pos], first, base_ts, max_ts, compacted) is None, (first, pos)
+    reference = lv.first_bad_record(payload, count, base_ts, max_ts, compacted)
+    columns = first == count and pos == len(payload)
+    walker = lv._records_ok(payload, count, limit, compacted)
+    both = lv._records_ok(payload, count, limit, compacted, first, pos)
+    if columns or walker or both:
+        assert reference is None, (columns, walker, both, reference)
+    return columns, walker, both, reference
 
 
 lengths = st.one_of(st.integers(0, 70), st.integers(120, 300))  # one- and two-byte length varints
@@ -274,16 +275,22 @@ any_records = st.lists(
 
 @st.composite
 def uniform_batches(draw):
-    """Records of one layout, as a fixed-size producer writes them, with one-byte or two-byte
-    timestamp deltas; 1 to 150 records (offsetDelta one and two bytes wide)."""
+    """Records of one layout, as a fixed-size producer writes them: 1 to 150 records (offsetDelta
+    one and two bytes wide), timestamps all equal, random with deltas all one byte or all two
+    bytes wide, or 1 or 2 ms apart (their deltas widen at record 64 or 32, as in the append
+    benchmark's batches)."""
     count = draw(st.integers(1, 150))
     key_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
     value_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
+    mode = draw(st.sampled_from(["same", "one byte", "two bytes", 1, 2]))
+    if mode == "same":
+        spread = [0] * count
+    elif isinstance(mode, int):
+        spread = [mode * i for i in range(count)]
+    else:
+        low, high = (0, 63) if mode == "one byte" else (64, 8191)
+        spread = [low] + [draw(st.integers(low, high)) for _ in range(count - 1)]
     base = 10_000
-    deltas = draw(st.sampled_from([(0, 63), (64, 8191)]))
-    spread = [draw(st.integers(*deltas)) for _ in range(count)] if count > 1 else [0]
-    if deltas[0]:
-        spread[0] = deltas[0]  # the batch's base timestamp is then the earliest; keep every delta two bytes wide
     records = [Record(None if key_len is None else bytes([i % 256]) * key_len,
                       None if value_len is None else bytes([(i * 7) % 256]) * value_len, base + spread[i])
                for i in range(count)]
@@ -292,12 +299,11 @@ def uniform_batches(draw):
 
 @st.composite
 def mutations(draw, batches):
-    """A valid batch's payload with a few bytes changed, cut or added, and sometimes a header
-    (count, timestamps) that no longer fits it."""
+    """A valid batch's payload with up to three bytes changed, cut or added, and sometimes a
+    header (count, maxTimestamp) that no longer fits it."""
     batch = draw(batches)
     payload = bytearray(payload_of(batch))
-    base_ts, max_ts, _ = ts_limit_of(batch)
-    count = HEADER.unpack_from(batch)[-1]
+    base_ts, max_ts, count = header_of(batch)
     for _ in range(draw(st.integers(0, 3))):
         kind = draw(st.sampled_from(["set", "set", "set", "bump", "cut", "add"]))
         at = draw(st.integers(0, max(0, len(payload) - 1)))
@@ -314,36 +320,37 @@ def mutations(draw, batches):
     return bytes(payload), max(count, 0), base_ts, max_ts, draw(st.booleans())
 
 
+batches_of_any_records = any_records.map(lambda rs: bytes(RecordBatch.build(rs)))
+mutated = st.one_of(mutations(uniform_batches()), mutations(batches_of_any_records))
+
+
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(any_records, st.booleans())
 def test_the_walker_accepts_every_valid_batch_as_the_reference_does(records, compacted):
     batch = bytes(RecordBatch.build(records))
-    base_ts, max_ts, _ = ts_limit_of(batch)
-    uniform, walker, reference = assert_agree(payload_of(batch), len(records), base_ts, max_ts, compacted)
+    base_ts, max_ts, count = header_of(batch)
+    columns, walker, both, reference = judge(payload_of(batch), count, base_ts, max_ts, compacted)
     if compacted and any(r.key is None for r in records):
-        assert reference is not None and not walker and not uniform
+        assert reference is not None and not (columns or walker or both)
     else:
-        assert reference is None and walker
+        assert reference is None and walker and both
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(uniform_batches())
-def test_the_uniform_path_accepts_every_batch_of_one_layout(batch):
-    base_ts, max_ts, _ = ts_limit_of(batch)
-    count = HEADER.unpack_from(batch)[-1]
-    uniform, walker, reference = assert_agree(payload_of(batch), count, base_ts, max_ts, False)
-    assert reference is None and uniform and walker
+def test_the_column_path_alone_accepts_every_batch_of_one_layout(batch):
+    base_ts, max_ts, count = header_of(batch)
+    assert judge(payload_of(batch), count, base_ts, max_ts, False) == (True, True, True, None)
 
 
 @settings(max_examples=1500, deadline=None, derandomize=True)
-@given(st.one_of(mutations(uniform_batches()), mutations(any_records.map(lambda rs: bytes(RecordBatch.build(rs))))))
+@given(mutated)
 def test_on_mutated_batches_a_fast_path_never_accepts_what_the_reference_refuses(case):
-    payload, count, base_ts, max_ts, compacted = case
-    assert_agree(payload, count, base_ts, max_ts, compacted)
+    judge(*case)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
-@given(st.one_of(mutations(uniform_batches()), mutations(any_records.map(lambda rs: bytes(RecordBatch.build(rs))))))
+@given(mutated)
 def test_validate_answers_exactly_what_the_reference_decoder_answers(case):
     payload, count, base_ts, max_ts, compacted = case
     batch = raw_batch(payload, count, base_ts=base_ts, max_ts=max_ts)
@@ -358,12 +365,13 @@ def test_validate_answers_exactly_what_the_reference_decoder_answers(case):
         assert expected is None
 
 
-def test_the_uniform_path_covers_offset_deltas_three_bytes_wide_and_catches_one_wrong_record():
+def test_the_column_path_covers_offset_deltas_three_bytes_wide_and_a_wrong_one_reaches_the_reference():
     count = 9_000  # offsetDelta 8192 and up takes three bytes
     batch = bytes(RecordBatch.build([Record(None, b"x", 5) for _ in range(count)]))
     payload = payload_of(batch)
-    assert judge(payload, count, 5, 5, False) == (True, True, None)
+    assert judge(payload, count, 5, 5, False) == (True, True, True, None)
     last = len(payload) - 4  # record 8,999 ends [offsetDelta: 3 bytes][key length -1][value length 1][x][0 headers]
     assert payload[last - 3 : last] == bytes([(2 * 8999 & 0x7F) | 0x80, (2 * 8999 >> 7 & 0x7F) | 0x80, 2 * 8999 >> 14])
     wrong = payload[: last - 3] + bytes([(2 * 8998 & 0x7F) | 0x80]) + payload[last - 2 :]
-    assert judge(wrong, count, 5, 5, False) == (False, False, (8999, "offset delta 8998, expected 8999 (deltas count up from 0)"))
+    assert judge(wrong, count, 5, 5, False) == (False, False, False,
+                                                (8999, "offset delta 8998, expected 8999 (deltas count up from 0)"))
