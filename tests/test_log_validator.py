@@ -320,8 +320,29 @@ def mutations(draw, batches):
     return bytes(payload), max(count, 0), base_ts, max_ts, draw(st.booleans())
 
 
+@st.composite
+def hand_built_batches(draw):
+    """Records built by ``record`` above, whose header keys are any bytes (UTF-8 or not) and whose
+    header values may claim lengths below -1: what RecordBatch.build cannot write."""
+    count = draw(st.integers(1, 4))
+    parts = []
+    for i in range(count):
+        headers = draw(st.lists(st.tuples(st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=3))),
+                                max_size=3))
+        body = record(offset_delta=i, value=draw(st.binary(max_size=4)), headers=headers)
+        if headers and draw(st.booleans()):  # the last header's value length, -2 or -3 instead
+            hk, hv = headers[-1]
+            tail = varint(len(hk)) + hk + varint(-1 if hv is None else len(hv)) + (hv or b"")
+            fake = varint(len(hk)) + hk + varint(draw(st.sampled_from([-2, -3])))
+            inner = body[1:] if body[0] < 0x80 else body[2:]  # without its length
+            inner = inner[: len(inner) - len(tail)] + fake
+            body = varint(len(inner)) + inner
+        parts.append(body)
+    return raw_batch(b"".join(parts), count)
+
+
 batches_of_any_records = any_records.map(lambda rs: bytes(RecordBatch.build(rs)))
-mutated = st.one_of(mutations(uniform_batches()), mutations(batches_of_any_records))
+mutated = st.one_of(mutations(uniform_batches()), mutations(batches_of_any_records), mutations(hand_built_batches()))
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)

@@ -458,9 +458,8 @@ def _records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, fir
             else:
                 pos += u >> 1
             if d[pos]:  # headers
-                headers, pos = decode_varint(d, pos)
-                pos = _check_headers(d, pos, end, headers)
-                if not isinstance(pos, int):
+                pos = _headers_end(d, pos, end)
+                if pos < 0:
                     return False
             else:
                 pos += 1
@@ -469,6 +468,49 @@ def _records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, fir
     except (IndexError, ValueError):
         return False
     return pos == n
+
+
+def _headers_end(d: bytes, pos: int, end: int) -> int:
+    """The walker's headers, from their count at ``pos``: where they end, or -1 if they are
+    bad. One-byte varints inline and ASCII keys checked in C (``isascii``); anything else is
+    read by the reference's ``_check_headers`` (which reads the same fields, in the same order)."""
+    start = pos
+    u = d[pos]
+    if u >= 0x80 or u & 1:  # 64 headers or more, or a negative count
+        return _headers_plain(d, start, end)
+    count = u >> 1
+    pos += 1
+    if count > end - pos:
+        return -1
+    for _ in range(count):
+        u = d[pos]
+        if u >= 0x80 or u & 1:
+            return _headers_plain(d, start, end)
+        key_end = pos + 1 + (u >> 1)
+        if key_end > end:
+            return -1
+        key = d[pos + 1 : key_end]
+        if not key.isascii():
+            try:
+                key.decode("utf-8")
+            except UnicodeDecodeError:
+                return -1
+        u = d[key_end]
+        if u >= 0x80:
+            return _headers_plain(d, start, end)
+        if u & 1:
+            if u != 1:
+                return -1
+            pos = key_end + 1
+        else:
+            pos = key_end + 1 + (u >> 1)
+    return pos
+
+
+def _headers_plain(d: bytes, pos: int, end: int) -> int:
+    headers, pos = decode_varint(d, pos)
+    pos = _check_headers(d, pos, end, headers)
+    return pos if isinstance(pos, int) else -1
 
 
 def first_bad_record(data, count: int, base_ts: int, max_ts: int, compacted: bool) -> tuple[int, str] | None:
