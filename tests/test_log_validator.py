@@ -276,19 +276,19 @@ any_records = st.lists(
 @st.composite
 def uniform_batches(draw):
     """Records of one layout, as a fixed-size producer writes them: 1 to 150 records (offsetDelta
-    one and two bytes wide), timestamps all equal, random with deltas all one byte or all two
+    one and two bytes wide), timestamps all equal, random with deltas all one, two or three
     bytes wide, or 1 or 2 ms apart (their deltas widen at record 64 or 32, as in the append
     benchmark's batches)."""
     count = draw(st.integers(1, 150))
     key_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
     value_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
-    mode = draw(st.sampled_from(["same", "one byte", "two bytes", 1, 2]))
+    mode = draw(st.sampled_from(["same", "one byte", "two bytes", "three bytes", 1, 2]))
     if mode == "same":
         spread = [0] * count
     elif isinstance(mode, int):
         spread = [mode * i for i in range(count)]
     else:
-        low, high = (0, 63) if mode == "one byte" else (64, 8191)
+        low, high = {"one byte": (0, 63), "two bytes": (64, 8191), "three bytes": (8192, 300_000)}[mode]
         spread = [low] + [draw(st.integers(low, high)) for _ in range(count - 1)]
     base = 10_000
     records = [Record(None if key_len is None else bytes([i % 256]) * key_len,
@@ -386,13 +386,14 @@ def test_validate_answers_exactly_what_the_reference_decoder_answers(case):
         assert expected is None
 
 
-def test_the_column_path_covers_offset_deltas_three_bytes_wide_and_a_wrong_one_reaches_the_reference():
-    count = 9_000  # offsetDelta 8192 and up takes three bytes
-    batch = bytes(RecordBatch.build([Record(None, b"x", 5) for _ in range(count)]))
+def test_the_column_path_covers_deltas_three_bytes_wide_and_a_wrong_one_reaches_the_reference():
+    count = 9_000  # offsetDelta 8192 and up takes three bytes; so does timestampDelta, 1 ms apart
+    batch = bytes(RecordBatch.build([Record(None, b"x", 5 + i) for i in range(count)]))
     payload = payload_of(batch)
-    assert judge(payload, count, 5, 5, False) == (True, True, True, None)
+    assert judge(payload, count, 5, 5 + 8999, False) == (True, True, True, None)
+    assert judge(payload, count, 5, 5 + 8998, False)[1:] == (False, False, (8999, "timestamp 9004 is above the batch's maxTimestamp 9003"))
     last = len(payload) - 4  # record 8,999 ends [offsetDelta: 3 bytes][key length -1][value length 1][x][0 headers]
     assert payload[last - 3 : last] == bytes([(2 * 8999 & 0x7F) | 0x80, (2 * 8999 >> 7 & 0x7F) | 0x80, 2 * 8999 >> 14])
     wrong = payload[: last - 3] + bytes([(2 * 8998 & 0x7F) | 0x80]) + payload[last - 2 :]
-    assert judge(wrong, count, 5, 5, False) == (False, False, False,
+    assert judge(wrong, count, 5, 5 + 8999, False) == (False, False, False,
                                                 (8999, "offset delta 8998, expected 8999 (deltas count up from 0)"))

@@ -179,7 +179,8 @@ class LogValidator:
             except Exception as e:  # each codec library raises its own type
                 raise CorruptRecordError(f"{where}: cannot decompress {name}: {e}") from None
         ts_limit = max_ts - base_ts if base_ts >= 0 else None
-        first, pos = _column_runs(payload, count, ts_limit, self.compacted)
+        # a batch of a few records is walked faster than its columns are set up
+        first, pos = _column_runs(payload, count, ts_limit, self.compacted) if count >= _MIN_RUN else (0, 0)
         if _records_ok(payload, count, ts_limit, self.compacted, first, pos):
             return count
         problem = first_bad_record(payload, count, base_ts, max_ts, self.compacted)
@@ -213,24 +214,28 @@ _TS_ONE_BYTE = [_one_byte_deltas_allowed(limit) for limit in range(64)]  # index
 
 
 _LOW_SEVEN = bytes(b & 0x7F for b in range(256))
-_LOW_AT, _HIGH_AT = (0, 1) if sys.byteorder == "little" else (1, 0)
+_LITTLE = sys.byteorder == "little"
 
 
-def _two_byte_deltas_ok(firsts: bytes, seconds: bytes, limit: int | None) -> bool:
-    """Whether the two-byte timestampDelta varints whose first and second bytes these are all
-    have the two-byte form and a value <= ``limit``. Column-wise: the raw varints u, as
-    16-bit words (u & 0x7F) | (u >> 7) << 8 (ordered as u is), must not exceed 2 * limit's.
-    Negative (odd) deltas are compared as if positive: never wrongly accepted, at worst sent
-    to the next walker."""
-    if firsts.translate(None, _CONTINUES) or seconds.translate(None, _ENDS):
+def _wide_deltas_ok(columns: list[bytes], limit: int | None) -> bool:
+    """Whether the timestampDelta varints of two or three bytes whose byte columns these are
+    all have that form and a value <= ``limit``. Column-wise: each raw varint u, as a machine
+    word whose byte j is u's 7-bit group j (so words are ordered as u is), must not exceed the
+    word of 2 * limit; ``max`` over a memoryview finds the largest in C. Negative (odd)
+    deltas are compared as if positive: never wrongly accepted, at worst sent to the walker."""
+    *continuing, last = columns
+    if any(c.translate(None, _CONTINUES) for c in continuing) or last.translate(None, _ENDS):
         return False
-    if limit is None or limit >= 8191:  # every two-byte varint is within -8192..8191
+    width = len(columns)
+    if limit is None or limit >= (1 << 7 * width - 1) - 1:  # every varint this wide is within it
         return True
-    words = bytearray(2 * len(firsts))
-    words[_LOW_AT::2] = firsts.translate(_LOW_SEVEN)
-    words[_HIGH_AT::2] = seconds
+    step = 2 if width == 2 else 4
+    words = bytearray(step * len(last))
+    for j, column in enumerate(columns):
+        words[(j if _LITTLE else step - 1 - j)::step] = column.translate(_LOW_SEVEN)
     bound = 2 * limit
-    return max(memoryview(words).cast("H")) <= (bound >> 7) << 8 | bound & 0x7F
+    key = sum(((bound >> 7 * j) & 0x7F) << 8 * j for j in range(width - 1)) | (bound >> 7 * (width - 1)) << 8 * (width - 1)
+    return max(memoryview(words).cast("H" if step == 2 else "I")) <= key
 
 
 def _offset_delta_bytes(width: int, first: int, stop: int) -> list[bytes]:
@@ -277,8 +282,8 @@ def _layout_at(d: bytes, p: int, width: int, ts_limit: int | None, compacted: bo
     """The layout of the record at ``p`` whose offsetDelta is ``width`` bytes wide, as a
     template for the records after it: (size, length field, timestampDelta width and allowed
     first bytes, key length field, bytes from it to the value length field, value length
-    field); None if it is not of the common shape (lengths and deltas of one or two bytes, a
-    key that is allowed, no headers)."""
+    field); None if it is not of the common shape (length varints of one or two bytes, a
+    timestampDelta of up to three, a key that is allowed, no headers)."""
     n = len(d)
     if p + 7 > n:  # a record is 7 bytes at least
         return None
@@ -292,6 +297,8 @@ def _layout_at(d: bytes, p: int, width: int, ts_limit: int | None, compacted: bo
         ts_width, ts_allowed = 1, (_ENDS if ts_limit is None else _TS_ONE_BYTE[min(ts_limit, 63)])
     elif d[at + 1] < 0x80:
         ts_width, ts_allowed = 2, _CONTINUES
+    elif at + 2 < n and d[at + 2] < 0x80:  # deltas of 8.192 s and more
+        ts_width, ts_allowed = 3, _CONTINUES
     else:
         return None
     at += ts_width + width
@@ -350,8 +357,8 @@ def _column_runs(d: bytes, count: int, ts_limit: int | None, compacted: bool) ->
                 end = p + k * size
             q = p + len(length_field) + 1  # timestampDelta
             k = min(k, _leading(d[q:end:size], ts_allowed))
-            if ts_width == 2:
-                k = min(k, _leading(d[q + 1 : end : size], _ENDS))
+            for j in range(1, ts_width):
+                k = min(k, _leading(d[q + j : end : size], _CONTINUES if j < ts_width - 1 else _ENDS))
             end = p + k * size
             o = q + ts_width  # offsetDelta
             q = o + width  # key length
@@ -363,7 +370,7 @@ def _column_runs(d: bytes, count: int, ts_limit: int | None, compacted: bool) ->
             end = p + k * size
             if k < min(_MIN_RUN, count - i):
                 return i, p
-            if ts_width == 2 and not _two_byte_deltas_ok(d[o - 2 : end : size], d[o - 1 : end : size], ts_limit):
+            if ts_width > 1 and not _wide_deltas_ok([d[o - ts_width + j : end : size] for j in range(ts_width)], ts_limit):
                 return i, p
             for j, column in enumerate(_delta_columns(width)):
                 if d[o + j : end : size] != column[i - first : i - first + k]:
