@@ -240,9 +240,15 @@ def _wide_deltas_ok(columns: list[bytes], limit: int | None) -> bool:
 
 def _offset_delta_bytes(width: int, first: int, stop: int) -> list[bytes]:
     """Byte j of the ``width``-byte varint of each offsetDelta i in [first, stop): the bytes a
-    run of records must show, read one column at a time (see ``_column_runs``)."""
-    zs = range(2 * first, 2 * stop, 2)
-    return [bytes(((z >> 7 * j) & 0x7F) | (0x80 if j < width - 1 else 0) for z in zs) for j in range(width)]
+    run of records must show, read one column at a time (see ``_column_runs``). Built by
+    repetition (byte 0 cycles every 64 deltas, byte j >= 1 holds for 2 ** (7j - 1) of them), as
+    the three-byte table has a million entries; ``first`` and ``stop`` are multiples of 64."""
+    more = [0x80] * (width - 1) + [0]  # the continuation bit, on every byte but the last
+    columns = [bytes(((2 * i) & 0x7F) | more[0] for i in range(first, first + 64)) * ((stop - first) // 64)]
+    for j in range(1, width):
+        run = 1 << (7 * j - 1)
+        columns.append(b"".join(_BYTE[((i >> (7 * j - 1)) & 0x7F) | more[j]] * run for i in range(first, stop, run)))
+    return columns
 
 
 # offsetDelta i takes 1 byte below 64, 2 below 8192, 3 below 2**20 (a batch of more records, only
