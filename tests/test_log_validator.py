@@ -221,3 +221,179 @@ def test_a_stored_bad_batch_is_served_as_stored_and_a_timestamp_lookup_on_it_ans
         assert first.partitions[0][2:] == (NO_ERROR, 1000, 0)  # a lookup that stops before it works
     finally:
         c.close()
+
+
+# --- the fast paths accept only what the reference accepts ------------------------------------------------
+#
+# LogValidator walks a batch's records with two fast paths that may only *accept*:
+# ``_column_runs`` vouches for the leading runs of records of one layout (checked a byte column at a
+# time), ``_records_ok`` (a one-pass walker with inline varints) for the rest; when it is not sure,
+# the plain reference decoder (``first_bad_record``) decides and names the error. So: on every batch,
+# valid or mutated, whatever a fast path says yes to, the reference must accept, and each fast path
+# must say yes to the valid batches of its shape (or it would be dead weight).
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from minikafka.storage import log_validator as lv
+
+
+def payload_of(batch: bytes) -> bytes:
+    return batch[HEADER_SIZE:]
+
+
+def header_of(batch: bytes) -> tuple[int, int, int]:
+    fields = HEADER.unpack_from(batch)
+    return fields[7], fields[8], fields[-1]  # baseTimestamp, maxTimestamp, recordsCount
+
+
+def judge(payload: bytes, count: int, base_ts: int, max_ts: int, compacted: bool):
+    """What each walker says about one payload: whether the column path alone covered every
+    record, the walker alone, both together (as ``validate`` runs them), and the reference.
+    Checked on the way: the records the column path vouches for, alone, are good ones."""
+    limit = max_ts - base_ts if base_ts >= 0 else None
+    first, pos = lv._column_runs(payload, count, limit, compacted)
+    assert lv.first_bad_record(payload[:pos], first, base_ts, max_ts, compacted) is None, (first, pos)
+    reference = lv.first_bad_record(payload, count, base_ts, max_ts, compacted)
+    columns = first == count and pos == len(payload)
+    walker = lv._records_ok(payload, count, limit, compacted)
+    both = lv._records_ok(payload, count, limit, compacted, first, pos)
+    if columns or walker or both:
+        assert reference is None, (columns, walker, both, reference)
+    return columns, walker, both, reference
+
+
+lengths = st.one_of(st.integers(0, 70), st.integers(120, 300))  # one- and two-byte length varints
+blobs = lengths.flatmap(lambda n: st.binary(min_size=n, max_size=n))
+header_keys = st.one_of(st.text(max_size=5), st.just("é"))
+any_records = st.lists(
+    st.builds(Record, st.one_of(st.none(), blobs), st.one_of(st.none(), blobs),
+              st.integers(1_000, 1_000 + 20_000),
+              headers=st.lists(st.tuples(header_keys, st.one_of(st.none(), st.binary(max_size=4))), max_size=2)),
+    min_size=1, max_size=80)
+
+
+@st.composite
+def uniform_batches(draw):
+    """Records of one layout, as a fixed-size producer writes them: 1 to 150 records (offsetDelta
+    one and two bytes wide), timestamps all equal, random with deltas all one, two or three
+    bytes wide, or 1 or 2 ms apart (their deltas widen at record 64 or 32, as in the append
+    benchmark's batches)."""
+    count = draw(st.integers(1, 150))
+    key_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
+    value_len = draw(st.one_of(st.none(), st.integers(0, 70), st.integers(120, 200)))
+    mode = draw(st.sampled_from(["same", "one byte", "two bytes", "three bytes", 1, 2]))
+    if mode == "same":
+        spread = [0] * count
+    elif isinstance(mode, int):
+        spread = [mode * i for i in range(count)]
+    else:
+        low, high = {"one byte": (0, 63), "two bytes": (64, 8191), "three bytes": (8192, 300_000)}[mode]
+        spread = [low] + [draw(st.integers(low, high)) for _ in range(count - 1)]
+    base = 10_000
+    records = [Record(None if key_len is None else bytes([i % 256]) * key_len,
+                      None if value_len is None else bytes([(i * 7) % 256]) * value_len, base + spread[i])
+               for i in range(count)]
+    return bytes(RecordBatch.build(records, base_timestamp=base, max_timestamp=base + max(spread)))
+
+
+@st.composite
+def mutations(draw, batches):
+    """A valid batch's payload with up to three bytes changed, cut or added, and sometimes a
+    header (count, maxTimestamp) that no longer fits it."""
+    batch = draw(batches)
+    payload = bytearray(payload_of(batch))
+    base_ts, max_ts, count = header_of(batch)
+    for _ in range(draw(st.integers(0, 3))):
+        kind = draw(st.sampled_from(["set", "set", "set", "bump", "cut", "add"]))
+        at = draw(st.integers(0, max(0, len(payload) - 1)))
+        if kind == "set" and payload:
+            payload[at] = draw(st.integers(0, 255))
+        elif kind == "bump" and payload:
+            payload[at] = (payload[at] + draw(st.sampled_from([-2, -1, 1, 2]))) % 256
+        elif kind == "cut":
+            del payload[at : at + draw(st.integers(1, 3))]
+        else:
+            payload[at:at] = draw(st.binary(min_size=1, max_size=3))
+    count += draw(st.sampled_from([0, 0, 0, -1, 1]))
+    max_ts += draw(st.sampled_from([0, 0, 0, -1, -70, -9000]))
+    return bytes(payload), max(count, 0), base_ts, max_ts, draw(st.booleans())
+
+
+@st.composite
+def hand_built_batches(draw):
+    """Records built by ``record`` above, whose header keys are any bytes (UTF-8 or not) and whose
+    header values may claim lengths below -1: what RecordBatch.build cannot write."""
+    count = draw(st.integers(1, 4))
+    parts = []
+    for i in range(count):
+        headers = draw(st.lists(st.tuples(st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=3))),
+                                max_size=3))
+        body = record(offset_delta=i, value=draw(st.binary(max_size=4)), headers=headers)
+        if headers and draw(st.booleans()):  # the last header's value length, -2 or -3 instead
+            hk, hv = headers[-1]
+            tail = varint(len(hk)) + hk + varint(-1 if hv is None else len(hv)) + (hv or b"")
+            fake = varint(len(hk)) + hk + varint(draw(st.sampled_from([-2, -3])))
+            inner = body[1:] if body[0] < 0x80 else body[2:]  # without its length
+            inner = inner[: len(inner) - len(tail)] + fake
+            body = varint(len(inner)) + inner
+        parts.append(body)
+    return raw_batch(b"".join(parts), count)
+
+
+batches_of_any_records = any_records.map(lambda rs: bytes(RecordBatch.build(rs)))
+mutated = st.one_of(mutations(uniform_batches()), mutations(batches_of_any_records), mutations(hand_built_batches()))
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(any_records, st.booleans())
+def test_the_walker_accepts_every_valid_batch_as_the_reference_does(records, compacted):
+    batch = bytes(RecordBatch.build(records))
+    base_ts, max_ts, count = header_of(batch)
+    columns, walker, both, reference = judge(payload_of(batch), count, base_ts, max_ts, compacted)
+    if compacted and any(r.key is None for r in records):
+        assert reference is not None and not (columns or walker or both)
+    else:
+        assert reference is None and walker and both
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(uniform_batches())
+def test_the_column_path_alone_accepts_every_batch_of_one_layout(batch):
+    base_ts, max_ts, count = header_of(batch)
+    assert judge(payload_of(batch), count, base_ts, max_ts, False) == (True, True, True, None)
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True)
+@given(mutated)
+def test_on_mutated_batches_a_fast_path_never_accepts_what_the_reference_refuses(case):
+    judge(*case)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(mutated)
+def test_validate_answers_exactly_what_the_reference_decoder_answers(case):
+    payload, count, base_ts, max_ts, compacted = case
+    batch = raw_batch(payload, count, base_ts=base_ts, max_ts=max_ts)
+    expected = lv.first_bad_record(payload, count, base_ts, max_ts, compacted) if count > 0 else (None, "recordsCount")
+    try:
+        LogValidator(compacted=compacted).validate(batch)
+    except InvalidRecordError as e:
+        assert expected is not None
+        if expected[0] is not None:
+            assert e.record_errors == (expected,) and str(e).endswith(f"record {expected[0]}: {expected[1]}")
+    else:
+        assert expected is None
+
+
+def test_the_column_path_covers_deltas_three_bytes_wide_and_a_wrong_one_reaches_the_reference():
+    count = 9_000  # offsetDelta 8192 and up takes three bytes; so does timestampDelta, 1 ms apart
+    batch = bytes(RecordBatch.build([Record(None, b"x", 5 + i) for i in range(count)]))
+    payload = payload_of(batch)
+    assert judge(payload, count, 5, 5 + 8999, False) == (True, True, True, None)
+    assert judge(payload, count, 5, 5 + 8998, False)[1:] == (False, False, (8999, "timestamp 9004 is above the batch's maxTimestamp 9003"))
+    last = len(payload) - 4  # record 8,999 ends [offsetDelta: 3 bytes][key length -1][value length 1][x][0 headers]
+    assert payload[last - 3 : last] == bytes([(2 * 8999 & 0x7F) | 0x80, (2 * 8999 >> 7 & 0x7F) | 0x80, 2 * 8999 >> 14])
+    wrong = payload[: last - 3] + bytes([(2 * 8998 & 0x7F) | 0x80]) + payload[last - 2 :]
+    assert judge(wrong, count, 5, 5 + 8999, False) == (False, False, False,
+                                                (8999, "offset delta 8998, expected 8999 (deltas count up from 0)"))
