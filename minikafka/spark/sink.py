@@ -193,9 +193,10 @@ class KafkaBatchSink:
         self.close()
 
 
-def _batch_id(record) -> int:
+def _batch_id(record, sink: str = "KafkaBatchSink") -> int:
+    """The batch id a sink stamped on ``record`` (its ``BATCH_HEADER``)."""
     for key, value in record.headers or ():
         if key == BATCH_HEADER:
             return int(value)
     raise ValueError(f"record at offset {record.offset} of {record.topic} has no {BATCH_HEADER!r} "
-                     "header: KafkaBatchSink needs a topic only it writes to")
+                     f"header: {sink} needs a topic only it writes to")

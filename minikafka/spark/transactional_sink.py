@@ -38,7 +38,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from minikafka.spark.sink import BATCH_HEADER
+from minikafka.spark.sink import BATCH_HEADER, _batch_id
 
 Record = tuple[bytes | None, bytes]
 
@@ -168,7 +168,7 @@ class KafkaTransactionalSink:
                 if time.monotonic() > deadline:
                     raise TimeoutError(f"could not read {self.topic} to its end offsets {end} within {timeout_s:g} s")
                 for tp, batch in consumer.poll(timeout_ms=1000).items():
-                    out[tp] += [(_batch_id(r), r.key, r.value) for r in batch if r.offset < end[tp]]
+                    out[tp] += [(_batch_id(r, "KafkaTransactionalSink"), r.key, r.value) for r in batch if r.offset < end[tp]]
         finally:
             consumer.close()
         return [row for tp in tps for row in out[tp]]
@@ -191,10 +191,3 @@ class KafkaTransactionalSink:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
-
-def _batch_id(record) -> int:
-    for key, value in record.headers or ():
-        if key == BATCH_HEADER:
-            return int(value)
-    raise ValueError(f"record at offset {record.offset} of {record.topic} has no {BATCH_HEADER!r} header: "
-                     "KafkaTransactionalSink needs a topic only it writes to")
