@@ -228,15 +228,17 @@ def run_cluster(args) -> int:
         print(f"minikafka cluster up: {e}", file=sys.stderr)
         return 1
     with cluster:
-        print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
-        print(f"controller quorum voters: {', '.join(f'{c}@{h}:{p}' for c, (h, p) in cluster.voters.items())}",
-              flush=True)
-        print(f"log directories under {cluster.dir}; Ctrl-C stops every process", flush=True)
+        # The handlers go in before the cluster is announced: whoever reads the announcement
+        # may signal us at once, and must find us ready to stop cleanly (not killed by it).
         signal.signal(signal.SIGTERM, lambda *_: (_ for _ in ()).throw(KeyboardInterrupt()))
         # A shell that starts us in the background without job control hands us SIGINT
         # ignored; Ctrl-C (or `kill -INT`) must still stop the cluster.
         signal.signal(signal.SIGINT, signal.default_int_handler)
         try:
+            print(f"bootstrap servers: {cluster.bootstrap_servers}", flush=True)
+            print(f"controller quorum voters: {', '.join(f'{c}@{h}:{p}' for c, (h, p) in cluster.voters.items())}",
+                  flush=True)
+            print(f"log directories under {cluster.dir}; Ctrl-C stops every process", flush=True)
             while True:
                 time.sleep(1)
         except KeyboardInterrupt:
