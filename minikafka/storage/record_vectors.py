@@ -96,8 +96,8 @@ def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, firs
         read = _varints(a, start)  # length
         if read is None:
             return False
-        u, width = read
-        if (u & 1).any() or ((u >> 1) < 6).any() or (start + width + (u >> 1) != end).any():
+        u, width = read  # start + width + length is the next start: the proposal read the same bytes
+        if (u & 1).any() or ((u >> 1) < 6).any():  # a negative length, or one shorter than any record
             return False
         q = start + width + 1  # timestampDelta, after the attributes byte (any value)
         t0, t1, t2 = a[q], a[q + 1], a[q + 2]
