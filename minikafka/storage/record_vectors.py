@@ -87,7 +87,7 @@ def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, firs
         return False
     if p != len(d):
         return False
-    a = np.frombuffer(d + _PAD, np.uint8).astype(np.int64)
+    a = np.frombuffer(d + _PAD, np.uint8).astype(np.uint16)  # room for a two-byte varint's value; int64 costs 10x
     start = np.array(starts, np.int64)
     end = np.empty(n, np.int64)
     end[:-1] = start[1:]
@@ -107,6 +107,7 @@ def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, firs
         if not (one | two | three).all():
             return False
         if ts_limit is not None:  # an even raw varint is a delta >= 0: it must be <= the limit
+            t0, t1, t2 = t0.astype(np.int64), t1.astype(np.int64), t2.astype(np.int64)
             u = np.where(one, t0, (t0 & 0x7F) | np.where(two, t1 << 7, ((t1 & 0x7F) << 7) | (t2 << 14)))
             if ((u & 1 == 0) & (u >> 1 > ts_limit)).any():
                 return False
@@ -150,7 +151,7 @@ def _past_headers(a: np.ndarray, q: np.ndarray, counts: np.ndarray):
         if (u & 1).any():  # a negative key length
             return None
         key_at = q[which] + width
-        key_len = u >> 1
+        key_len = (u >> 1).astype(np.int64)  # int64 throughout: NumPy makes int64 with uint64 a float
         total = int(key_len.sum())
         if total:  # every key byte, gathered: byte k of the keys laid end to end is at key_at + k - (keys before)
             before = np.cumsum(key_len) - key_len
