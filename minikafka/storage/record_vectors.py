@@ -7,11 +7,13 @@ in Python bytecode: about 0.6 us a record for records of varying sizes. This wal
 fields, but each field of *every* record in one NumPy operation. Only one step is sequential, as
 each record starts where the one before it ends: a Python loop that reads nothing but each
 record's length varint (about 0.1 us a record) proposes where the records start. Then, for all
-records at once, ``a[q]`` gathers the byte at each record's position ``q`` (``a`` is the batch as a
-byte array), varints of one and two bytes (three for timestampDelta) are decoded with ``where``,
-each rule is checked with a comparison and ``any``, and ``q`` moves past the field: a few
-nanoseconds a record for each field, plus about 40 us a batch. Headers are read the same way, one
-header index at a time (the first header of every record that has one, then the second...).
+records at once, ``word[q]`` gathers the two bytes at each record's position ``q`` (``word`` is the
+batch seen as overlapping little-endian 16-bit words), and constant tables indexed by that word
+give what the field means: its width, its value, how far to skip (past a key or value of that
+length), or a step "far" past the batch where the field breaks a rule; each rule is then one
+comparison and ``any``. So a field costs a few NumPy calls whatever its width, a few nanoseconds
+a record, and a batch about 20 us on top. Headers are read the same way, one header index at a
+time (the first header of every record that has one, then the second...).
 
 It may only *accept*, like LogValidator's other fast paths: ``records_ok`` is True only when every
 record obeys every rule of ``first_bad_record`` (the reference), and False when it is not sure (a
@@ -37,36 +39,35 @@ from __future__ import annotations
 
 import numpy as np
 
-_PAD = bytes(8)  # gathers one or two bytes past a field: zeros past the batch's end, never trusted
+_PAD = bytes(8)  # gathers a word at a field's last byte: zeros past the batch's end, never trusted
 _MAX_RECORDS = 8192  # offsetDelta of one or two bytes: more records are the walker's
+_FAR = 1 << 40  # a step that lands past any batch: the field is not allowed (or not sure)
 
-# The bytes of offsetDelta i (raw varint 2i): its first byte, its second (if i >= 64), its width.
-_DELTA_LOW = np.array([((2 * i) & 0x7F) | (0x80 if i >= 64 else 0) for i in range(_MAX_RECORDS)], np.int64)
-_DELTA_HIGH = np.array([(2 * i) >> 7 for i in range(_MAX_RECORDS)], np.int64)
-_DELTA_WIDTH = np.array([1 if i < 64 else 2 for i in range(_MAX_RECORDS)], np.int64)
-
-
-def _varints(a: np.ndarray, q: np.ndarray):
-    """The raw varints of one or two bytes at positions ``q``, and their widths; None if one is wider."""
-    b0 = a[q]
-    wide = b0 >= 0x80
-    b1 = a[q + 1]
-    if (wide & (b1 >= 0x80)).any():
-        return None
-    return np.where(wide, (b0 & 0x7F) | (b1 << 7), b0), 1 + wide
-
-
-def _past_nullable(a: np.ndarray, q: np.ndarray):
-    """Positions after a nullable length field and the bytes it counts (key, value, header value):
-    its raw varint must be even (a length) or 1 (-1, null). None if not sure or not allowed."""
-    read = _varints(a, q)
-    if read is None:
-        return None, None
-    u, width = read
-    null = (u & 1).astype(bool)
-    if null.any() and (u[null] != 1).any():  # a length below -1
-        return None, None
-    return q + width + np.where(null, 0, u >> 1), null
+# Every varint field is read through tables indexed by the 16-bit word at the field, ``w`` = its
+# byte and the next (little-endian): one gather and one lookup per field, whatever the field's
+# width, instead of a dozen NumPy operations to decode it. A varint of three bytes or more (the
+# second byte continues) is invalid in the tables: not sure.
+_W = np.arange(1 << 16)
+_B0, _B1 = _W & 0xFF, _W >> 8
+_ONE, _TWO = _B0 < 0x80, (_B0 >= 0x80) & (_B1 < 0x80)
+_RAW = np.where(_ONE, _B0, (_B0 & 0x7F) | (_B1 << 7))
+_WIDTH = np.where(_ONE, 1, np.where(_TWO, 2, 0))  # 0: three bytes or more
+_VALUE = np.where(_RAW & 1, -(_RAW >> 1) - 1, _RAW >> 1)  # zig-zag undone
+_VALID = _WIDTH > 0
+# A record's length varint: the step to the next record (a length >= 6: attributes and five
+# one-byte varints at least), else 0, which never reaches the next record's start.
+_RECORD_STEP = np.where(_VALID & (_VALUE >= 6), _WIDTH + _VALUE, 0)
+# A nullable length (key, value, header value): past it and its bytes; a length below -1: far.
+_NULLABLE_STEP = np.where(_VALID & (_VALUE >= -1), _WIDTH + np.maximum(_VALUE, 0), _FAR)
+_IS_NULL = _VALID & (_VALUE == -1)
+# A header key's length (never null): past the varint only (the key's bytes are checked apart).
+_KEY_LENGTH = np.where(_VALID & (_VALUE >= 0), _VALUE, -1)
+# offsetDelta i, exactly: its one byte (i < 64), or its two bytes as a word (i >= 64).
+_I = np.arange(_MAX_RECORDS)
+_DELTA_BYTE = 2 * _I
+_DELTA_WORD = ((2 * _I) & 0x7F | 0x80) | ((2 * _I) >> 7) << 8
+_DELTA_WIDTH = np.where(_I < 64, 1, 2)
+del _W, _B0, _B1, _ONE, _TWO, _RAW, _I
 
 
 def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, first: int = 0, pos: int = 0) -> bool:
@@ -76,6 +77,8 @@ def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, firs
     n = count - first
     if n <= 0 or count > _MAX_RECORDS or (ts_limit is not None and ts_limit < 0):
         return False
+    if ts_limit is not None and ts_limit >= 1 << 20:  # above any delta of three bytes or fewer: no limit
+        ts_limit = None  # (and NumPy is never asked to compare with a Python int out of its range)
     starts = [0] * n
     p = pos
     try:  # propose where each record starts (a length varint of one or two bytes, read raw)
@@ -87,49 +90,44 @@ def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, firs
         return False
     if p != len(d):
         return False
-    a = np.frombuffer(d + _PAD, np.uint8).astype(np.uint16)  # room for a two-byte varint's value; int64 costs 10x
+    padded = d + _PAD
+    byte = np.frombuffer(padded, np.uint8)
+    word = np.ndarray((len(padded) - 1,), "<u2", padded, strides=(1,))  # word[q]: bytes q and q + 1
     start = np.array(starts, np.int64)
     end = np.empty(n, np.int64)
     end[:-1] = start[1:]
     end[-1] = p
     try:
-        read = _varints(a, start)  # length
-        if read is None:
+        if (start + _RECORD_STEP[word[start]] != end).any():  # length: even, >= 6, as proposed
             return False
-        u, width = read  # start + width + length is the next start: the proposal read the same bytes
-        if (u & 1).any() or ((u >> 1) < 6).any():  # a negative length, or one shorter than any record
-            return False
-        q = start + width + 1  # timestampDelta, after the attributes byte (any value)
-        t0, t1, t2 = a[q], a[q + 1], a[q + 2]
-        one = t0 < 0x80
-        two = ~one & (t1 < 0x80)
-        three = ~one & ~two & (t2 < 0x80)
-        if not (one | two | three).all():
-            return False
-        if ts_limit is not None:  # an even raw varint is a delta >= 0: it must be <= the limit
-            t0, t1, t2 = t0.astype(np.int64), t1.astype(np.int64), t2.astype(np.int64)
-            u = np.where(one, t0, (t0 & 0x7F) | np.where(two, t1 << 7, ((t1 & 0x7F) << 7) | (t2 << 14)))
-            if ((u & 1 == 0) & (u >> 1 > ts_limit)).any():
+        q = start + _WIDTH[word[start]] + 1  # timestampDelta, after the attributes byte (any value)
+        w = word[q]
+        width = _WIDTH[w]
+        if width.all():
+            if ts_limit is not None and int(_VALUE[w].max()) > ts_limit:
                 return False
-        q = q + 1 + two + 2 * three  # offsetDelta: exactly record i's varint, minimal
-        if (a[q] != _DELTA_LOW[first:count]).any():
-            return False
-        if count > 64:
-            k = max(first, 64)
-            if (a[q[k - first :] + 1] != _DELTA_HIGH[k:count]).any():
+            q = q + width
+        else:  # deltas of 8.192 s and more: three bytes
+            q = _past_timestamps(byte, q, ts_limit)
+            if q is None:
                 return False
-        q, null = _past_nullable(a, q + _DELTA_WIDTH[first:count])  # key
-        if q is None or (compacted and null.any()):
+        k = min(count, 64) - first  # offsetDelta: exactly record i's varint, minimal
+        if k > 0 and (byte[q[:k]] != _DELTA_BYTE[first : first + k]).any():
             return False
-        q, _ = _past_nullable(a, q)  # value
-        if q is None:
+        if k < n and (word[q[max(k, 0):]] != _DELTA_WORD[max(first, 64) : count]).any():
             return False
-        headers = a[q]
+        q = q + _DELTA_WIDTH[first:count]
+        w = word[q]  # key
+        if compacted and _IS_NULL[w].any():
+            return False
+        q = q + _NULLABLE_STEP[w]
+        q = q + _NULLABLE_STEP[word[q]]  # value
+        headers = byte[q]
         q = q + 1
         if headers.any():
             if (headers & 0x81).any():  # 64 headers or more (two bytes), or a negative count
                 return False
-            q = _past_headers(a, q, headers >> 1)
+            q = _past_headers(byte, word, q, headers >> 1)
             if q is None:
                 return False
         return bool((q == end).all())
@@ -137,28 +135,39 @@ def records_ok(d: bytes, count: int, ts_limit: int | None, compacted: bool, firs
         return False
 
 
-def _past_headers(a: np.ndarray, q: np.ndarray, counts: np.ndarray):
+def _past_timestamps(byte: np.ndarray, q: np.ndarray, ts_limit: int | None):
+    """Positions after timestampDelta varints of one to three bytes at ``q``, each delta at
+    most ``ts_limit``; None if one is wider or above it."""
+    t0, t1, t2 = (byte[q + j].astype(np.int64) for j in range(3))
+    one = t0 < 0x80
+    two = ~one & (t1 < 0x80)
+    three = ~one & ~two & (t2 < 0x80)
+    if not (one | two | three).all():
+        return None
+    if ts_limit is not None:  # an even raw varint is a delta >= 0: it must be <= the limit
+        u = np.where(one, t0, (t0 & 0x7F) | np.where(two, t1 << 7, ((t1 & 0x7F) << 7) | (t2 << 14)))
+        if ((u & 1 == 0) & (u >> 1 > ts_limit)).any():
+            return None
+    return q + 1 + two + 2 * three
+
+
+def _past_headers(byte: np.ndarray, word: np.ndarray, q: np.ndarray, counts: np.ndarray):
     """Positions after each record's headers (``counts`` of them, from ``q``): header j of every
     record that has more than j, at once. Keys must have a length >= 0 and be ASCII (any other
     UTF-8 is left to the walker); values are nullable. None if not sure or not allowed."""
     q = q.copy()
     for j in range(int(counts.max())):
         which = np.flatnonzero(counts > j)
-        read = _varints(a, q[which])
-        if read is None:
+        w = word[q[which]]
+        key_len = _KEY_LENGTH[w]
+        if (key_len < 0).any():  # negative, or a varint of three bytes or more
             return None
-        u, width = read
-        if (u & 1).any():  # a negative key length
-            return None
-        key_at = q[which] + width
-        key_len = (u >> 1).astype(np.int64)  # int64 throughout: NumPy makes int64 with uint64 a float
+        key_at = q[which] + _WIDTH[w]
         total = int(key_len.sum())
         if total:  # every key byte, gathered: byte k of the keys laid end to end is at key_at + k - (keys before)
             before = np.cumsum(key_len) - key_len
-            if (a[np.arange(total) + np.repeat(key_at - before, key_len)] >= 0x80).any():
+            if (byte[np.arange(total) + np.repeat(key_at - before, key_len)] >= 0x80).any():
                 return None
-        after, _ = _past_nullable(a, key_at + key_len)
-        if after is None:
-            return None
-        q[which] = after
+        after = key_at + key_len
+        q[which] = after + _NULLABLE_STEP[word[after]]
     return q
