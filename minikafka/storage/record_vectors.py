@@ -26,11 +26,13 @@ The proposal loop's guesses are checked like everything else (length even, recor
 each record's end is the next one's start, the last ends at the batch's end).
 
 Why not a C record decoder, such as aiokafka's Cython ``DefaultRecordBatch`` (0.11 us a record to
-iterate the same batch)? Its reading is not Kafka's: it reads the attributes byte as a varint, takes
-any negative key or value length as null, and keeps only 64 bits of a 10-byte varint, so it accepts
-batches Kafka's ``DefaultRecord`` refuses; ruling those out from the records it returns (re-encoding
-them, or summing their encoded sizes) costs as much Python per record as our walker (measured:
-0.6-1.1 us a record), and it would have been a second decoder to trust (see benchmarks/RESULTS.md).
+iterate the wire benchmark's variable batch, measured)? Its reading is not Kafka's: it reads the
+attributes byte as a varint, takes any negative key or value length as null, and keeps only 64
+bits of a 10-byte varint, so it accepts batches Kafka's ``DefaultRecord`` refuses; ruling those
+out from the records it returns needs Python work per record (re-encoding them with its own C
+builder and comparing the bytes, the cheapest exact check found, took 0.6 us a record in all,
+as much as our one-pass walker), and it would be a second decoder to trust, with a client
+library's dependencies (asyncio client, 76 ms to import). See benchmarks/RESULTS.md.
 
 Never: writes to the batch, I/O, a clock; never decides an error (it has no error to name).
 """
