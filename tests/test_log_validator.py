@@ -225,10 +225,11 @@ def test_a_stored_bad_batch_is_served_as_stored_and_a_timestamp_lookup_on_it_ans
 
 # --- the fast paths accept only what the reference accepts ------------------------------------------------
 #
-# LogValidator walks a batch's records with two fast paths that may only *accept*:
+# LogValidator walks a batch's records with three fast paths that may only *accept*:
 # ``_column_runs`` vouches for the leading runs of records of one layout (checked a byte column at a
-# time), ``_records_ok`` (a one-pass walker with inline varints) for the rest; when it is not sure,
-# the plain reference decoder (``first_bad_record``) decides and names the error. So: on every batch,
+# time), then ``record_vectors.records_ok`` (every record's fields at once, with NumPy) or
+# ``_records_ok`` (a one-pass walker with inline varints) for the rest; when they are not sure, the
+# plain reference decoder (``first_bad_record``) decides and names the error. So: on every batch,
 # valid or mutated, whatever a fast path says yes to, the reference must accept, and each fast path
 # must say yes to the valid batches of its shape (or it would be dead weight).
 
@@ -236,6 +237,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from minikafka.storage import log_validator as lv
+from minikafka.storage import record_vectors as rv
 
 
 def payload_of(batch: bytes) -> bytes:
@@ -250,7 +252,9 @@ def header_of(batch: bytes) -> tuple[int, int, int]:
 def judge(payload: bytes, count: int, base_ts: int, max_ts: int, compacted: bool):
     """What each walker says about one payload: whether the column path alone covered every
     record, the walker alone, both together (as ``validate`` runs them), and the reference.
-    Checked on the way: the records the column path vouches for, alone, are good ones."""
+    Checked on the way: the records the column path vouches for, alone, are good ones, and
+    the vectorised walker, alone or after the column path, accepts nothing the reference
+    refuses and, where it is sure, agrees with the one-pass walker."""
     limit = max_ts - base_ts if base_ts >= 0 else None
     first, pos = lv._column_runs(payload, count, limit, compacted)
     assert lv.first_bad_record(payload[:pos], first, base_ts, max_ts, compacted) is None, (first, pos)
@@ -258,9 +262,18 @@ def judge(payload: bytes, count: int, base_ts: int, max_ts: int, compacted: bool
     columns = first == count and pos == len(payload)
     walker = lv._records_ok(payload, count, limit, compacted)
     both = lv._records_ok(payload, count, limit, compacted, first, pos)
+    vectors = vectors_ok(payload, count, limit, compacted)
+    if vectors or rv.records_ok(payload, count, limit, compacted, first, pos):
+        assert reference is None, ("vectors", reference)
     if columns or walker or both:
         assert reference is None, (columns, walker, both, reference)
     return columns, walker, both, reference
+
+
+def vectors_ok(payload, count, limit, compacted):
+    """The vectorised walker's answer on a whole payload (the tests call it on batches of any
+    size; ``validate`` only from ``_MIN_VECTOR`` records)."""
+    return rv.records_ok(payload, count, limit, compacted)
 
 
 lengths = st.one_of(st.integers(0, 70), st.integers(120, 300))  # one- and two-byte length varints
@@ -329,7 +342,8 @@ def hand_built_batches(draw):
     for i in range(count):
         headers = draw(st.lists(st.tuples(st.binary(max_size=3), st.one_of(st.none(), st.binary(max_size=3))),
                                 max_size=3))
-        body = record(offset_delta=i, value=draw(st.binary(max_size=4)), headers=headers)
+        key_len = draw(st.sampled_from([None, None, -2, -64]))  # a null key written -1, or below
+        body = record(offset_delta=i, key_len=key_len, value=draw(st.binary(max_size=4)), headers=headers)
         if headers and draw(st.booleans()):  # the last header's value length, -2 or -3 instead
             hk, hv = headers[-1]
             tail = varint(len(hk)) + hk + varint(-1 if hv is None else len(hv)) + (hv or b"")
@@ -351,10 +365,12 @@ def test_the_walker_accepts_every_valid_batch_as_the_reference_does(records, com
     batch = bytes(RecordBatch.build(records))
     base_ts, max_ts, count = header_of(batch)
     columns, walker, both, reference = judge(payload_of(batch), count, base_ts, max_ts, compacted)
+    vectors = vectors_ok(payload_of(batch), count, max_ts - base_ts, compacted)
     if compacted and any(r.key is None for r in records):
-        assert reference is not None and not (columns or walker or both)
+        assert reference is not None and not (columns or walker or both or vectors)
     else:
         assert reference is None and walker and both
+        assert vectors == all(k.isascii() for r in records for k, _ in r.headers)  # its shape: ASCII header keys
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
@@ -397,3 +413,106 @@ def test_the_column_path_covers_deltas_three_bytes_wide_and_a_wrong_one_reaches_
     wrong = payload[: last - 3] + bytes([(2 * 8998 & 0x7F) | 0x80]) + payload[last - 2 :]
     assert judge(wrong, count, 5, 5 + 8999, False) == (False, False, False,
                                                 (8999, "offset delta 8998, expected 8999 (deltas count up from 0)"))
+
+
+# --- the vectorised walker inside validate ------------------------------------------------------------------
+
+
+def variable_batch(count: int, headers: int = 0, **build) -> bytes:
+    """``count`` records of varying sizes, keys ``key-<i>``, timestamps up and down (as the wire
+    benchmark's variable batch), ``headers`` headers each."""
+    return bytes(RecordBatch.build(
+        [Record(f"key-{i}".encode(), bytes([i % 251]) * (50 + i * 37 % 101), 1_000 + i * 13 % 60,
+                headers=tuple((f"h{j}", b"v" * j) for j in range(headers))) for i in range(count)], **build))
+
+
+@pytest.mark.parametrize("headers,codec", [(0, "none"), (2, "none"), (0, "lz4")])
+def test_validate_takes_a_large_batch_of_variable_records_through_the_vectorised_walker(monkeypatch, headers, codec):
+    batch = variable_batch(600, headers, compression=codec)
+
+    def walker_never_called(*_):
+        raise AssertionError("the vectorised walker should have accepted this batch")
+
+    monkeypatch.setattr(lv, "_records_ok", walker_never_called)
+    assert LogValidator().validate(batch) == 600
+
+
+@pytest.mark.parametrize("name,data,error,words,index", BAD, ids=[b[0] for b in BAD])
+def test_without_numpy_validate_answers_the_same(monkeypatch, name, data, error, words, index):
+    """Where NumPy cannot be imported the vectorised walker is never sure, and every answer
+    stays the same (the one-pass walker and the reference take every batch)."""
+    monkeypatch.setattr(lv, "_vector_records_ok", lv._no_vectors)
+    with pytest.raises(error, match=words.replace("(", r"\(")):
+        LogValidator().validate(GOOD + data)
+    assert LogValidator().validate(variable_batch(600, 1)) == 600
+
+
+def test_a_record_above_max_timestamp_deep_in_a_large_batch_is_refused_by_its_index():
+    batch = variable_batch(600)
+    payload = payload_of(batch)
+    base_ts, max_ts, count = header_of(batch)
+    late = max(range(count), key=lambda i: (1_000 + i * 13 % 60, -i))  # the first record at maxTimestamp
+    assert late > 0 and not vectors_ok(payload, count, max_ts - 1 - base_ts, False)
+    with pytest.raises(InvalidRecordError, match=f"record {late}: timestamp {max_ts} is above") as caught:
+        LogValidator().validate(raw_batch(payload, count, base_ts=base_ts, max_ts=max_ts - 1))
+    assert [i for i, _ in caught.value.record_errors] == [late]
+
+
+@st.composite
+def one_field_wrong(draw):
+    """Up to 200 records (offset deltas and lengths one and two bytes wide, headers or not) of
+    which one has one field wrong, the kind of mistake each check exists for: random byte
+    mutations seldom land on the one byte that matters."""
+    count = draw(st.integers(1, 200))
+    bad = draw(st.integers(0, count - 1))
+    kind = draw(st.sampled_from(["offset", "length", "negative length", "key length", "value length", "null below -1",
+                                 "header count", "header key", "negative header key length", "header value",
+                                 "timestamp", "null key"]))
+    parts = []
+    for i in range(count):
+        value = bytes([i % 256]) * draw(st.sampled_from([0, 5, 70, 200]))
+        headers = ((b"h", b"v"),) if draw(st.booleans()) else ()
+        fields = dict(offset_delta=i, ts_delta=i % 7, key=b"k%d" % i, value=value, headers=headers)
+        if i == bad:
+            shift = draw(st.sampled_from([-1, 1, 2]))
+            if kind == "offset":  # +-64 changes only the second byte of a two-byte delta
+                fields["offset_delta"] = i + draw(st.sampled_from([-64, -2, -1, 1, 2, 64])) if i >= 64 else i + shift
+            elif kind == "length":
+                fields["length_adjust"] = shift
+            elif kind == "key length":
+                fields["key_len"] = len(fields["key"]) + shift
+            elif kind == "value length":
+                fields["value_len"] = max(0, len(value) + shift) if len(value) + shift != len(value) else len(value) + 1
+            elif kind == "null below -1":
+                fields[draw(st.sampled_from(["key_len", "value_len"]))] = draw(st.sampled_from([-2, -64, -65]))
+                fields["key"] = fields["value"] = None
+            elif kind == "header count":
+                fields["header_count"] = len(headers) + shift
+            elif kind == "header key":
+                fields["headers"] = ((draw(st.sampled_from([b"\xff", b"\xc3", "é".encode()])), b"v"),)
+            elif kind == "negative header key length":
+                fields["headers"] = ((b"h", b"v"),)
+            elif kind == "header value":
+                fields["headers"] = ((b"h", None),)
+            elif kind == "timestamp":
+                fields["ts_delta"] = 7 + draw(st.integers(0, 10_000))
+            elif kind == "null key":
+                fields["key"] = None
+        body = record(**fields)
+        if i == bad and kind == "negative length":  # its length L written as -(L + 1): raw varint 2L + 1
+            inner = body[1:] if body[0] < 0x80 else body[2:]
+            body = varint(-len(inner) - 1) + inner
+        if i == bad and kind == "negative header key length":  # its header's key length 1 written -2 (raw 3)
+            assert body.endswith(b"\x02h\x02v")
+            body = body[:-4] + varint(-2) + b"h\x02v"
+        parts.append(body)
+    return b"".join(parts), count, 1000, 1006, kind == "null key"
+
+
+@settings(max_examples=1500, deadline=None, derandomize=True)
+@given(one_field_wrong())
+def test_one_field_wrong_in_a_large_batch_is_never_accepted_by_a_fast_path(case):
+    payload, count, base_ts, max_ts, compacted = case
+    *fast, reference = judge(payload, count, base_ts, max_ts, compacted)
+    if reference is not None:
+        assert not any(fast) and not vectors_ok(payload, count, max_ts - base_ts, compacted)
