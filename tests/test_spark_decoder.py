@@ -169,9 +169,9 @@ def test_a_wrong_crc_or_a_record_longer_than_its_batch_is_corruption():
         decode_fetched(_recrc(bad), 0, 100)
 
 
-# The record walks: many small batches are walked side by side (NumPy, a step per record of the
-# largest batch), few large ones one record after the other. Both must give the same rows and
-# refuse the same bytes, whichever decode_fetched would choose for a fetch.
+# The record walks: batches walked side by side (NumPy, a step per record) while enough of them
+# still have records, the rest one record after the other. Every mix must give the same rows
+# and refuse the same bytes.
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
@@ -185,8 +185,8 @@ _records = st.lists(
 
 def _both_walks(monkeypatch, buf: bytes, **kwargs):
     out = []
-    for step_records in (0, 10**9):  # 0: side by side whenever there are 2+ batches; 10**9: never
-        monkeypatch.setattr(arrow_records, "_STEP_RECORDS", step_records)
+    for together in (1, 2, 10**9):  # all side by side; side by side while 2 batches walk; loop only
+        monkeypatch.setattr(arrow_records, "_WALK_TOGETHER", together)
         try:
             got = decode_fetched(buf, 0, 1 << 62, **kwargs)
             out.append(rows(got, headers=kwargs.get("include_headers", False)))
@@ -202,8 +202,8 @@ def test_both_record_walks_decode_as_the_record_codec_does(monkeypatch, batches,
     recs = [[Record(key=k, value=v, timestamp=T0 + t, headers=(("h", v),) if t % 2 else ()) for k, v, t in b]
             for b in batches]
     buf = builder(recs, codec)
-    side_by_side, loop = _both_walks(monkeypatch, buf, include_headers=True)
-    assert side_by_side == loop == expected(buf, headers=True)
+    side_by_side, mixed, loop = _both_walks(monkeypatch, buf, include_headers=True)
+    assert side_by_side == mixed == loop == expected(buf, headers=True)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -219,18 +219,17 @@ def test_both_record_walks_refuse_the_same_corrupt_bytes(monkeypatch, batches, d
         if any(s <= at < s + 61 for s in batch_starts):
             continue
         buf[at] = data.draw(st.integers(0, 255))
-    side_by_side, loop = _both_walks(monkeypatch, bytes(buf), check_crcs=False)
-    assert side_by_side == loop
+    side_by_side, mixed, loop = _both_walks(monkeypatch, bytes(buf), check_crcs=False)
+    assert side_by_side == mixed == loop
 
 
-def test_a_fetch_of_many_small_batches_is_walked_side_by_side_and_of_few_large_ones_by_the_loop(monkeypatch):
-    walks = []
-    monkeypatch.setattr(arrow_records, "_bounds_side_by_side",
-                        lambda *a, f=arrow_records._bounds_side_by_side: walks.append("side") or f(*a))
-    monkeypatch.setattr(arrow_records, "_bounds_loop",
-                        lambda *a, f=arrow_records._bounds_loop: walks.append("loop") or f(*a))
-    many = ours([sample(20, start=20 * i) for i in range(50)])
-    few = ours([sample(500), sample(500, start=500)])
+def test_many_batches_are_walked_side_by_side_and_the_long_ones_left_finished_by_the_loop(monkeypatch):
+    steps = []
+    monkeypatch.setattr(arrow_records, "_side_by_side",
+                        lambda *a, f=arrow_records._side_by_side: steps.append(f(*a)) or steps[-1])
+    many = ours([sample(20 if i % 10 else 300, start=20 * i) for i in range(100)])
     assert rows(decode_fetched(many, 0, 1 << 62)) == expected(many)
+    assert steps == [20]  # 90 batches of 20 walked together; the 10 of 300 finished one by one
+    few = ours([sample(500), sample(500, start=500)])
     assert rows(decode_fetched(few, 0, 1 << 62)) == expected(few)
-    assert walks == ["side", "loop"]
+    assert steps == [20]  # 2 batches: the loop alone

@@ -143,74 +143,91 @@ def decode_fetched(buf: bytes, from_offset: int, until_offset: int, *, check_crc
     return _decode_records(payloads, meta, from_offset, until_offset, include_headers, where, next_offset)
 
 
-# Walking the batches side by side costs ~15 NumPy calls per step (one step per record of the
-# largest batch); the plain loop ~0.3 us per record. Side by side wins when the batches are
-# many and small: the largest holds fewer than 1/_STEP_RECORDS of all the records.
-_STEP_RECORDS = 40
+# A step of the side-by-side walk costs ~15 NumPy calls (~30-50 us) whatever the number of
+# batches still walking; the plain loop ~0.45 us a record. So batches are walked side by side
+# while at least _WALK_TOGETHER of them still have records, and the few long ones left
+# (producers' batches vary in size: 40 to 1,700 records in one fetch of the benchmark's
+# topic) are finished by the loop.
+_WALK_TOGETHER = 64
 
 
 def record_bounds(data: bytes, meta: list, ends: list[int], where: str,
-                  side_by_side: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+                  together: int | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Where every record's fields start and end (after its length varint), in record order.
 
     ``data``: the batches' joined payloads and 16 bytes of padding; ``ends``: where each
-    batch's payload ends; ``meta``: (base offset, ..., record count) per batch.
-    ``side_by_side`` chooses the walk (tests); None: the cheaper one for these batches.
+    batch's payload ends; ``meta``: (base offset, ..., record count) per batch. Batches are
+    walked side by side while at least ``together`` (default ``_WALK_TOGETHER``) still have
+    records: 1 walks them all side by side, a huge number all by the loop (tests).
     """
+    together = _WALK_TOGETHER if together is None else together
     counts = np.array([m[4] for m in meta], np.int64)
-    if side_by_side is None:
-        side_by_side = len(meta) > 1 and int(counts.max()) * _STEP_RECORDS <= int(counts.sum())
-    if side_by_side:
-        return _bounds_side_by_side(np.frombuffer(data, np.uint8), ends[-1], meta, counts, ends, where)
-    bounds = np.array(_bounds_loop(data, meta, ends, where), np.int64).reshape(-1, 2)
-    return bounds[:, 0], bounds[:, 1]
-
-
-def _bounds_loop(data, meta: list, ends: list[int], where: str) -> list[int]:
-    """[start, end, start, end, ...], one record after the other."""
-    bounds: list[int] = []
-    put = bounds.append
-    pos = 0
-    try:
-        for (base, _, _, _, count), end in zip(meta, ends):
-            for _ in range(count):
-                b = data[pos]
-                if b < 0x80:  # lengths below 64: one byte
-                    n = b
-                    pos += 1
-                else:
-                    c = data[pos + 1]
-                    if c < 0x80:  # below 8192: two bytes (100-byte values land here)
-                        n = (b & 0x7F) | (c << 7)
-                        pos += 2
-                    else:
-                        n, pos = decode_varint(data, pos)
-                        n = (n << 1) ^ (n >> 63)  # back to the raw zig-zag form the checks below expect
-                if n & 1:
-                    raise CorruptRecordError(f"{where}: a record in the batch at offset {base} has a negative length")
-                put(pos)
-                pos += n >> 1
-                put(pos)
-            if pos != end:
-                raise CorruptRecordError(
-                    f"{where}: the records of the batch at offset {base} end at {pos - end:+d} bytes from its end")
-    except (IndexError, ValueError):  # past the data's end; a varint of more than 10 bytes
-        raise CorruptRecordError(f"{where}: a record runs past the end of its batch") from None
-    return bounds
-
-
-def _bounds_side_by_side(arr, size, meta, counts, ends, where):
-    """Step k reads the length of the k-th record of every batch that has one."""
     total = int(counts.sum())
     starts = np.empty(total, np.int64)
     rec_ends = np.empty(total, np.int64)
     batch_ends = np.array(ends, np.int64)
     pos = np.concatenate(([0], batch_ends[:-1]))  # each batch's first record
     first = np.cumsum(counts) - counts  # the index of each batch's first record
+    step = 0
+    if len(meta) >= together:
+        step = _side_by_side(np.frombuffer(data, np.uint8), ends[-1], meta, counts, pos, first,
+                             starts, rec_ends, together, where)
+    left = np.flatnonzero(counts > step).tolist()
+    if left:
+        bounds: list[int] = []
+        put = bounds.append
+        at = []
+        for i in left:
+            pos[i] = _walk(data, int(pos[i]), int(counts[i]) - step, meta[i][0], where, put)
+            at.append(np.arange(first[i] + step, first[i] + counts[i]))
+        bounds = np.array(bounds, np.int64)
+        at = np.concatenate(at)
+        starts[at] = bounds[0::2]
+        rec_ends[at] = bounds[1::2]
+    wrong = np.flatnonzero(pos != batch_ends)
+    if wrong.size:
+        i = int(wrong[0])
+        raise CorruptRecordError(f"{where}: the records of the batch at offset {meta[i][0]} end at "
+                                 f"{int(pos[i] - batch_ends[i]):+d} bytes from its end")
+    return starts, rec_ends
+
+
+def _walk(data: bytes, pos: int, count: int, base: int, where: str, put) -> int:
+    """``count`` records from ``pos``, one after the other: put(start), put(end) of each."""
+    try:
+        for _ in range(count):
+            b = data[pos]
+            if b < 0x80:  # lengths below 64: one byte
+                n = b
+                pos += 1
+            else:
+                c = data[pos + 1]
+                if c < 0x80:  # below 8192: two bytes (100-byte values land here)
+                    n = (b & 0x7F) | (c << 7)
+                    pos += 2
+                else:
+                    n, pos = decode_varint(data, pos)
+                    n = (n << 1) ^ (n >> 63)  # back to the raw zig-zag form the checks below expect
+            if n & 1:
+                raise CorruptRecordError(f"{where}: a record in the batch at offset {base} has a negative length")
+            put(pos)
+            pos += n >> 1
+            put(pos)
+    except (IndexError, ValueError):  # past the data's end; a varint of more than 10 bytes
+        raise CorruptRecordError(f"{where}: a record runs past the end of its batch") from None
+    return pos
+
+
+def _side_by_side(arr, size, meta, counts, pos, first, starts, rec_ends, together, where) -> int:
+    """Step k reads the length of the k-th record of every batch that has one, while at
+    least ``together`` batches do; returns the number of steps taken (``pos`` moved on)."""
     by_size = np.argsort(-counts, kind="stable")  # the batches still walking are a prefix of it
-    remaining = counts[by_size]
-    for k in range(int(remaining[0]) if len(remaining) else 0):
-        walking = by_size[:int(np.searchsorted(-remaining, -k, side="left"))]
+    remaining = -counts[by_size]  # ascending
+    k = 0
+    while True:
+        walking = by_size[:int(np.searchsorted(remaining, -k, side="left"))]  # counts > k
+        if len(walking) < together or not len(walking):
+            return k
         p = pos[walking]
         length, after = _varints(arr, p)
         if (length < 0).any():
@@ -223,12 +240,7 @@ def _bounds_side_by_side(arr, size, meta, counts, ends, where):
         starts[at] = after
         rec_ends[at] = end
         pos[walking] = end
-    wrong = np.flatnonzero(pos != batch_ends)
-    if wrong.size:
-        i = int(wrong[0])
-        raise CorruptRecordError(f"{where}: the records of the batch at offset {meta[i][0]} end at "
-                                 f"{int(pos[i] - batch_ends[i]):+d} bytes from its end")
-    return starts, rec_ends
+        k += 1
 
 
 def _varints(arr: np.ndarray, pos: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
