@@ -16,10 +16,11 @@ to Arrow without a Python object per record, in three passes:
    code can skip. But batches are independent (each one's first record starts right after
    its header), so when a fetch holds many batches of few records (a producer's usual
    batches) the chains are walked side by side: step *k* reads the *k*-th record's length
-   of every batch at once with NumPy, as many steps as the largest batch has records.
-   A fetch of few, large batches is walked by a plain loop per record instead, which reads
-   one or two bytes per record and nothing else. Both give the same bounds and refuse the
-   same bytes (``tests/test_spark_decoder.py`` checks them against each other).
+   of every batch at once with NumPy, while enough batches still have a *k*-th record to
+   pay for a step. The records left (the long batches, or every record of a fetch of a few
+   large batches) are walked by a plain loop, which reads one or two bytes per record and
+   nothing else. Every mix gives the same bounds and refuses the same bytes
+   (``tests/test_spark_decoder.py`` checks them against each other).
 3. **Fields** (NumPy over all records at once): knowing every record's start, each field's
    varint is decoded for all records together (one array operation per varint *byte*, not
    per record), giving offsets, timestamps and the positions of keys and values.
