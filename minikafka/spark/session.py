@@ -19,7 +19,8 @@ Every setting here was needed on a 2-core course machine (see FIELD-NOTES, "PySp
   streaming query. When pyspark is pip-installed (``SPARK_HOME`` is the package itself,
   so the zips hold the very same files), the workers' Python is a two-line ``sh`` launcher
   (``worker_python()``) that drops those entries and execs this Python, which then imports
-  the installed, compiled pyspark. With any other ``SPARK_HOME`` it is this Python itself.
+  the installed, compiled pyspark. With any other ``SPARK_HOME``, or where the launcher
+  cannot run (a temporary folder mounted noexec), it is this Python itself.
 - Spark 4 needs Java 17 or 21. Without a ``java`` the session would fail with a long JVM
   launcher error; we say what is missing instead.
 
@@ -98,11 +99,17 @@ done
 if [ -n "$kept" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
 exec {_sh_quote(sys.executable)} "$@"
 """
-    if not _launcher.exists() or _launcher.read_text() != script:
-        tmp = _launcher.with_suffix(".tmp")
-        tmp.write_text(script)
-        tmp.chmod(0o755)
-        tmp.replace(_launcher)
+    try:
+        if not _launcher.exists() or _launcher.read_text() != script:
+            tmp = _launcher.with_suffix(".tmp")
+            tmp.write_text(script)
+            tmp.chmod(0o755)
+            tmp.replace(_launcher)
+        # A temporary folder mounted noexec (a grading sandbox's, say) cannot run it: then
+        # the workers start this Python directly, as before, only slower.
+        subprocess.run([str(_launcher), "-c", ""], check=True, timeout=60, capture_output=True)
+    except (OSError, subprocess.SubprocessError):
+        return sys.executable
     return str(_launcher)
 
 
