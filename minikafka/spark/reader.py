@@ -46,8 +46,9 @@ from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicP
 ROWS_PER_ARROW_BATCH = 10_000
 # While a task reads, the GIL is handed between threads every 0.5 ms instead of Python's 5 ms:
 # kafka-python receives the next Fetch response in its network thread while this one decodes
-# the last, and at 5 ms the receiving thread waited for the GIL once per socket buffer-full
-# while the broker waited for it to read (130,000 records read 20-30% faster, see read_range).
+# the last. Measured: 130,000 records read 20-30% faster (benchmarks/RESULTS.md, issue 16).
+# Our reading of why: at 5 ms the receiving thread waits that long for the GIL after each
+# socket buffer-full, and the broker's send waits for it.
 READ_SWITCH_INTERVAL_S = 0.0005
 ROWS_PER_TASK = 500_000  # about half a second of reading for one task (~1M rows/s): its start-up cost (~0.2 s) is small beside it
 
