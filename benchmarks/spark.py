@@ -253,7 +253,10 @@ def run(scratch: Path, quick: bool, repeats: int) -> list[Section]:
     (base / "cluster").mkdir()
     jsonl = files / "trucks.jsonl"
 
-    with launch(brokers=3, dir=base / "cluster", config={"min.insync.replicas": 2}) as cluster:
+    # retention.ms -1: the reports are stamped from 2024-01-01 (datasets.START_MS), so the brokers'
+    # first retention check (log.retention.check.interval.ms, 5 min after start) would delete
+    # them all under Kafka's default 7 days, mid-run on a loaded machine.
+    with launch(brokers=3, dir=base / "cluster", config={"min.insync.replicas": 2, "retention.ms": -1}) as cluster:
         servers = cluster.bootstrap_servers
         t = time.perf_counter()
         loaded = produce_trucks(servers, count=count, trucks=TRUCKS, seed=SEED, topic=TOPIC,

@@ -398,3 +398,36 @@ def test_foreach_batch_through_the_transactional_sink_is_exactly_once_across_a_r
     assert written == sorted(sent)  # every input row once in the output topic
     for sink in sinks:
         sink.close()
+
+
+def test_offset_lookups_fail_with_a_clear_error_when_metadata_never_comes(cluster, admin, monkeypatch):
+    # kafka-python's KafkaConsumer.topics() waits for a metadata refresh with no timeout, and a
+    # refresh that finds no node to ask leaves its future pending: the query's driver hung.
+    from kafka.future import Future
+
+    from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError
+    from minikafka.spark.options import KafkaSourceOptions
+
+    topic = new_topic(admin, 2)
+    options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
+                                        "kafkaConsumer.pollTimeoutMs": "1500"}, batch=True)
+    reader = KafkaOffsetReader(options)
+    try:
+        assert reader.partitions(require_topics=True) == [(topic, 0), (topic, 1)]
+        monkeypatch.setattr(reader.consumer._cluster, "request_update", lambda: Future())  # never completes
+        outcome: list = []
+
+        def lookup() -> None:
+            try:
+                outcome.append(reader.partitions(require_topics=True))
+            except Exception as e:  # noqa: BLE001 - the test looks at what it was
+                outcome.append(e)
+
+        thread = threading.Thread(target=lookup, daemon=True)
+        thread.start()
+        thread.join(60)  # not a speed check: without the bound it would wait for ever
+        assert outcome and isinstance(outcome[0], KafkaSourceError), outcome
+        assert "sent no metadata within kafkaConsumer.pollTimeoutMs=1500 ms" in str(outcome[0])
+    finally:
+        monkeypatch.undo()
+        reader.close()

@@ -167,3 +167,69 @@ def test_a_wrong_crc_or_a_record_longer_than_its_batch_is_corruption():
     bad[61] = 0x7E  # the record's length varint: 63 bytes, more than the batch holds
     with pytest.raises(CorruptRecordError):
         decode_fetched(_recrc(bad), 0, 100)
+
+
+# The record walks: batches walked side by side (NumPy, a step per record) while enough of them
+# still have records, the rest one record after the other. Every mix must give the same rows
+# and refuse the same bytes.
+from hypothesis import HealthCheck, given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from minikafka.spark import arrow_records  # noqa: E402
+
+_records = st.lists(
+    st.tuples(st.one_of(st.none(), st.binary(max_size=20)), st.one_of(st.none(), st.binary(max_size=300)),
+              st.integers(0, 10**6)),
+    min_size=1, max_size=12)
+
+
+def _both_walks(monkeypatch, buf: bytes, **kwargs):
+    out = []
+    for together in (1, 2, 10**9):  # all side by side; side by side while 2 batches walk; loop only
+        monkeypatch.setattr(arrow_records, "_WALK_TOGETHER", together)
+        try:
+            got = decode_fetched(buf, 0, 1 << 62, **kwargs)
+            out.append(rows(got, headers=kwargs.get("include_headers", False)))
+        except CorruptRecordError:
+            out.append(CorruptRecordError)
+    return out
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(_records, min_size=2, max_size=8), codec=st.sampled_from(CODECS),
+       builder=st.sampled_from([ours, kafka_pythons]))
+def test_both_record_walks_decode_as_the_record_codec_does(monkeypatch, batches, codec, builder):
+    recs = [[Record(key=k, value=v, timestamp=T0 + t, headers=(("h", v),) if t % 2 else ()) for k, v, t in b]
+            for b in batches]
+    buf = builder(recs, codec)
+    side_by_side, mixed, loop = _both_walks(monkeypatch, buf, include_headers=True)
+    assert side_by_side == mixed == loop == expected(buf, headers=True)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(batches=st.lists(_records, min_size=2, max_size=5), data=st.data())
+def test_both_record_walks_refuse_the_same_corrupt_bytes(monkeypatch, batches, data):
+    buf = bytearray(ours([[Record(key=k, value=v, timestamp=T0 + t) for k, v, t in b] for b in batches]))
+    batch_starts, pos = [], 0
+    while pos < len(buf):
+        batch_starts.append(pos)
+        pos += 12 + struct.unpack_from(">i", buf, pos + 8)[0]
+    for _ in range(data.draw(st.integers(1, 3))):  # bytes of the records, not of the batch headers
+        at = data.draw(st.integers(0, len(buf) - 1))
+        if any(s <= at < s + 61 for s in batch_starts):
+            continue
+        buf[at] = data.draw(st.integers(0, 255))
+    side_by_side, mixed, loop = _both_walks(monkeypatch, bytes(buf), check_crcs=False)
+    assert side_by_side == mixed == loop
+
+
+def test_many_batches_are_walked_side_by_side_and_the_long_ones_left_finished_by_the_loop(monkeypatch):
+    steps = []
+    monkeypatch.setattr(arrow_records, "_side_by_side",
+                        lambda *a, f=arrow_records._side_by_side: steps.append(f(*a)) or steps[-1])
+    many = ours([sample(20 if i % 10 else 300, start=20 * i) for i in range(100)])
+    assert rows(decode_fetched(many, 0, 1 << 62)) == expected(many)
+    assert steps == [20]  # 90 batches of 20 walked together; the 10 of 300 finished one by one
+    few = ours([sample(500), sample(500, start=500)])
+    assert rows(decode_fetched(few, 0, 1 << 62)) == expected(few)
+    assert steps == [20]  # 2 batches: the loop alone

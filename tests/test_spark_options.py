@@ -245,3 +245,41 @@ def test_a_topic_deleted_while_its_offsets_are_looked_up_counts_as_gone():
                 reader.latestOffset(start, ReadAllAvailable())
         else:
             assert from_spark_offsets(reader.latestOffset(start, ReadAllAvailable())) == {keep: 9}
+
+
+def test_spark_workers_import_the_installed_pyspark_not_the_zips_spark_puts_first(monkeypatch, tmp_path):
+    import importlib
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import pyspark
+
+    session = importlib.import_module("minikafka.spark.session")
+    monkeypatch.delenv("SPARK_HOME", raising=False)
+    launcher = session.worker_python()
+    home = Path(pyspark.__file__).parent
+    if not (home / "python" / "lib" / "pyspark.zip").exists():
+        assert launcher == sys.executable  # pyspark not pip-installed: nothing to drop
+        return
+    assert launcher != sys.executable
+    own = tmp_path / "user's dir"
+    # As Spark starts its Python processes: its zips and a jar first, then the user's PYTHONPATH.
+    zips = [str(p) for p in sorted((home / "python" / "lib").glob("*.zip"))]
+    jar = next(str(p) for p in (home / "jars").glob("spark-core*.jar"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([*zips, jar, str(own)])}
+    out = subprocess.run([launcher, "-c", "import os, pyspark; print(os.environ.get('PYTHONPATH')); "
+                          "print(pyspark.__file__)", "an argument"],
+                         env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == [str(own), str(home / "__init__.py")]
+    env["PYTHONPATH"] = os.pathsep.join(zips)
+    out = subprocess.run([launcher, "-c", "import os; print(os.environ.get('PYTHONPATH'))"],
+                         env=env, capture_output=True, text=True, check=True).stdout.splitlines()
+    assert out == ["None"]
+    # Elsewhere (a SPARK_HOME of its own, or a launcher that cannot run) it is this Python.
+    monkeypatch.setenv("SPARK_HOME", str(tmp_path))
+    assert session.worker_python() == sys.executable
+    monkeypatch.delenv("SPARK_HOME")
+    monkeypatch.setattr(session, "_launcher", tmp_path / "no such folder" / "python")
+    assert session.worker_python() == sys.executable

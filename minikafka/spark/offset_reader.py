@@ -16,10 +16,14 @@ The reader keeps one consumer connection for the query's life (Spark calls it fr
 long-lived Python process on the driver); it never joins a group and never commits.
 Unreachable brokers and missing topics become ``KafkaSourceError`` with the address or the
 topic named, instead of kafka-python's bare ``NoBrokersAvailable`` or an empty result.
+Every wait on kafka-python is bounded by ``kafkaConsumer.pollTimeoutMs``: its own
+``KafkaConsumer.topics()`` waits for a metadata refresh with no timeout at all (3.0.12), and
+a refresh whose only known broker died may never end.
 """
 
 from __future__ import annotations
 
+import time
 from typing import Iterable
 
 from minikafka.spark.options import KafkaSourceOptions, TopicPartition
@@ -94,13 +98,13 @@ class KafkaOffsetReader:
         exist is an error (our brokers, like Kafka 4, do not create topics on first read).
         """
         opts = self.options
-        existing = self.consumer.topics()  # a fresh Metadata request: sees new topics and partitions
+        existing = self.topics()  # a fresh Metadata request: sees new topics and partitions
         if opts.strategy == "assign":
             missing = sorted({t for t, _ in opts.assigned} - existing)
             if missing and require_topics:
                 raise self._missing(missing)
             known = {(t, p) for t in {t for t, _ in opts.assigned} & existing
-                     for p in self.consumer.partitions_for_topic(t) or ()}
+                     for p in self.consumer._cluster.partitions_for_topic(t) or ()}
             absent = sorted(set(opts.assigned) - known)
             if absent and require_topics and not missing:
                 raise KafkaSourceError(
@@ -112,7 +116,40 @@ class KafkaOffsetReader:
             if missing and require_topics:
                 raise self._missing(missing)
         topics = sorted(t for t in existing if opts.wants(t))
-        return sorted((t, p) for t in topics for p in self.consumer.partitions_for_topic(t) or ())
+        return sorted((t, p) for t in topics for p in self.consumer._cluster.partitions_for_topic(t) or ())
+
+    def topics(self) -> set[str]:
+        """Every topic on the cluster, from a fresh Metadata request: ``KafkaConsumer.topics()``
+        with its waits bounded (it waits for ever on a refresh that never ends)."""
+        from kafka.errors import KafkaTimeoutError
+
+        consumer = self.consumer
+        cluster = consumer._cluster
+        deadline = time.monotonic() + self.options.poll_timeout_ms / 1000
+
+        def wait(future) -> None:
+            # In rounds: each new request_update() nudges kafka-python's refresh loop again.
+            while True:
+                remaining_ms = int((deadline - time.monotonic()) * 1000)
+                if remaining_ms <= 0:
+                    raise KafkaSourceError(
+                        f"The brokers at {self.options.bootstrap_servers} sent no metadata within "
+                        f"kafkaConsumer.pollTimeoutMs={self.options.poll_timeout_ms} ms: are they up?")
+                try:
+                    consumer._net.run(consumer._manager.wait_for, future, min(LOOKUP_ROUND_MS, remaining_ms))
+                    return
+                except KafkaTimeoutError:
+                    future = cluster.request_update()
+
+        if cluster.metadata_refresh_in_progress:  # it may have been sent before a change we must see
+            wait(cluster.request_update())
+        stash = cluster.need_all_topic_metadata
+        cluster.need_all_topic_metadata = True
+        try:
+            wait(cluster.request_update())
+        finally:
+            cluster.need_all_topic_metadata = stash
+        return cluster.topics()
 
     def _missing(self, topics: list[str]) -> KafkaSourceError:
         return KafkaSourceError(
@@ -128,8 +165,6 @@ class KafkaOffsetReader:
         return self._offsets(tps, "end_offsets")
 
     def _offsets(self, tps: Iterable[TopicPartition], method: str) -> dict[TopicPartition, int]:
-        import time
-
         from kafka import TopicPartition as KTP
         from kafka.errors import KafkaTimeoutError
 
@@ -147,7 +182,7 @@ class KafkaOffsetReader:
                                                        timeout_ms=max(1, min(LOOKUP_ROUND_MS, remaining_ms)))
                 return {(tp.topic, tp.partition): off for tp, off in found.items()}
             except KafkaTimeoutError:
-                vanished = {t for t, _ in tps} - self.consumer.topics()
+                vanished = {t for t, _ in tps} - self.topics()
                 if vanished:
                     raise TopicsVanished(vanished) from None
                 if time.monotonic() >= deadline:
