@@ -48,6 +48,7 @@ from .sandbox import Limits, Sandbox
 
 DEFAULT_CELL_TIMEOUT = 30.0   # seconds per cell; a notebook may ask for more (minikafka.cell_timeout)
 DEFAULT_BUDGET = 120.0        # seconds per submission; likewise (minikafka.time_budget)
+_USES_SPARK = re.compile(r"^\s*(?:from|import)\s+pyspark\b", re.MULTILINE)
 _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*((?:NBVAL|PYTEST_VALIDATE)_\w+)\s*$")
 
 
@@ -260,7 +261,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
     steps = _with_grader_cells(reference, planned, program)
-    with Sandbox(limits, settings.hide) as box:
+    with Sandbox(limits, settings.hide, env=_kernel_env(reference)) as box:
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
     cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
     flagged = flagged or cheated
@@ -274,6 +275,15 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     if flagged:
         result.status, result.error = "flagged", flagged
     return result
+
+
+def _kernel_env(reference) -> dict[str, str]:
+    """Extra environment for the sandboxed kernel: a Spark notebook's JVM maps the shared,
+    read-only class archive and starts with the flags for short runs (jvm_cache.py)."""
+    if not any(_USES_SPARK.search(source_text(cell)) for cell in _code(reference)):
+        return {}
+    from .jvm_cache import java_options
+    return {"JAVA_TOOL_OPTIONS": java_options()}
 
 
 def _sections(reference) -> dict[int, str]:
