@@ -272,7 +272,8 @@ class _MinikafkaGraderWatch:
             for part in qualname.split("."):
                 obj = getattr(obj, part)
             for code in self._codes(obj):
-                self.forbidden.setdefault(code.co_name, {})[code] = spec
+                if not code.co_name.startswith("<"):  # <listcomp>, <lambda>: alike everywhere
+                    self.forbidden.setdefault(code.co_name, {})[code] = spec
         for name in names:
             for code in self._codes(scope.get(name)):
                 self.mine.add(id(code))
