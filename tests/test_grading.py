@@ -327,7 +327,73 @@ def test_the_library_in_place_of_the_exercise_earns_nothing():
         shutil.rmtree(folder)
     assert points(result) == (7, 10), feedback(result)
     first = result.exercises[0]
-    assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "your own code"]
+    # Taken from the package (provenance), and its code runs where the student's should (watch).
+    assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "your own code", "your own code"]
+
+
+def _submission(name: str, replace: dict[str, str]) -> Path:
+    """A student's copy of solutions/NAME with every exercise solved, some cells replaced."""
+    solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
+    submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    for cell in submission["cells"]:
+        if "exercise" in cell.get("metadata", {}).get("tags", []):
+            cell["source"] = replace.get(cell["id"], solved[cell["id"]])
+    folder = Path(pytest.importorskip("tempfile").mkdtemp(prefix=f"minikafka-{name[:2]}-"))
+    (folder / f"{name}.ipynb").write_text(json.dumps(submission))
+    return folder
+
+
+def _grade(name: str, replace: dict[str, str]):
+    folder = _submission(name, replace)
+    try:
+        return grade_all(folder, ROOT / "solutions", Settings(sanitize=SANITIZE))
+    finally:
+        shutil.rmtree(folder)
+
+
+# Issue 12's wrapper cheat: a private reference to the package's function, called by a function
+# of the student's own (its __module__ is __main__, so the provenance check alone lets it pass).
+WRAPPERS_02 = {
+    "ex1": "_m = minikafka.murmur2\ndef murmur2(data):\n    return _m(data)\n",
+    # A copy of the function object (same code, new globals): not the package's object any more.
+    "ex2": ("import types\n_p = types.FunctionType(minikafka.partition_for_key.__code__, vars(minikafka))\n"
+            "def to_positive(n):\n    return n & 0x7FFFFFFF\n\n"
+            "def partition_for_key(key, num_partitions):\n    return _p(key, num_partitions)\n"),
+}
+
+
+@pytest.mark.notebooks
+def test_a_wrapper_around_the_package_earns_nothing_in_02():
+    correct, cheat, untraced = (_grade("02-topics-and-partitions", replace) for replace in (
+        {}, WRAPPERS_02,
+        # Switching the grader's tracing off from inside the exercise is no way round it.
+        {"ex1": "import sys\n_m = minikafka.murmur2\ndef murmur2(data):\n    sys.settrace(None)\n"
+                "    return _m(data)\n"}))
+    assert [points(r) for r in correct] == [(10, 10)], feedback(correct[0])
+    [result] = cheat
+    assert [e.earned for e in result.exercises] == [0, 0, 4], feedback(result)
+    for exercise, spec in zip(result.exercises, ("minikafka.partitioner:murmur2",
+                                                 "minikafka.partitioner:partition_for_key")):
+        [failed] = [c for c in exercise.checks if not c.passed]
+        assert failed.label == "your own code" and spec in failed.message, failed
+    [result] = untraced  # exercise 2's checks call that murmur2 too, and so lose tracing as well
+    assert [e.earned for e in result.exercises] == [0, 0, 4], feedback(result)
+    assert "tracing was switched off" in feedback(result)
+
+
+@pytest.mark.notebooks
+def test_a_wrapper_around_the_package_earns_nothing_in_03():
+    # The setup cell names minikafka.controller `minikafka`; a helper of the student's in between.
+    wrapper = ("_place = minikafka.assign_replicas\n"
+               "def _helper(*args):\n    return _place(*args)\n\n"
+               "def assign_replicas(n_partitions, rf, brokers, start_index, next_replica_shift):\n"
+               "    return _helper(n_partitions, rf, brokers, start_index, next_replica_shift)\n")
+    [correct], [cheat] = _grade("03-brokers-and-cluster", {}), _grade("03-brokers-and-cluster", {"ex1": wrapper})
+    assert correct.points == correct.max_points, feedback(correct)
+    assert cheat.exercises[0].earned == 0, feedback(cheat)
+    assert cheat.points == correct.points - correct.exercises[0].points
+    assert "minikafka.controller:assign_replicas" in feedback(cheat)
 
 
 @ROOT_ONLY
@@ -342,3 +408,71 @@ def test_sandboxes_running_at_once_never_share_a_user():
     finally:
         os.close(first[2])
         os.close(second[2])
+
+
+@pytest.mark.notebooks
+@pytest.mark.spark
+def test_the_capstone_hidden_checks_catch_code_fitted_to_the_visible_ones(tmp_path):
+    """Notebook 10: code that only works on what the visible checks pass it loses the exercise.
+
+    Ann's `windowed_speeds` ignores its argument and aggregates the setup's own topic (right for
+    every visible check, which passes it that topic); Bob's `write_alerts` writes above a
+    hard-coded 95 km/h. Each keeps the points of the exercise done properly.
+    """
+    name = "10-capstone-spark"
+    solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    ex1, ex2 = "capstone-ex-005", "capstone-ex-013"
+    fitted = {
+        "ann": {ex1: solved[ex1].replace("return (parse_reports(kafka_df)", "return (parse_reports(trucks_stream())")},
+        "bob": {ex2: solved[ex2].replace("> SPEED_LIMIT_KMH", "> 95.0")},
+    }
+    for student, replace in fitted.items():
+        assert all(replace[k] != solved[k] for k in replace)
+        submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())
+        for cell in submission["cells"]:
+            if "exercise" in cell.get("metadata", {}).get("tags", []):
+                cell["source"] = replace.get(cell["id"], solved[cell["id"]])
+        (tmp_path / student).mkdir()
+        (tmp_path / student / f"{name}.ipynb").write_text(json.dumps(submission))
+    results = {r.student: r for r in grade_all(tmp_path, ROOT / "solutions", Settings(sanitize=SANITIZE), jobs=2)}
+    for student, earned in (("ann", [0, 5]), ("bob", [5, 0])):
+        result = results[student]
+        assert [e.earned for e in result.exercises] == earned, feedback(result)
+        lost = result.exercises[earned.index(0)]
+        assert [c.label for c in lost.checks if not c.passed] == ["hidden check 1"], feedback(result)
+
+
+@pytest.mark.spark
+def test_spark_kernels_share_a_read_only_class_archive():
+    """The one thing submissions share is a file the grader built: a Spark notebook's kernel gets
+    JAVA_TOOL_OPTIONS naming it, other notebooks get nothing, and the file is read-only."""
+    from minikafka.course.exercises import read_notebook
+    from minikafka.course.grade import _kernel_env
+
+    assert _kernel_env(read_notebook(ROOT / "solutions" / "01-the-log.ipynb")) == {}
+    options = _kernel_env(read_notebook(ROOT / "solutions" / "10-capstone-spark.ipynb"))["JAVA_TOOL_OPTIONS"]
+    assert "-XX:TieredStopAtLevel=1" in options
+    [archive] = [o.split("=", 1)[1] for o in options.split() if o.startswith("-XX:SharedArchiveFile=")]
+    assert Path(archive).is_file() and Path(archive).stat().st_mode & 0o222 == 0
+
+
+@ROOT_ONLY
+@pytest.mark.spark
+def test_a_submission_cannot_change_the_shared_class_archive():
+    from minikafka.course.jvm_cache import ensure_archive
+    from minikafka.course.runner import run_cells
+    from minikafka.course.sandbox import Sandbox
+
+    archive = ensure_archive()
+    before = archive.read_bytes()[:4096], archive.stat().st_mtime
+    attack = (f"import os\nfor how in (lambda: open({str(archive)!r}, 'r+b'), lambda: os.chmod({str(archive)!r}, 0o666),\n"
+              f"            lambda: os.replace({str(archive)!r}, {str(archive)!r} + '.x'),\n"
+              f"            lambda: open({str(archive.parent / 'evil.jsa')!r}, 'wb')):\n"
+              "    try:\n        how()\n        print('changed')\n    except OSError as exc:\n"
+              "        print(type(exc).__name__)\n")
+    with Sandbox() as box:
+        [run] = run_cells(box, [attack], cell_timeout=30, budget=30)
+    assert run.status == "ok", run.reason
+    assert "".join(o.get("text", "") for o in run.outputs).split() == ["PermissionError"] * 4
+    assert (archive.read_bytes()[:4096], archive.stat().st_mtime) == before

@@ -13,8 +13,12 @@ with the submission's `exercise` cell sources put in (matched by cell id, else b
 exercise cells), plus any code cells the student added (run where they were, never compared),
 plus cells of the grader's own: after each exercise, a provenance check (the functions and
 classes its solution defines must be defined in the notebook, not taken from the minikafka
-package), and at the end a canary (a random product the kernel must print: a kernel that does
-not run the code it is sent, e.g. an input transformer replaying outputs, is flagged). The program runs in a `Sandbox`
+package), where the package has its own implementation of the exercise (metadata
+`minikafka.references`) a watch over the exercise's checks (a trace function: the exercise fails
+if that implementation's code, or a copy of it, runs inside the student's functions, so a wrapper
+keeping a private reference earns nothing), and at the end a canary (a random product the kernel
+must print: a kernel that does not run the code it is sent, e.g. an input transformer replaying
+outputs, is flagged). The program runs in a `Sandbox`
 (sandbox.py) by `run_cells` (runner.py); outputs are judged by nbval's rules (compare.py), in this
 process, from the kernel's messages.
 
@@ -48,6 +52,7 @@ from .sandbox import Limits, Sandbox
 
 DEFAULT_CELL_TIMEOUT = 30.0   # seconds per cell; a notebook may ask for more (minikafka.cell_timeout)
 DEFAULT_BUDGET = 120.0        # seconds per submission; likewise (minikafka.time_budget)
+_USES_SPARK = re.compile(r"^\s*(?:from|import)\s+pyspark\b", re.MULTILINE)
 _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*((?:NBVAL|PYTEST_VALIDATE)_\w+)\s*$")
 
 
@@ -239,6 +244,96 @@ def _provenance_cell(names: list[str]) -> tuple[str, list]:
     return code, [{"output_type": "stream", "name": "stdout", "text": text}]
 
 
+def references(reference) -> dict[str, list[str]]:
+    """{"Exercise N": ["module:qualname", ...]}: the package's own implementations of each
+    exercise (notebook metadata `minikafka.references`), which the student's code must not run."""
+    refs = reference.get("metadata", {}).get("minikafka", {}).get("references", {})
+    if not isinstance(refs, dict) or not all(
+            isinstance(v, list) and all(isinstance(x, str) and ":" in x for x in v) for v in refs.values()):
+        raise MarkerError("notebook metadata minikafka.references must map 'Exercise N' to a list of "
+                          "'module:qualname' strings")
+    return refs
+
+
+# Runs in the kernel, before an exercise's first check. A global trace function sees every Python
+# frame start; when one runs the code of the package's implementation (the very code object, or an
+# equal one: a types.FunctionType or code.replace copy) while a function the student defined for
+# the exercise is on the stack, it is recorded. Only code of that name is compared, so the cost
+# is one Python call per function call, for the exercise's checks only. Student code can switch
+# tracing off (sys.settrace(None)): the verdict cell then fails the exercise too.
+_WATCH = r"""
+import sys as _mk_sys, importlib as _mk_importlib, types as _mk_types
+class _MinikafkaGraderWatch:
+    def __init__(self, specs, names, scope):
+        self.forbidden, self.mine, self.hits, self.copies = {}, set(), [], []
+        for spec in specs:
+            module, _, qualname = spec.partition(":")
+            obj = _mk_importlib.import_module(module)
+            for part in qualname.split("."):
+                obj = getattr(obj, part)
+            for code in self._codes(obj):
+                if not code.co_name.startswith("<"):  # <listcomp>, <lambda>: alike everywhere
+                    self.forbidden.setdefault(code.co_name, {})[code] = spec
+        for name in names:
+            for code in self._codes(scope.get(name)):
+                self.mine.add(id(code))
+                if self._match(code):
+                    self.copies.append(f"{name} is a copy of {self._match(code)}")
+        self._keep = [scope.get(name) for name in names]  # ids stay valid while we look
+    def _codes(self, obj, seen=None):
+        seen = set() if seen is None else seen
+        obj = getattr(obj, "__func__", obj)
+        if isinstance(obj, type):
+            for value in vars(obj).values():
+                yield from self._codes(value, seen)
+            return
+        obj = getattr(obj, "__wrapped__", obj)
+        code = obj if isinstance(obj, _mk_types.CodeType) else getattr(obj, "__code__", None)
+        if isinstance(code, _mk_types.CodeType) and id(code) not in seen:
+            seen.add(id(code))
+            yield code
+            for const in code.co_consts:
+                if isinstance(const, _mk_types.CodeType):
+                    yield from self._codes(const, seen)
+    def _match(self, code):
+        same = self.forbidden.get(code.co_name)
+        if not same:
+            return None
+        if code in same:
+            return same[code]
+        key = (code.co_code, code.co_consts, code.co_names)
+        for ref, spec in same.items():
+            if (ref.co_code, ref.co_consts, ref.co_names) == key:
+                return spec
+        return None
+    def trace(self, frame, event, arg):
+        code = frame.f_code
+        if code.co_name in self.forbidden and id(code) not in self.mine:
+            spec = self._match(code)
+            if spec:
+                caller = frame.f_back
+                while caller is not None and id(caller.f_code) not in self.mine:
+                    caller = caller.f_back
+                if caller is not None and spec not in self.hits:
+                    self.hits.append(spec)
+        return None
+    def verdict(self):
+        off = _mk_sys.gettrace() != self.trace  # a bound method: equal, never the same object
+        _mk_sys.settrace(None)
+        if self.copies or self.hits:
+            return "runs minikafka's own code: " + ", ".join(self.copies + self.hits)
+        return "tracing was switched off" if off else "ok"
+"""
+
+
+def _watch_cells(specs: list[str], names: list[str]) -> tuple[str, str, list]:
+    """(arm cell, verdict cell, the verdict cell's expected outputs) for one exercise."""
+    arm = (_WATCH + f"_minikafka_grader_watch = _MinikafkaGraderWatch({specs!r}, {names!r}, globals())\n"
+           "_mk_sys.settrace(_minikafka_grader_watch.trace)\n")
+    verdict = "print(_minikafka_grader_watch.verdict())"
+    return arm, verdict, [{"output_type": "stream", "name": "stdout", "text": "ok\n"}]
+
+
 # -- grading ------------------------------------------------------------------------------------
 
 @dataclass
@@ -260,7 +355,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
     steps = _with_grader_cells(reference, planned, program)
-    with Sandbox(limits, settings.hide) as box:
+    with Sandbox(limits, settings.hide, env=_kernel_env(reference)) as box:
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
     cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
     flagged = flagged or cheated
@@ -274,6 +369,15 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     if flagged:
         result.status, result.error = "flagged", flagged
     return result
+
+
+def _kernel_env(reference) -> dict[str, str]:
+    """Extra environment for the sandboxed kernel: a Spark notebook's JVM maps the shared,
+    read-only class archive and starts with the flags for short runs (jvm_cache.py)."""
+    if not any(_USES_SPARK.search(source_text(cell)) for cell in _code(reference)):
+        return {}
+    from .jvm_cache import java_options
+    return {"JAVA_TOOL_OPTIONS": java_options()}
 
 
 def _sections(reference) -> dict[int, str]:
@@ -290,29 +394,40 @@ def _sections(reference) -> dict[int, str]:
 
 
 def _with_grader_cells(reference, planned, program) -> list[tuple[str, dict | None, tuple | None]]:
-    """The program plus the grader's own cells: [(source, reference cell, (expected, exercise))].
+    """The program plus the grader's own cells: [(source, reference cell, (expected, exercise, kind))].
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
-    by killing the kernel later); at the very end the canary, a product of two random numbers
-    that a kernel running the code it is sent must print.
+    by killing the kernel later); where the package has its own implementation of the exercise
+    (metadata `minikafka.references`), a watch is armed before the first check and its verdict
+    read after the last one; at the very end the canary, a product of two random numbers that a
+    kernel running the code it is sent must print.
     """
-    provenance: dict[int, tuple[str, list, Exercise]] = {}
+    refs = references(reference)
+    after: dict[int, list[tuple[str, list, Exercise, str]]] = {}
+    before: dict[int, list[tuple[str, list, Exercise, str]]] = {}
     for exercise, checks in planned:
         names = [n for cell in _exercise_cells_of(reference, exercise)
                  for n in defined_names(source_text(cell))]
         if names and checks:
             code, want = _provenance_cell(names)
-            provenance[id(checks[-1])] = (code, want, exercise)
+            after.setdefault(id(checks[-1]), []).append((code, want, exercise, "provenance"))
+            key = exercise_heading("## " + exercise.name)
+            specs = refs.get(key[0], []) if key else []
+            if specs:
+                arm, verdict, want = _watch_cells(specs, names)
+                before.setdefault(id(checks[0]), []).append((arm, [], exercise, "arm"))
+                after[id(checks[-1])].append((verdict, want, exercise, "watch"))
     steps: list[tuple[str, dict | None, tuple | None]] = []
     for source, cell in program:
+        for code, want, exercise, kind in before.get(id(cell), []) if cell is not None else []:
+            steps.append((code, None, (want, exercise, kind)))
         steps.append((source, cell, None))
-        if cell is not None and id(cell) in provenance:
-            code, want, exercise = provenance[id(cell)]
-            steps.append((code, None, (want, exercise)))
+        for code, want, exercise, kind in after.get(id(cell), []) if cell is not None else []:
+            steps.append((code, None, (want, exercise, kind)))
     rng = random.SystemRandom()
     a, b = rng.randrange(10**9, 10**10), rng.randrange(10**9, 10**10)
     steps.append((f"print({a} * {b})", None,
-                  ([{"output_type": "stream", "name": "stdout", "text": f"{a * b}\n"}], None)))
+                  ([{"output_type": "stream", "name": "stdout", "text": f"{a * b}\n"}], None, "canary")))
     return steps
 
 
@@ -336,13 +451,24 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
     for (_, _, own), run in zip(steps, runs):
         if own is None:
             continue
-        want, exercise = own
+        want, exercise, kind = own
         passed, message = verdict(run, grader_options, want, patterns)
-        if exercise is not None:
+        if kind == "provenance":
             exercise.checks.append(Check("your own code", None, True, passed,
                                          "defined in the notebook" if passed else
                                          "its functions must be defined in the notebook, not taken "
                                          "from the minikafka package" if run.status == "ok" else message))
+        elif kind == "watch":
+            said = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream").strip()
+            exercise.checks.append(Check("your own code", None, True, passed,
+                                         "does not run the package's implementation" if passed else
+                                         f"your functions must not call the minikafka package's own "
+                                         f"implementation of the exercise ({said})" if run.status == "ok"
+                                         else message))
+        elif kind == "arm":
+            if run.status != "ok":
+                exercise.checks.append(Check("your own code", None, True, False,
+                                             f"the grader could not watch your code: {run.reason}"))
         elif not passed and run.status == "ok":
             flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
                        "a patched kernel?)")

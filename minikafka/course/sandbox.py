@@ -1,6 +1,6 @@
 """A sandboxed Jupyter kernel for one submission, driven from the grader's own process.
 
-Theory of operation: `Sandbox(limits, hide)` is a context manager. On entry it takes a sandbox
+Theory of operation: `Sandbox(limits, hide, env=...)` is a context manager. On entry it takes a sandbox
 user for itself, makes an empty scratch folder (mode 0700, owned by that user) and starts an
 IPython kernel through
 `_launch.py`, which cages it (see that file: own process group and PID/mount/network namespaces,
@@ -165,8 +165,9 @@ class Sandbox:
     """One caged kernel; use as `with Sandbox(...) as box: box.client.execute(...)`."""
 
     def __init__(self, limits: Limits = Limits(), hide: tuple[Path, ...] = (),
-                 startup_timeout: float = 60):
+                 startup_timeout: float = 60, env: dict[str, str] | None = None):
         self.limits, self.hide = limits, tuple(Path(p).resolve() for p in hide)
+        self.extra_env = dict(env or {})  # the grader's own settings, e.g. JAVA_TOOL_OPTIONS
         self.startup_timeout = startup_timeout
         self.user: tuple[int, int] | None = None
         self._lock: int | None = None
@@ -200,7 +201,8 @@ class Sandbox:
         env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(self.scratch),
                "TMPDIR": str(self.scratch), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "MPLBACKEND": "module://matplotlib_inline.backend_inline",
-               "JAVA_HOME": os.environ.get("JAVA_HOME", ""), "PYDEVD_DISABLE_FILE_VALIDATION": "1"}
+               "JAVA_HOME": os.environ.get("JAVA_HOME", ""), "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+               **self.extra_env}
         limits = asdict(self.limits)
         if limits["processes"] is not None and not self.user:
             # Without a user of its own the limit counts the grader's processes too.
