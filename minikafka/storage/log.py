@@ -363,7 +363,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.active_segment.next_offset
+        return self.segments[-1].next_offset  # (the active segment's; asked on every fetch)
 
     @property
     def size_in_bytes(self) -> int:
