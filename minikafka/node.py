@@ -24,25 +24,25 @@ storage layer's files, which the runtime owns the lifetime of.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from minikafka.frozen import frozen_dataclass
 from typing import Any, Hashable, Union
 
 NodeId = Union[int, str]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Send:
     dst: NodeId
     message: Any
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SetTimer:
     key: Hashable
     delay_ms: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CancelTimer:
     key: Hashable
 
