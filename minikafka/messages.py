@@ -17,7 +17,7 @@ from a push.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from minikafka.frozen import frozen_dataclass
 
 NO_ERROR = 0
 CONTROLLER_ID = 3000  # the first controller's node id (KRaft controllers often use 3000+)
@@ -32,7 +32,7 @@ CONSUMER_REPLICA_ID = -1
 # --- shared pieces -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PartitionState:
     """What the controller decides about one partition."""
 
@@ -45,7 +45,7 @@ class PartitionState:
     partition_epoch: int = 0  # bumped on every change, leader or ISR
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TopicConfig:
     name: str
     num_partitions: int
@@ -59,7 +59,7 @@ class TopicConfig:
 # --- metadata ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MetadataRequest:
     correlation_id: int
     topics: tuple[str, ...] | None = None  # None: all topics
@@ -68,7 +68,7 @@ class MetadataRequest:
     allow_auto_topic_creation: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class PartitionMetadata:
     partition: int
     error: int
@@ -78,14 +78,14 @@ class PartitionMetadata:
     isr: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TopicMetadata:
     name: str
     error: int
     partitions: tuple[PartitionMetadata, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class MetadataResponse:
     correlation_id: int
     brokers: tuple[int, ...]
@@ -96,14 +96,14 @@ class MetadataResponse:
 # --- produce -----------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProducePartition:
     topic: str
     partition: int
     records: bytes
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProduceRequest:
     correlation_id: int
     acks: int  # 0, 1 or -1 (all)
@@ -111,7 +111,7 @@ class ProduceRequest:
     partitions: tuple[ProducePartition, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProducePartitionResponse:
     topic: str
     partition: int
@@ -122,7 +122,7 @@ class ProducePartitionResponse:
     record_errors: tuple[tuple[int, str], ...] = ()  # (index in the batch, why): INVALID_RECORD only
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ProduceResponse:
     correlation_id: int
     partitions: tuple[ProducePartitionResponse, ...]
@@ -131,7 +131,7 @@ class ProduceResponse:
 # --- fetch ----------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FetchPartition:
     topic: str
     partition: int
@@ -141,7 +141,7 @@ class FetchPartition:
     partition_max_bytes: int = 1024 * 1024
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FetchRequest:
     correlation_id: int
     replica_id: int  # a follower's broker id, or -1 for a consumer
@@ -152,7 +152,7 @@ class FetchRequest:
     isolation_level: int = 0  # READ_UNCOMMITTED; 1 = READ_COMMITTED (up to the last stable offset)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FetchPartitionResponse:
     topic: str
     partition: int
@@ -166,7 +166,7 @@ class FetchPartitionResponse:
     aborted_transactions: tuple[tuple[int, int], ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FetchResponse:
     correlation_id: int
     partitions: tuple[FetchPartitionResponse, ...]
@@ -175,27 +175,27 @@ class FetchResponse:
 # --- offsets, producer ids, topics ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ListOffsetsRequest:
     correlation_id: int
     partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, timestamp or -1/-2)
     isolation_level: int = 0  # 1: "latest" is the last stable offset, not the high watermark
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ListOffsetsResponse:
     correlation_id: int
     partitions: tuple[tuple[str, int, int, int, int], ...]  # (topic, partition, error, timestamp, offset)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class InitProducerIdRequest:
     correlation_id: int
     transactional_id: str | None = None
     transaction_timeout_ms: int = 60_000  # only read with a transactional id
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class InitProducerIdResponse:
     correlation_id: int
     error: int
@@ -203,41 +203,41 @@ class InitProducerIdResponse:
     producer_epoch: int = -1
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CreateTopicsRequest:
     correlation_id: int
     topics: tuple[TopicConfig, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CreateTopicsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
     metadata_offset: int = -1  # the controller's: the metadata record that made the change
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeleteTopicsRequest:
     correlation_id: int
     topics: tuple[str, ...]
     timeout_ms: int = 30000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeleteTopicsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
     metadata_offset: int = -1  # the controller's: the metadata record that made the change
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CreatePartitionsRequest:
     correlation_id: int
     topics: tuple[tuple[str, int], ...]  # (topic, the new total partition count)
     validate_only: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CreatePartitionsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, str | None], ...]  # (name, error, message)
@@ -248,7 +248,7 @@ class CreatePartitionsResponse:
 CONFIG_SET, CONFIG_DELETE, CONFIG_APPEND, CONFIG_SUBTRACT = 0, 1, 2, 3
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AlterConfigsRequest:
     """IncrementalAlterConfigs (``incremental``: each entry an operation on one key) or the
     older AlterConfigs (every override of the resource replaced by the entries, as SETs)."""
@@ -260,14 +260,14 @@ class AlterConfigsRequest:
     validate_only: bool = False
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AlterConfigsResponse:
     correlation_id: int
     results: tuple[tuple[int, str, int, str | None], ...]  # (resource type, name, error, message)
     metadata_offset: int = -1
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeleteRecordsRequest:
     """To each partition's leader: records before ``offset`` go (-1: before the high watermark)."""
 
@@ -276,13 +276,13 @@ class DeleteRecordsRequest:
     timeout_ms: int = 30000
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeleteRecordsResponse:
     correlation_id: int
     results: tuple[tuple[str, int, int, int], ...]  # (topic, partition, low watermark = new log start, error)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetForLeaderEpochRequest:
     """KIP-320: where did ``leader_epoch`` end in the leader's log? A consumer asks after a
     leader change, to find out whether its position was truncated away."""
@@ -293,14 +293,14 @@ class OffsetForLeaderEpochRequest:
     partitions: tuple[tuple[str, int, int, int], ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetForLeaderEpochResponse:
     correlation_id: int
     # (topic, partition, error, largest epoch <= the one asked, its end offset); -1, -1: unknown
     results: tuple[tuple[str, int, int, int, int], ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetDeleteRequest:
     """To the group's coordinator: forget the group's committed offsets of these partitions."""
 
@@ -309,21 +309,21 @@ class OffsetDeleteRequest:
     partitions: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetDeleteResponse:
     correlation_id: int
     error: int  # about the group (NOT_COORDINATOR, GROUP_ID_NOT_FOUND, ...)
     results: tuple[tuple[str, int, int], ...] = ()  # (topic, partition, error)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribeConfigsRequest:
     correlation_id: int
     # (resource type, name, keys or None for every key); Kafka's resource types: 2 topic, 4 broker
     resources: tuple[tuple[int, str, tuple[str, ...] | None], ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribeConfigsResponse:
     correlation_id: int
     # (resource type, name, error, message, entries); an entry is
@@ -334,7 +334,7 @@ class DescribeConfigsResponse:
 # --- broker <-> controller ------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class BrokerHeartbeatRequest:
     correlation_id: int
     broker_id: int
@@ -349,14 +349,14 @@ class BrokerHeartbeatRequest:
     inter_broker_port: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class BrokerHeartbeatResponse:
     correlation_id: int
     error: int
     is_fenced: bool = True
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AlterPartitionRequest:
     """Leader -> controller: please change this partition's ISR."""
 
@@ -369,20 +369,20 @@ class AlterPartitionRequest:
     new_isr: tuple[int, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AlterPartitionResponse:
     correlation_id: int
     error: int
     state: PartitionState | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AllocateProducerIdsRequest:
     correlation_id: int
     broker_id: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AllocateProducerIdsResponse:
     correlation_id: int
     error: int
@@ -390,7 +390,7 @@ class AllocateProducerIdsResponse:
     count: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribeQuorumRequest:
     """DescribeQuorum (api 55): the metadata quorum's leader, epoch, high watermark and each
     replica's progress, as ``kafka-metadata-quorum describe`` shows them."""
@@ -398,7 +398,7 @@ class DescribeQuorumRequest:
     correlation_id: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class QuorumReplica:
     replica_id: int
     log_end_offset: int
@@ -406,7 +406,7 @@ class QuorumReplica:
     last_caught_up_timestamp: int = -1
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribeQuorumResponse:
     correlation_id: int
     error: int
@@ -423,14 +423,14 @@ class DescribeQuorumResponse:
 # Assignment, see ``minikafka.assignors``): the coordinator never reads them, as in Kafka.
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FindCoordinatorRequest:
     correlation_id: int
     key: str  # the group id, or the transactional id
     key_type: int = 0  # 0: group (__consumer_offsets), 1: transaction (__transaction_state)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class FindCoordinatorResponse:
     correlation_id: int
     error: int
@@ -438,7 +438,7 @@ class FindCoordinatorResponse:
     error_message: str | None = None
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JoinGroupRequest:
     correlation_id: int
     group_id: str
@@ -452,7 +452,7 @@ class JoinGroupRequest:
     require_known_member_id: bool = True
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class JoinGroupResponse:
     correlation_id: int
     error: int
@@ -463,7 +463,7 @@ class JoinGroupResponse:
     members: tuple[tuple[str, bytes], ...] = ()  # only the leader gets them: (member id, subscription)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SyncGroupRequest:
     correlation_id: int
     group_id: str
@@ -472,14 +472,14 @@ class SyncGroupRequest:
     assignments: tuple[tuple[str, bytes], ...] = ()  # only from the leader: (member id, assignment)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SyncGroupResponse:
     correlation_id: int
     error: int
     assignment: bytes = b""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HeartbeatRequest:
     correlation_id: int
     group_id: str
@@ -487,26 +487,26 @@ class HeartbeatRequest:
     member_id: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class HeartbeatResponse:
     correlation_id: int
     error: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LeaveGroupRequest:
     correlation_id: int
     group_id: str
     member_id: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class LeaveGroupResponse:
     correlation_id: int
     error: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetCommitPartition:
     topic: str
     partition: int
@@ -515,7 +515,7 @@ class OffsetCommitPartition:
     metadata: str | None = ""
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetCommitRequest:
     """A member's commit (its generation and id), or a *simple* commit (generation -1, member
     "") from a client outside any group, or an admin tool; only accepted while the group has no
@@ -528,20 +528,20 @@ class OffsetCommitRequest:
     offsets: tuple[OffsetCommitPartition, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetCommitResponse:
     correlation_id: int
     partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, error)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetFetchRequest:
     correlation_id: int
     group_id: str
     partitions: tuple[tuple[str, int], ...] | None = None  # None: every partition with an offset
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetFetchPartition:
     topic: str
     partition: int
@@ -551,26 +551,26 @@ class OffsetFetchPartition:
     error: int = 0
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class OffsetFetchResponse:
     correlation_id: int
     error: int
     partitions: tuple[OffsetFetchPartition, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ListGroupsRequest:
     correlation_id: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class ListGroupsResponse:
     correlation_id: int
     error: int
     groups: tuple[tuple[str, str, str], ...] = ()  # (group id, protocol type, state)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribedMember:
     member_id: str
     client_id: str
@@ -579,7 +579,7 @@ class DescribedMember:
     assignment: bytes
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribedGroup:
     error: int
     group_id: str
@@ -589,25 +589,25 @@ class DescribedGroup:
     members: tuple[DescribedMember, ...] = ()
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribeGroupsRequest:
     correlation_id: int
     groups: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DescribeGroupsResponse:
     correlation_id: int
     groups: tuple[DescribedGroup, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeleteGroupsRequest:
     correlation_id: int
     groups: tuple[str, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class DeleteGroupsResponse:
     correlation_id: int
     results: tuple[tuple[str, int], ...]  # (group id, error)
@@ -616,7 +616,7 @@ class DeleteGroupsResponse:
 # --- transactions (KIP-98: the transaction coordinator's APIs and its markers) ----------------------
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AddPartitionsToTxnRequest:
     correlation_id: int
     transactional_id: str
@@ -625,13 +625,13 @@ class AddPartitionsToTxnRequest:
     partitions: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AddPartitionsToTxnResponse:
     correlation_id: int
     results: tuple[tuple[str, int, int], ...]  # (topic, partition, error)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AddOffsetsToTxnRequest:
     correlation_id: int
     transactional_id: str
@@ -640,13 +640,13 @@ class AddOffsetsToTxnRequest:
     group_id: str
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class AddOffsetsToTxnResponse:
     correlation_id: int
     error: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class EndTxnRequest:
     correlation_id: int
     transactional_id: str
@@ -655,13 +655,13 @@ class EndTxnRequest:
     committed: bool
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class EndTxnResponse:
     correlation_id: int
     error: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TxnOffsetCommitRequest:
     """Offsets a transactional producer commits for a group: pending in the group's
     coordinator until the transaction's marker reaches that partition of __consumer_offsets."""
@@ -674,13 +674,13 @@ class TxnOffsetCommitRequest:
     offsets: tuple[OffsetCommitPartition, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TxnOffsetCommitResponse:
     correlation_id: int
     partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, error)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class TxnMarker:
     """One transaction's end, for the partitions one leader hosts (Kafka's WritableTxnMarker)."""
 
@@ -691,7 +691,7 @@ class TxnMarker:
     partitions: tuple[tuple[str, int], ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WriteTxnMarkersRequest:
     """Coordinator -> partition leader (Kafka's api 27, broker to broker only)."""
 
@@ -699,13 +699,13 @@ class WriteTxnMarkersRequest:
     markers: tuple[TxnMarker, ...]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class WriteTxnMarkersResponse:
     correlation_id: int
     results: tuple[tuple[int, str, int, int], ...]  # (producer id, topic, partition, error)
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Disconnected:
     """From the runtime, not a node: the connection to ``node`` was refused or closed (a
     crashed process's port refuses at once; a partitioned one just stays silent)."""
@@ -775,4 +775,4 @@ ERROR_NAMES = {
 }
 ERROR_NAMES[NO_ERROR] = "NONE"
 
-__all__ = [name for name in dict(globals()) if not name.startswith("_") and name not in ("annotations", "dataclass", "field")]
+__all__ = [name for name in dict(globals()) if not name.startswith("_") and name not in ("annotations", "frozen_dataclass")]

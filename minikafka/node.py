@@ -24,25 +24,25 @@ storage layer's files, which the runtime owns the lifetime of.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from minikafka.frozen import frozen_dataclass
 from typing import Any, Hashable, Union
 
 NodeId = Union[int, str]
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class Send:
     dst: NodeId
     message: Any
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class SetTimer:
     key: Hashable
     delay_ms: int
 
 
-@dataclass(frozen=True)
+@frozen_dataclass
 class CancelTimer:
     key: Hashable
 
@@ -65,7 +65,9 @@ class StateMachine:
         self._effects.append(Send(dst, message))
 
     def set_timer(self, key: Hashable, delay_ms: int) -> None:
-        self._effects.append(SetTimer(key, max(0, int(delay_ms))))
+        if type(delay_ms) is not int or delay_ms < 0:  # (an int >= 0 is the common case)
+            delay_ms = max(0, int(delay_ms))
+        self._effects.append(SetTimer(key, delay_ms))
 
     def cancel_timer(self, key: Hashable) -> None:
         self._effects.append(CancelTimer(key))

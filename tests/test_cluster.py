@@ -1105,3 +1105,30 @@ def test_a_lossy_link_drops_what_it_should_and_heal_restores_it():
     with pytest.raises(IllegalArgumentError, match="latency_ms must be >= 0, not -1"):
         cluster.slow(1, 2, -1)
     cluster.close()
+
+
+@pytest.mark.parametrize("workload, seed", [("produce", 2586018467), ("produce", 1748275134), ("transactions", 3538985212)])
+def test_a_parked_fetch_is_skipped_on_wake_only_when_reading_it_would_not_answer(monkeypatch, workload, seed):
+    # ReplicaManager._answers_now spares _wake_fetches a full _read: for every parked fetch
+    # woken in fault schedules (leader changes, truncations, transactions), a False from it
+    # must mean that _read finds no error and no records.
+    from minikafka.broker.replica_manager import ReplicaManager
+    from minikafka.checker import run_schedule
+
+    answers_now = ReplicaManager._answers_now
+    seen = {True: 0, False: 0}
+
+    def checked(self, request):
+        verdict = answers_now(self, request)
+        if not verdict:
+            parts, size, urgent = self._read(request)
+            assert not urgent and size < request.min_bytes, (request, parts)
+        seen[verdict] += 1
+        return verdict
+
+    monkeypatch.setattr(ReplicaManager, "_answers_now", checked)
+    acks = 1 if seed == 2586018467 else "all"  # that schedule loses writes with acks=1
+    report = run_schedule(seed, workload=workload, acks=acks) if workload == "produce" \
+        else run_schedule(seed, workload=workload)
+    assert seen[True] > 100 and seen[False] > 100, seen
+    assert report.counts

@@ -91,6 +91,8 @@ class ProducerStateManager:
 
     def first_unstable_offset(self, high_watermark: int) -> int | None:
         """The first offset a read_committed consumer may not read yet (None: none)."""
+        if not self.ongoing and not self.completed:
+            return None  # no transaction here (every consumer fetch asks)
         self.completed = [(f, m) for f, m in self.completed if m >= high_watermark]
         firsts = list(self.ongoing.values()) + [f for f, _ in self.completed]
         return min(firsts) if firsts else None

@@ -258,10 +258,17 @@ class Log:
             tp = TopicPartition.from_dir_name(self.name)
         except ValueError:  # a log outside a broker's layout, e.g. in a notebook
             tp = TopicPartition(self.name, 0)
-        with open(tmp, "w") as f:
-            f.write(f"0\n1\n{tp.topic} {tp.partition} {offset}\n")
-            f.flush()
-            os.fsync(f.fileno())
+        # Bytes through a bare descriptor: a broker rewrites this on every flush of every log,
+        # and a text-mode file object (buffer, encoder) costs more than the write itself.
+        data = f"0\n1\n{tp.topic} {tp.partition} {offset}\n".encode()
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[os.write(fd, view):]
+            os.fsync(fd)
+        finally:
+            os.close(fd)
         os.replace(tmp, path)  # atomic: a crash leaves the old checkpoint or the new one
 
     def _load(self) -> RecoveryReport:
@@ -363,7 +370,7 @@ class Log:
 
     @property
     def log_end_offset(self) -> int:
-        return self.active_segment.next_offset
+        return self.segments[-1].next_offset  # (the active segment's; asked on every fetch)
 
     @property
     def size_in_bytes(self) -> int:
