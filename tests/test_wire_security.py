@@ -182,6 +182,10 @@ def test_a_client_posing_as_a_follower_cannot_move_the_high_watermark(cluster, a
         partition["replica_nodes"]), 30, "both replicas in the ISR")
     consumer = KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, group_id=None)
     tp = TopicPartition(topic, 0)
+    # The consumer learns the leader and connects to it while every broker answers: once the
+    # follower is paused, a metadata request kafka-python happened to send it would wait out
+    # the request timeout (a paused broker's port still accepts connections).
+    assert consumer.end_offsets([tp])[tp] == 0
     cluster.pause(follower)  # it cannot fetch the record below: the high watermark must stay
     try:
         with RawConnection((cluster.host, cluster.ports[leader])) as conn:
