@@ -43,6 +43,24 @@ from minikafka.spark.sink import BATCH_HEADER, _batch_id
 Record = tuple[bytes | None, bytes]
 
 
+def _fenced(producer):
+    """The ProducerFencedError the producer's transaction manager holds, if it was fenced.
+
+    kafka-python records a fencing as the transaction's fatal error, but the call that finds it
+    depends on timing: when its sender thread already had the coordinator's answer, the next
+    ``send`` or ``send_offsets_to_transaction`` raises a plain ``KafkaError`` ("... in an error
+    state"); otherwise ``commit_transaction`` raises ``ProducerFencedError`` itself. Java's
+    client throws ``ProducerFencedException`` either way, and so does this sink.
+    """
+    from kafka.errors import ProducerFencedError
+
+    error = getattr(getattr(producer, "_transaction_manager", None), "last_error", None)
+    if isinstance(error, ProducerFencedError):
+        return ProducerFencedError(f"transactional id is fenced: a newer instance of the sink called "
+                                   f"init_transactions() ({error})")
+    return None
+
+
 class KafkaTransactionalSink:
     """Exactly-once writes of micro-batches, one Kafka transaction per batch (see the module docstring)."""
 
@@ -125,15 +143,18 @@ class KafkaTransactionalSink:
         if batch_id < self._next_batch:
             return 0
         header = [(BATCH_HEADER, str(batch_id).encode())]
-        producer.begin_transaction()
         try:
+            producer.begin_transaction()
             for key, value in records:
                 producer.send(self.topic, key=key, value=value, headers=header)
             producer.send_offsets_to_transaction(
                 {self._progress_tp: OffsetAndMetadata(batch_id + 1, BATCH_HEADER, -1)}, self.group_id)
             producer.commit_transaction()
-        except Exception:
+        except Exception as failure:
+            fenced = _fenced(producer)
             self._abandon()
+            if fenced is not None and not isinstance(failure, type(fenced)):
+                raise fenced from failure
             raise
         self._next_batch = batch_id + 1
         return len(records)
