@@ -351,6 +351,16 @@ def test_same_seed_same_report():
     assert c1.table() == c2.table()
 
 
+def test_a_campaign_in_worker_processes_reports_what_one_process_reports():
+    # Schedules share nothing and are added up in seed order: jobs change the wall time only.
+    alone = fault_campaign(schedules=6, seed=1, acks=1)
+    forked = fault_campaign(schedules=6, seed=1, acks=1, jobs=2)
+    assert alone.anomalies[LOST_WRITE] > 0  # something to compare
+    assert forked.table() == alone.table()
+    assert (forked.failing_seeds, forked.faults, forked.counts) == (alone.failing_seeds, alone.faults, alone.counts)
+    assert {s: r.table() for s, r in forked.reports.items()} == {s: r.table() for s, r in alone.reports.items()}
+
+
 def test_campaign_table_has_every_anomaly():
     report = fault_campaign(schedules=1, seed=3)
     lines = report.table().splitlines()
@@ -373,6 +383,7 @@ def test_campaign_table_has_every_anomaly():
     (dict(acks=1, enable_idempotence=True), "enable_idempotence=True needs acks='all', not acks=1"),
     (dict(unclean_leader_election="yes"), "unclean_leader_election must be True or False, not 'yes'"),
     (dict(config=["min.insync.replicas"]), "config must be a dict"),
+    (dict(jobs=-1), "jobs must be an int >= 0 (0: one per core), not -1"),
 ])
 def test_bad_arguments_are_named(kwargs, message):
     with pytest.raises(IllegalArgumentError) as e:
