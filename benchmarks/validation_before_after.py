@@ -13,6 +13,12 @@ values, no key: one record layout), ``variable`` has keys ``key-<i>`` and values
 random bytes with timestamps 0 to 59 ms apart (the general walker's case). Last, one batch whose
 CRC holds but whose record is garbage is sent, and its error code printed: 0 means this broker
 does not validate (the before side), 87 (INVALID_RECORD) that it does. Prints one JSON line.
+
+``client`` is what a producer application sees of the same cost: per round, confluent-kafka
+(librdkafka, the fastest client here) sends ``CLIENT_RECORDS`` records with keys ``key-<i>`` and
+values of 50 to 150 bytes (the variable batch's records) into a 3-partition topic, acks=1,
+``linger.ms`` 5, and every delivery report is checked; records/s from the first send to the last
+acknowledgement, and the broker's CPU% over that time.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import socket
 import struct
 import sys
 import tempfile
+import time
 
 import minikafka
 from minikafka.records import ATTRIBUTES_AT, CRC_AT, HEADER, HEADER_SIZE, LOG_OVERHEAD, Record, RecordBatch, crc32c
@@ -32,6 +39,7 @@ from minikafka.wire.process import launch
 from benchmarks.wire import BrokerCpu, RAW_BATCH_BYTES, RAW_IN_FLIGHT, VALUE_BYTES, create_topic, produce_frame, raw_produce
 
 RECORDS_PER_ROUND = 3_000_000
+CLIENT_RECORDS = 1_000_000
 
 
 def fill(make) -> bytes:
@@ -69,6 +77,42 @@ def produce_error(host: str, port: int, topic: str, batch: bytes) -> int:
     return struct.unpack_from(">h", body, 4 + 4 + 2 + len(topic.encode()) + 4 + 4)[0]
 
 
+def client_produce(servers: str, topic: str, n: int) -> float:
+    """Wall seconds for confluent-kafka to send ``n`` keyed records of 50-150 B and have them acked.
+
+    Not ``benchmarks.wire.ck_produce``: that one sends one fixed value without a key (the uniform
+    case), and this file must run unchanged against the before tree's ``benchmarks`` package."""
+    import confluent_kafka as ck
+
+    rng = random.Random(17)
+    records = [(f"key-{i}".encode(), rng.randbytes(rng.randint(50, 150))) for i in range(1000)]
+    producer = ck.Producer({"bootstrap.servers": servers, "acks": "1", "linger.ms": 5,
+                            "queue.buffering.max.messages": 1_000_000})
+    errors: list = []
+
+    def on_delivery(err, msg) -> None:
+        if err is not None:
+            errors.append(err)
+
+    producer.produce(topic, key=b"warm-up", value=b"x", on_delivery=on_delivery)
+    producer.flush(30)
+    start = time.perf_counter()
+    for i in range(n):
+        key, value = records[i % 1000]
+        while True:
+            try:
+                producer.produce(topic, key=key, value=value, on_delivery=on_delivery)
+                break
+            except BufferError:
+                producer.poll(0.001)
+    if producer.flush(120) != 0:
+        raise RuntimeError("confluent-kafka: records left unsent")
+    wall = time.perf_counter() - start
+    if errors:
+        raise RuntimeError(f"confluent-kafka delivery errors: {errors[:3]}")
+    return wall
+
+
 def main() -> None:
     label, rounds = sys.argv[1], int(sys.argv[2])
     kinds = batches()
@@ -79,7 +123,13 @@ def main() -> None:
         for kind in kinds:
             create_topic(c, kind, 1, 1)
             out[kind], out[kind + "_cpu"] = [], []
-        for _ in range(rounds):
+        out["client"], out["client_cpu"] = [], []
+        for r in range(rounds):
+            create_topic(c, f"client-{r}", 3, 1)
+            with BrokerCpu(c) as cpu:
+                wall = client_produce(c.bootstrap_servers, f"client-{r}", CLIENT_RECORDS)
+            out["client"].append(round(CLIENT_RECORDS / wall))
+            out["client_cpu"].append(round(cpu.percent[0]))
             for kind, batch in kinds.items():
                 frames = [produce_frame(kind, 0, batch, i) for i in range(RAW_IN_FLIGHT * 2)]
                 per_batch = HEADER.unpack_from(batch)[-1]
