@@ -154,6 +154,53 @@ def test_a_connection_with_queued_max_requests_unanswered_is_not_read_until_one_
     run(main())
 
 
+def large_frames(corr: int) -> dict[str, bytes]:
+    """A Metadata request naming 6,000 topics and a Produce request of one 77 KB batch: both
+    over LARGE_FRAME_BYTES."""
+    from kafka.protocol.metadata import MetadataRequest as K
+    from kafka.protocol.parser import KafkaProtocol
+    from minikafka.records import Record, RecordBatch
+
+    parser = KafkaProtocol(client_id="t")
+    request = K(topics=[f"topic-{i:05d}" for i in range(6000)], allow_auto_topic_creation=False)
+    request.API_VERSION = 4
+    parser.send_request(request, correlation_id=corr)
+    batch = bytes(RecordBatch.build([Record(None, bytes(100), 1_700_000_000_000) for _ in range(700)]))
+    body = (struct.pack(">hhih", 0, 3, corr + 1, 1) + b"t" + struct.pack(">hhi", -1, 1, 30_000)
+            + struct.pack(">ih", 1, 1) + b"p" + struct.pack(">iii", 1, 0, len(batch)) + batch)
+    return {"metadata": bytes(parser.send_bytes()), "produce": struct.pack(">i", len(body)) + body}
+
+
+def test_a_large_metadata_request_is_decoded_off_the_loop_and_a_large_produce_on_it():
+    # Decoding 6,000 topic structs would hold every other connection; a Produce request decodes
+    # to one slice of record bytes, cheaper than the thread hand-offs (see "Large requests").
+    from minikafka.wire.runtime import LARGE_FRAME_BYTES
+
+    async def main():
+        node = Recorder()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(),
+                              context=lambda: {"brokers": {1: ("127.0.0.1", 9092)}, "cluster_id": "t", "broker_id": 1})
+        await runtime.start()
+        try:
+            frames = large_frames(1)
+            assert all(len(f) - 4 >= LARGE_FRAME_BYTES for f in frames.values())
+            _, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+            writer.write(frames["produce"])
+            await until(lambda: len(node.seen) == 1, "the Produce request")
+            assert runtime.stats["decoded_in_thread"] == 0
+            writer.write(frames["metadata"])
+            await until(lambda: len(node.seen) == 2, "the Metadata request")
+            assert runtime.stats["decoded_in_thread"] == 1
+            produce, metadata = (m for _, m in node.seen)
+            assert type(produce).__name__ == "ProduceRequest" and produce.correlation_id == 2
+            assert type(metadata).__name__ == "MetadataRequest" and len(metadata.topics) == 6000
+            writer.close()
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
 def test_a_runtime_without_the_secret_is_refused():
     with pytest.raises(IllegalArgumentError, match="cluster secret"):
         NodeRuntime(Recorder(), "127.0.0.1", 0)

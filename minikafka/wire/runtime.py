@@ -45,6 +45,9 @@ asyncio event loop, and does for it what the world does in a simulation:
   its answer encoded, in a worker thread, the answer still written in its turn: building
   the structs of a 2 MB Metadata request naming 80,000 topics takes a second, during which
   the loop goes on serving every other connection. The node itself still runs on the loop.
+  Not Produce: however large, its frame decodes to one slice of record bytes a partition,
+  cheaper than the two thread hand-offs (which cost the broker about 0.4 s of CPU a million
+  records from librdkafka, whose requests are hundreds of KB: benchmarks/RESULTS.md).
 - **Bad input.** A frame that is too large (``socket.request.max.bytes``), malformed, or of
   an unknown API or version closes *that* connection, with the reason logged; every other
   connection is served as before. An answer that cannot be encoded (a bug, or a request
@@ -89,6 +92,8 @@ DEFAULT_QUEUED_MAX_REQUESTS = 500  # Kafka's queued.max.requests (here: per conn
 # A request this large is decoded, and its answer encoded, in a worker thread: the loop (every
 # other connection) is not held for the seconds a 2 MB Metadata request naming topics takes.
 LARGE_FRAME_BYTES = 64 * 1024
+# ... except these, whose decoding does not grow with their size in structs (see "Large requests").
+ON_LOOP_HOWEVER_LARGE = frozenset({codec.PRODUCE})
 # Names of closed connections the node may still answer, remembered so that a new connection
 # from the same recycled port is not mistaken for the old one; bounded: oldest forgotten.
 RETIRED_NAMES_KEPT = 10_000
@@ -139,6 +144,12 @@ class _Peer:
     expecting: dict[int, tuple[int, int]] = field(default_factory=dict)  # corr -> (api key, version)
 
 
+def _costly(frame: bytes) -> bool:
+    """Is this request frame decoded in a worker thread? (see "Large requests")"""
+    return (len(frame) >= LARGE_FRAME_BYTES and not codec.is_internal(frame)
+            and int.from_bytes(frame[:2], "big", signed=True) not in ON_LOOP_HOWEVER_LARGE)
+
+
 class NodeRuntime:
     """Run ``node`` (a ``StateMachine``) on ``host:port``; ``addresses`` maps peer node ids to
     ``(host, port)`` (more may be learned later with ``learn_address``)."""
@@ -178,7 +189,7 @@ class NodeRuntime:
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
         self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0,
-                      "muted": 0}
+                      "muted": 0, "decoded_in_thread": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -327,7 +338,8 @@ class NodeRuntime:
                     raise codec.FrameError(
                         f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
                 frame = await reader.readexactly(size)
-                if size >= LARGE_FRAME_BYTES and not codec.is_internal(frame):
+                if _costly(frame):
+                    self.stats["decoded_in_thread"] += 1
                     self._on_frame(conn, frame, await asyncio.to_thread(codec.decode_request, frame))
                 else:
                     self._on_frame(conn, frame)
@@ -430,7 +442,7 @@ class NodeRuntime:
         del conn.requests[corr]
         response = answers[0] if len(answers) == 1 else answers
         context = self._context()  # read here, on the loop: the node's state may change meanwhile
-        if conn.sizes.get(corr, 0) >= LARGE_FRAME_BYTES:  # see LARGE_FRAME_BYTES
+        if conn.sizes.get(corr, 0) >= LARGE_FRAME_BYTES and decoded.api_key not in ON_LOOP_HOWEVER_LARGE:
             self._loop.create_task(self._answer_in_thread(conn, corr, decoded, response, context))
             return
         try:
