@@ -881,10 +881,6 @@ def fault_campaign(schedules: int = 100, seed: int = 0, *, acks: Any = "all", mi
     return campaign
 
 
-def _run_one(job: tuple[int, ScheduleParams]) -> Report:
-    return _run(*job)
-
-
 @contextmanager
 def _schedule_runner(jobs: int) -> Iterator[Callable[[list[int], ScheduleParams], Iterator[Report]]]:
     """Yields ``run_all(seeds, params)``: the schedules' reports, in seed order.
@@ -897,6 +893,7 @@ def _schedule_runner(jobs: int) -> Iterator[Callable[[list[int], ScheduleParams]
         yield lambda seeds, params: (_run(s, params) for s in seeds)
         return
     import multiprocessing
+    from functools import partial
 
     with multiprocessing.get_context("fork").Pool(jobs) as pool:
-        yield lambda seeds, params: pool.imap(_run_one, [(s, params) for s in seeds], chunksize=1)
+        yield lambda seeds, params: pool.imap(partial(_run, params=params), seeds, chunksize=1)

@@ -144,10 +144,10 @@ class _Peer:
     expecting: dict[int, tuple[int, int]] = field(default_factory=dict)  # corr -> (api key, version)
 
 
-def _costly(frame: bytes) -> bool:
-    """Is this request frame decoded in a worker thread? (see "Large requests")"""
-    return (len(frame) >= LARGE_FRAME_BYTES and not codec.is_internal(frame)
-            and int.from_bytes(frame[:2], "big", signed=True) not in ON_LOOP_HOWEVER_LARGE)
+def _off_loop(size: int, api_key: int) -> bool:
+    """Is a request of this size and API decoded, and its answer encoded, in a worker thread?
+    (see "Large requests")"""
+    return size >= LARGE_FRAME_BYTES and api_key not in ON_LOOP_HOWEVER_LARGE
 
 
 class NodeRuntime:
@@ -338,7 +338,7 @@ class NodeRuntime:
                     raise codec.FrameError(
                         f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
                 frame = await reader.readexactly(size)
-                if _costly(frame):
+                if _off_loop(size, int.from_bytes(frame[:2], "big", signed=True)) and not codec.is_internal(frame):
                     self.stats["decoded_in_thread"] += 1
                     self._on_frame(conn, frame, await asyncio.to_thread(codec.decode_request, frame))
                 else:
@@ -442,7 +442,7 @@ class NodeRuntime:
         del conn.requests[corr]
         response = answers[0] if len(answers) == 1 else answers
         context = self._context()  # read here, on the loop: the node's state may change meanwhile
-        if conn.sizes.get(corr, 0) >= LARGE_FRAME_BYTES and decoded.api_key not in ON_LOOP_HOWEVER_LARGE:
+        if _off_loop(conn.sizes.get(corr, 0), decoded.api_key):
             self._loop.create_task(self._answer_in_thread(conn, corr, decoded, response, context))
             return
         try:
