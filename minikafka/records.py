@@ -43,6 +43,7 @@ from __future__ import annotations
 import enum
 import gzip
 import struct
+import zlib
 from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
@@ -184,10 +185,110 @@ def compress(codec: Compression, data: bytes) -> bytes:
     return _CODECS[codec][0](data)
 
 
-def decompress(codec: Compression, data: bytes) -> bytes:
+class DecompressionLimitError(ValueError):
+    """A compressed payload holds more bytes than the caller allowed (a decompression bomb)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__(f"it decompresses to more than {limit} bytes")
+        self.limit = limit
+
+
+def decompress(codec: Compression, data: bytes, limit: int | None = None) -> bytes:
+    """The payload decompressed. With ``limit``, never more than ``limit`` bytes are made:
+    past it ``DecompressionLimitError`` is raised, having used memory and time for about
+    ``limit`` bytes only, whatever the payload claims or holds."""
     if codec == Compression.NONE:
         return data
-    return _CODECS[codec][1](data)
+    if limit is None:
+        return _CODECS[codec][1](data)
+    return _BOUNDED[codec](data, limit)
+
+
+def _gzip_bounded(data: bytes, limit: int) -> bytes:
+    # gzip.decompress's rules (members one after another, zero padding between them), with
+    # zlib stopping at the limit. zlib also checks a header CRC, as Java's GZIPInputStream does.
+    out = bytearray()
+    data = bytes(data)
+    while data:
+        inflater = zlib.decompressobj(16 + zlib.MAX_WBITS)
+        out += inflater.decompress(data, limit + 1 - len(out))
+        if len(out) > limit:
+            raise DecompressionLimitError(limit)
+        if not inflater.eof:
+            raise EOFError("Compressed file ended before the end-of-stream marker was reached")
+        data = inflater.unused_data.lstrip(b"\x00")
+    return bytes(out)
+
+
+def _lz4_bounded(data: bytes, limit: int) -> bytes:
+    frame = lz4.frame.LZ4FrameDecompressor()
+    out = bytearray(frame.decompress(data, max_length=limit + 1))
+    while not frame.eof and not frame.needs_input and len(out) <= limit:
+        out += frame.decompress(b"", max_length=limit + 1 - len(out))
+    if len(out) > limit:
+        raise DecompressionLimitError(limit)
+    if not frame.eof:
+        raise ValueError("LZ4 frame incomplete")
+    return bytes(out)
+
+
+_ZSTD_STEP = 128  # input bytes a step: one zstd block of 128 KB takes a few bytes to describe
+
+
+def _zstd_bounded(data: bytes, limit: int) -> bytes:
+    # As _zstd_decompress (the first frame), fed a little input at a time, since a few bytes
+    # can describe a large block and the frame's own content size is the sender's claim.
+    stream = zstandard.ZstdDecompressor().decompressobj()
+    out = bytearray()
+    view = memoryview(bytes(data))
+    for start in range(0, len(view), _ZSTD_STEP):
+        out += stream.decompress(view[start : start + _ZSTD_STEP])
+        if len(out) > limit:
+            raise DecompressionLimitError(limit)
+        if stream.eof:
+            break
+    return bytes(out)
+
+
+def _snappy_raw_bounded(block: bytes, limit: int) -> bytes:
+    # A raw snappy block starts with its uncompressed length: refuse before allocating.
+    size = shift = 0
+    for pos, byte in enumerate(block[:5]):  # an unsigned (not zig-zag) varint, at most 32 bits
+        size |= (byte & 0x7F) << shift
+        shift += 7
+        if not byte & 0x80:
+            break
+    else:
+        raise ValueError("snappy block without a valid uncompressed length")
+    if size > limit:
+        raise DecompressionLimitError(limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
+
+
+def _snappy_bounded(data: bytes, limit: int) -> bytes:
+    data = bytes(data)
+    if not data.startswith(_XERIAL_HEADER[:8]):
+        return _snappy_raw_bounded(data, limit)
+    out = bytearray()
+    pos = len(_XERIAL_HEADER)
+    while pos < len(data):
+        if pos + 4 > len(data):
+            raise ValueError(f"xerial snappy chunk header truncated at byte {pos}")
+        (size,) = struct.unpack_from(">i", data, pos)
+        pos += 4
+        if size < 0 or pos + size > len(data):
+            raise ValueError(f"xerial snappy chunk of {size} bytes overruns the data at byte {pos}")
+        out += _snappy_raw_bounded(data[pos : pos + size], limit - len(out))
+        pos += size
+    return bytes(out)
+
+
+_BOUNDED = {
+    Compression.GZIP: _gzip_bounded,
+    Compression.SNAPPY: _snappy_bounded,
+    Compression.LZ4: _lz4_bounded,
+    Compression.ZSTD: _zstd_bounded,
+}
 
 
 # --- varints --------------------------------------------------------------------------------

@@ -36,10 +36,13 @@ from minikafka.records import (
     RecordBatch,
     compress,
     Compression,
+    DecompressionLimitError,
     crc32c,
+    decompress,
     encode_varint,
 )
 from minikafka.storage import AppendOrigin, Log, LogValidator
+from minikafka.storage.log_validator import DecompressionBudget
 
 
 def varint(v: int) -> bytes:
@@ -135,6 +138,87 @@ def test_a_batch_over_max_message_bytes_is_message_too_large_before_it_is_decode
     data = bytes(RecordBatch.build([b"x" * 2000]))
     with pytest.raises(MessageSizeTooLargeError, match="max.message.bytes"):
         LogValidator(max_message_bytes=1000).validate(data)
+
+
+# --- decompression bombs ------------------------------------------------------------------------------
+
+CODEC_BITS = {"gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+
+
+def bomb(codec: str, size: int) -> bytes:
+    """A batch whose payload, a few KB compressed, decompresses to ``size`` zero bytes."""
+    return raw_batch(compress(Compression[codec.upper()], bytes(size)), 1, attributes=CODEC_BITS[codec])
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_decompression_stops_at_the_limit_and_gives_what_the_codec_gives_below_it(codec):
+    c = Compression[codec.upper()]
+    data = bytes(range(256)) * 40 + bytes(300_000)
+    packed = compress(c, data)
+    assert decompress(c, packed, limit=len(data)) == decompress(c, packed) == data
+    with pytest.raises(DecompressionLimitError):
+        decompress(c, packed, limit=len(data) - 1)
+    for broken in (packed[: len(packed) // 2], packed + b"junk", packed[:3]):  # the same verdicts as unbounded
+        try:
+            expected = ("ok", decompress(c, broken))
+        except Exception:  # noqa: BLE001 - each codec raises its own type
+            expected = ("error", None)
+        try:
+            got = ("ok", decompress(c, broken, limit=10 ** 7))
+        except DecompressionLimitError:
+            raise
+        except Exception:  # noqa: BLE001
+            got = ("error", None)
+        assert got == expected, broken[:20]
+
+
+def test_a_payload_claiming_a_huge_size_is_refused_before_anything_is_allocated():
+    import zstandard
+
+    claimed = zstandard.ZstdCompressor(write_content_size=True).compress(bytes(50_000_000))  # says 50 MB
+    with pytest.raises(DecompressionLimitError):
+        decompress(Compression.ZSTD, claimed, limit=1_000_000)
+    raw_snappy = bytes([0xFF, 0xFF, 0xFF, 0xFF, 0x0F]) + b"\0" * 10  # "4 GB follow"
+    with pytest.raises(DecompressionLimitError):
+        decompress(Compression.SNAPPY, raw_snappy, limit=1_000_000)
+
+
+@pytest.mark.parametrize("codec", ["gzip", "snappy", "lz4", "zstd"])
+def test_a_decompression_bomb_is_message_too_large_within_the_budget(codec):
+    data = bomb(codec, 3_000_000)
+    assert len(data) < 200_000  # well under max.message.bytes: only decompressing finds it
+    with pytest.raises(MessageSizeTooLargeError, match="decompresses to more than"):
+        LogValidator().validate(data, DecompressionBudget(2_000_000))
+
+
+def test_one_budget_covers_every_batch_and_partition_of_a_request():
+    records = [Record(f"k{i}".encode(), bytes(10_000), 1000) for i in range(100)]  # ~1 MB a batch
+    batch = bytes(RecordBatch.build(records, compression="zstd"))
+    budget = DecompressionBudget(2_500_000)
+    assert LogValidator().validate(batch + batch, budget) == 200  # two partitions' worth...
+    assert budget.remaining < 600_000
+    with pytest.raises(MessageSizeTooLargeError, match="left of the 2500000"):
+        LogValidator().validate(batch, budget)  # ...and a third is over what the request may decompress
+    assert budget.remaining == 0  # spent: the request's next compressed batch is refused at once
+    with pytest.raises(MessageSizeTooLargeError, match="more than the 0 bytes left"):
+        LogValidator().validate(batch, budget)
+    assert LogValidator().validate(batch, DecompressionBudget(2_500_000)) == 100  # the next request has its own
+    assert lv.MAX_DECOMPRESSED_BYTES == 100 * 1024 * 1024  # the default: a request's largest uncompressed size
+
+
+def test_the_broker_refuses_a_request_of_bombs_and_appends_nothing(cluster):
+    leader = cluster.partition_state("t", 0).leader
+    log = cluster.replica(leader, "t", 0).log
+    end = log.log_end_offset
+    # Two valid batches of 52 MiB of zero-filled values each, a few KB compressed: each alone
+    # fits the request's budget (100 MiB), the two do not.
+    batch = bytes(RecordBatch.build([Record(None, bytes(1 << 20), 1000)] * 52, compression="zstd"))
+    assert len(batch) < 100_000 and LogValidator().validate(batch) == 52
+    part = produce(cluster, batch + batch)
+    assert part.error == MESSAGE_TOO_LARGE and "decompresses to more than" in part.error_message
+    assert log.log_end_offset == end
+    ok = produce(cluster, GOOD)
+    assert (ok.error, ok.base_offset) == (NO_ERROR, end)
 
 
 def test_a_compacted_topic_refuses_a_record_without_a_key(tmp_path):

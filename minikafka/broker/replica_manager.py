@@ -69,7 +69,7 @@ from minikafka.messages import (
     ProduceResponse,
 )
 from minikafka.storage import LogManager
-from minikafka.storage.log_validator import LogValidator
+from minikafka.storage.log_validator import DecompressionBudget, LogValidator
 
 Key = tuple[str, int]
 
@@ -200,6 +200,7 @@ class ReplicaManager:
                 for part in request.partitions
             )))
             return
+        budget = DecompressionBudget()  # one for the whole request: many small bombs are one big one
         for part in request.partitions:
             key = (part.topic, part.partition)
             p = self.partitions.get(key)
@@ -213,7 +214,7 @@ class ReplicaManager:
             if not p.is_leader:
                 results[key] = ProducePartitionResponse(*key, NOT_LEADER_OR_FOLLOWER)
                 continue
-            rejected = self._validate(p, part.records)
+            rejected = self._validate(p, part.records, budget)
             if rejected is not None:
                 results[key] = rejected
                 continue
@@ -233,12 +234,12 @@ class ReplicaManager:
             self.node.set_timer(("produce-timeout", ident), request.timeout_ms)
 
     @staticmethod
-    def _validate(p: Partition, records: bytes) -> ProducePartitionResponse | None:
+    def _validate(p: Partition, records: bytes, budget: DecompressionBudget) -> ProducePartitionResponse | None:
         """The one place client records are validated (Kafka's ``LogValidator`` for an
         ``AppendOrigin.CLIENT`` append): None if they may be appended, else the answer.
         Replicated and coordinator appends never come this way."""
         try:
-            LogValidator.for_log(p.log).validate(records)
+            LogValidator.for_log(p.log).validate(records, budget)
         except InvalidRecordError as e:
             return ProducePartitionResponse(*p.key, INVALID_RECORD, -1, p.log.log_start_offset, str(e), e.record_errors)
         except MessageSizeTooLargeError as e:

@@ -16,6 +16,7 @@ anything, and refuses the partition's whole append at the first rule broken:
     magic 2 (a v0/v1 message set in a Produce v3+)                INVALID_RECORD (87)
     batch no larger than ``max.message.bytes``                    MESSAGE_TOO_LARGE (10)
     a codec Kafka knows, and the payload decompresses             CORRUPT_MESSAGE (2)
+    the request's compressed batches decompress to 100 MiB at most MESSAGE_TOO_LARGE (10)
     recordsCount > 0 and = lastOffsetDelta + 1                    INVALID_RECORD (87)
     not a control batch (only coordinators write those)           INVALID_RECORD (87)
     an idempotent batch (producerId >= 0) has baseSequence >= 0   INVALID_RECORD (87)
@@ -79,10 +80,17 @@ from minikafka.records import (
     MAGIC_AT,
     NO_PRODUCER_ID,
     Compression,
+    DecompressionLimitError,
     crc32c,
     decode_varint,
     decompress,
 )
+
+# What one Produce request's compressed batches may decompress to, all together: what the
+# request could have carried uncompressed (Kafka's socket.request.max.bytes default). Kafka
+# streams a compressed batch record by record; this validator holds a batch's records in
+# memory, so without a bound a 4 MB request of gzip bombs cost 2 GB and a 13 s stall.
+MAX_DECOMPRESSED_BYTES = 100 * 1024 * 1024
 
 _CONTROL_BIT = 0x20
 _COMPRESSION_MASK = 0x07
@@ -95,6 +103,16 @@ class AppendOrigin(enum.Enum):
     CLIENT = "client"  # a producer's Produce request: validated in full
     REPLICATION = "replication"  # a follower copying its leader: already validated there
     COORDINATOR = "coordinator"  # the broker's own writes (group offsets, transaction markers)
+
+
+class DecompressionBudget:
+    """The bytes one request's compressed batches may still decompress to, shared by the
+    validators of its partitions (``MAX_DECOMPRESSED_BYTES`` unless told otherwise)."""
+
+    __slots__ = ("total", "remaining")
+
+    def __init__(self, total: int = MAX_DECOMPRESSED_BYTES) -> None:
+        self.total = self.remaining = total
 
 
 class LogValidator:
@@ -118,10 +136,14 @@ class LogValidator:
         return cls(max_message_bytes=config.max_message_bytes,
                    compacted="compact" in config.cleanup_policy.split(","), where=f"records for {log.name}")
 
-    def validate(self, records: bytes | bytearray | memoryview) -> int:
+    def validate(self, records: bytes | bytearray | memoryview, budget: DecompressionBudget | None = None) -> int:
         """Check every batch and record; raise ``CorruptRecordError`` (CORRUPT_MESSAGE),
         ``InvalidRecordError`` (INVALID_RECORD) or ``MessageSizeTooLargeError``
-        (MESSAGE_TOO_LARGE) at the first problem. Returns how many records were checked."""
+        (MESSAGE_TOO_LARGE) at the first problem. Returns how many records were checked.
+        Compressed batches decompress within ``budget`` (the request's; a fresh one if None):
+        one that would go past it is MESSAGE_TOO_LARGE, found after about that many bytes."""
+        if budget is None:
+            budget = DecompressionBudget()
         view = memoryview(records)
         total = len(view)
         if not total:
@@ -129,13 +151,13 @@ class LogValidator:
         position = 0
         checked = 0
         while position < total:
-            checked += self._validate_batch(view, position, total)
+            checked += self._validate_batch(view, position, total, budget)
             position += LOG_OVERHEAD + _LENGTH.unpack_from(view, position + 8)[0]
         return checked
 
     # --- one batch -----------------------------------------------------------------------------------
 
-    def _validate_batch(self, view: memoryview, position: int, total: int) -> int:
+    def _validate_batch(self, view: memoryview, position: int, total: int, budget: DecompressionBudget) -> int:
         where = f"{self.where}, batch at byte {position}"
         if total - position > MAGIC_AT and view[position + MAGIC_AT] in (0, 1):
             raise InvalidRecordError(
@@ -179,9 +201,16 @@ class LogValidator:
             except ValueError:
                 raise CorruptRecordError(f"{where}: unknown compression codec {codec} (attributes bits 0-2)") from None
             try:
-                payload = bytes(decompress(Compression(codec), payload))
+                payload = decompress(Compression(codec), payload, limit=budget.remaining)
+            except DecompressionLimitError:
+                left, budget.remaining = budget.remaining, 0  # spent: the request's other bombs cost nothing
+                raise MessageSizeTooLargeError(
+                    f"{where}: {name} payload decompresses to more than the {left} bytes left of "
+                    f"the {budget.total} one request's compressed batches may decompress to (what it could "
+                    "carry uncompressed)") from None
             except Exception as e:  # each codec library raises its own type
                 raise CorruptRecordError(f"{where}: cannot decompress {name}: {e}") from None
+            budget.remaining -= len(payload)
         ts_limit = max_ts - base_ts if base_ts >= 0 else None
         # a batch of a few records is walked faster than its columns are set up
         first, pos = _column_runs(payload, count, ts_limit, self.compacted) if count >= _MIN_RUN else (0, 0)
