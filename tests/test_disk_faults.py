@@ -204,3 +204,56 @@ def test_a_log_on_a_failing_disk_still_closes_and_reopens_whole(tmp_path):
     log.close()  # no exception: the files are released, the recovery point stays at 0
     reopened = Log(tmp_path / "t-0")
     assert reopened.last_recovery.recovery_point == 0 and reopened.log_end_offset == 1
+
+
+# --- out of file descriptors -------------------------------------------------------------------------------
+
+
+def produce_to(c, dst, topic, partition, data):
+    corr = c.world.call_node(c.admin_id, lambda node: node.request(
+        dst, lambda k: ProduceRequest(k, 1, 3_000, (ProducePartition(topic, partition, data),))))
+    admin = c.world.nodes[c.admin_id]
+    assert c.world.run_until(lambda: corr in admin.responses, 5_000)
+    return admin.responses.pop(corr).partitions[0]
+
+
+def test_a_broker_short_of_file_descriptors_takes_new_partitions_offline_and_goes_on(tmp_path, caplog):
+    """Found by a user: 4 x 2,000 partitions at `ulimit -n` 20,000 ran a broker out of files;
+    it failed applying a partition's metadata record, then failed it again and again (no new
+    topic got a leader, no delete went through, thousands of tracebacks a minute, the same
+    after a restart). Now it stops short of the limit, keeps a reserve, and goes on."""
+    from minikafka.messages import DeleteTopicsRequest
+    from minikafka.storage import log_manager as lm
+
+    c = Cluster(1, seed=7, dir=tmp_path / "c")
+    try:
+        broker = c.broker(1)
+        manager = broker.log_manager
+        manager.fd_reserve = 64
+        manager.fd_limit = lm.descriptors_in_use() + 64 + 20 * lm.FDS_PER_LOG  # room for about 20 logs
+        manager.recheck_descriptors()
+        with caplog.at_level(logging.ERROR):
+            c.create_topic("many", 40, 1)
+        offline = sorted(p for t, p in broker.replica_manager.offline_partitions if t == "many")
+        opened = sorted(p for t, p in broker.replica_manager.partitions if t == "many")
+        assert 10 <= len(opened) <= 22 and sorted(opened + offline) == list(range(40))
+        assert lm.descriptors_in_use() <= manager.fd_limit - 60  # the reserve is kept
+        assert sum("no more partitions can be opened" in r.message for r in caplog.records) == 1
+        assert sum("partition(s) offline here" in r.message for r in caplog.records) == 1  # one line, not one a partition
+        part = produce_to(c, 1, "many", offline[0], batch(0))
+        assert part.error == KAFKA_STORAGE_ERROR and "ulimit -n" in part.error_message
+        assert produce_to(c, 1, "many", opened[0], batch(1)).error == NO_ERROR
+        c.create_topic("waiting", 1, 1)  # metadata goes on: a topic made now is offline here, for now
+        assert produce_to(c, 1, "waiting", 0, batch(2)).error == KAFKA_STORAGE_ERROR
+        # Deleting a topic gives its files back, and what could not be opened is opened ...
+        admin = c.world.nodes[c.admin_id]
+        corr = c.world.call_node(c.admin_id, lambda node: node.request(1, lambda k: DeleteTopicsRequest(k, ("many",))))
+        assert c.world.run_until(lambda: corr in admin.responses, 10_000)
+        assert c.world.run_until(lambda: not any(t == "many" for t, _ in broker.replica_manager.partitions)
+                                 and not broker.replica_manager.offline_partitions, 10_000)
+        assert produce_to(c, 1, "waiting", 0, batch(3)).error == NO_ERROR
+        # ... and a new topic gets a leader and takes records.
+        c.create_topic("after", 3, 1)
+        assert all(produce_to(c, 1, "after", p, batch(p)).error == NO_ERROR for p in range(3))
+    finally:
+        c.close()

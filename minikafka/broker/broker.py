@@ -43,6 +43,8 @@ the storage layer.
 
 from __future__ import annotations
 
+import logging
+
 from dataclasses import replace
 from pathlib import Path
 from typing import Any, Callable, Hashable
@@ -65,6 +67,7 @@ from minikafka.messages import (
     INVALID_TOPIC_EXCEPTION,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_TOPIC_OR_PARTITION,
+    KAFKA_STORAGE_ERROR,
     AllocateProducerIdsRequest,
     AllocateProducerIdsResponse,
     AddOffsetsToTxnRequest,
@@ -128,9 +131,11 @@ from minikafka.raft import KafkaRaftClient
 
 METADATA_TOPIC = "__cluster_metadata"  # the controllers' log: never a topic clients may create
 from minikafka.storage import LogManager
-from minikafka.errors import CorruptRecordError, InvalidTopicError
+from minikafka.errors import CorruptRecordError, InvalidTopicError, KafkaStorageError
 from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+
+log = logging.getLogger("minikafka.broker")
 
 
 class Broker(StateMachine):
@@ -271,14 +276,47 @@ class Broker(StateMachine):
                 self.topics[topic] = image.topic_config(topic)
                 if old is not None and old.configs != self.topics[topic].configs:
                     self.replica_manager.apply_topic_configs(topic, dict(self.topics[topic].configs))
+        if self.log_manager.short_of_fds is not None:
+            self.log_manager.recheck_descriptors()  # connections may have closed since
+        failed: dict[tuple[str, int], str] = {}
         for key, state in sorted(delta.partitions.items()):
             if key[0] not in image.topic_ids:
                 continue
             self.partition_states[key] = state
-            if self.broker_id in state.replicas:
-                self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
+            if self.broker_id in state.replicas and key not in self.replica_manager.offline_partitions:
+                try:
+                    self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
+                except (KafkaStorageError, OSError) as e:
+                    # As Kafka takes a failed log directory's replicas offline: this partition
+                    # is answered KAFKA_STORAGE_ERROR here, and the rest of the metadata (other
+                    # topics, deletions) is applied as usual instead of failing again and again.
+                    failed[key] = str(e)
+                    self.replica_manager.mark_offline(key, str(e))
+        if delta.removed_topics:
+            failed.update(self._reopen_offline())
+        if failed:
+            (topic, partition), why = next(iter(sorted(failed.items())))
+            log.error("broker %s: %d partition(s) offline here, %s-%s first: %s",
+                      self.broker_id, len(failed), topic, partition, why)
         self.group_coordinator.on_metadata_changed()
         self.transaction_coordinator.on_metadata_changed()
+
+    def _reopen_offline(self) -> dict[tuple[str, int], str]:
+        """Deleted topics gave their files back: try again the partitions that could not be
+        opened at all (no ``Partition`` here yet, so nothing half set up). What failed again."""
+        rm = self.replica_manager
+        failed = {}
+        for key in sorted(k for k in rm.offline_partitions if k not in rm.partitions):
+            state = self.partition_states.get(key)
+            if state is None or key[0] not in self.topics:
+                continue
+            del rm.offline_partitions[key]
+            try:
+                rm.apply_partition_state(state, dict(self.topics[key[0]].configs))
+            except (KafkaStorageError, OSError) as e:
+                failed[key] = str(e)
+                rm.mark_offline(key, str(e))
+        return failed
 
     def _apply_dynamic_broker_configs(self) -> None:
         """Dynamic broker configs (committed broker ConfigRecords: "" for the cluster, then this
@@ -385,7 +423,7 @@ class Broker(StateMachine):
         for key in [k for k in self.partition_states if k[0] == topic]:
             del self.partition_states[key]
         on_disk = {tp.partition for tp in self.log_manager.partitions_on_disk() if tp.topic == topic}
-        hosted = {p for t, p in self.replica_manager.partitions if t == topic}
+        hosted = {p for t, p in (*self.replica_manager.partitions, *self.replica_manager.offline_partitions) if t == topic}
         for partition in sorted(on_disk | hosted):
             self.replica_manager.remove_partition(topic, partition)
 
@@ -462,12 +500,18 @@ class Broker(StateMachine):
         self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, batch), done,
                                      timeout_ms=self.config["request.timeout.ms"], on_timeout=done)
 
+    def _not_here(self, topic: str, partition: int, p) -> int:
+        """Why a partition-level request cannot be served here: offline, not the leader, or unknown."""
+        if (topic, partition) in self.replica_manager.offline_partitions:
+            return KAFKA_STORAGE_ERROR
+        return NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION
+
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []
         for topic, partition, timestamp in request.partitions:
             p = self.replica_manager.partitions.get((topic, partition))
             if p is None or not p.is_leader:
-                out.append((topic, partition, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
+                out.append((topic, partition, self._not_here(topic, partition, p), -1, -1))
             elif timestamp == EARLIEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.log.log_start_offset))
             elif timestamp == LATEST_TIMESTAMP:  # read_committed: what such a consumer can reach
@@ -496,7 +540,7 @@ class Broker(StateMachine):
         for topic, partition, offset in request.partitions:
             p = self.replica_manager.partitions.get((topic, partition))
             if p is None or not p.is_leader:
-                out.append((topic, partition, -1, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION))
+                out.append((topic, partition, -1, self._not_here(topic, partition, p)))
                 continue
             target = p.high_watermark if offset == -1 else offset
             if target < 0 or target > p.high_watermark:
@@ -516,7 +560,7 @@ class Broker(StateMachine):
         for topic, partition, current_epoch, epoch in request.partitions:
             p = self.replica_manager.partitions.get((topic, partition))
             if p is None or not p.is_leader:
-                out.append((topic, partition, NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION, -1, -1))
+                out.append((topic, partition, self._not_here(topic, partition, p), -1, -1))
             elif current_epoch >= 0 and current_epoch != p.leader_epoch:
                 error = FENCED_LEADER_EPOCH if current_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
                 out.append((topic, partition, error, -1, -1))

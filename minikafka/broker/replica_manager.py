@@ -45,6 +45,7 @@ from minikafka.messages import (
     CORRUPT_MESSAGE,
     INVALID_RECORD,
     INVALID_TOPIC_EXCEPTION,
+    KAFKA_STORAGE_ERROR,
     MESSAGE_TOO_LARGE,
     CONSUMER_REPLICA_ID,
     FENCED_LEADER_EPOCH,
@@ -105,6 +106,10 @@ class ReplicaManager:
         self.log_manager = log_manager
         self.config = config
         self.partitions: dict[Key, Partition] = {}
+        # Partitions this broker could not open or set up (out of file descriptors, a disk
+        # error): answered KAFKA_STORAGE_ERROR, as Kafka's offline replicas are, until the
+        # topic is deleted or the broker restarts.
+        self.offline_partitions: dict[Key, str] = {}
         self.produce_purgatory: dict[tuple, DelayedProduce] = {}
         self.fetch_purgatory: dict[tuple, DelayedFetch] = {}
         self.fetchers: dict[int, Fetcher] = {}
@@ -177,10 +182,20 @@ class ReplicaManager:
                 # leader may have died with it); its late answer is ignored.
                 self._start_fetching(key, state.leader, fresh=was_leader or changed)
 
+    def mark_offline(self, key: Key, reason: str) -> None:
+        """Applying this partition's state failed here (``KafkaStorageError``, ``OSError``):
+        it is offline on this broker, and the rest of the metadata is applied as usual."""
+        self.offline_partitions[key] = reason
+        p = self.partitions.get(key)
+        if p is not None:
+            self._stop_fetching(key)
+            p.log.offline = p.log.offline or reason  # appends refused: KAFKA_STORAGE_ERROR
+
     def remove_partition(self, topic: str, partition: int) -> None:
         """The topic was deleted: stop serving and fetching the partition, fail what waits
         on it, and delete its log."""
         key = (topic, partition)
+        self.offline_partitions.pop(key, None)
         p = self.partitions.pop(key, None)
         self._stop_fetching(key)
         if p is not None:
@@ -207,6 +222,10 @@ class ReplicaManager:
             if part.topic in INTERNAL_TOPICS:  # Kafka's "Cannot append to internal topic"
                 results[key] = ProducePartitionResponse(*key, INVALID_TOPIC_EXCEPTION, error_message=(
                     f"cannot append to internal topic {part.topic}: only the brokers write it"))
+                continue
+            if key in self.offline_partitions:
+                results[key] = ProducePartitionResponse(*key, KAFKA_STORAGE_ERROR, error_message=(
+                    f"{part.topic}-{part.partition} is offline on broker {self.broker_id}: {self.offline_partitions[key]}"))
                 continue
             if p is None:
                 results[key] = ProducePartitionResponse(*key, UNKNOWN_TOPIC_OR_PARTITION)
@@ -398,6 +417,10 @@ class ReplicaManager:
         for fp in request.partitions:
             key = (fp.topic, fp.partition)
             p = self.partitions.get(key)
+            if key in self.offline_partitions:
+                parts.append(FetchPartitionResponse(*key, KAFKA_STORAGE_ERROR))
+                urgent = True
+                continue
             if p is None:
                 parts.append(FetchPartitionResponse(*key, UNKNOWN_TOPIC_OR_PARTITION))
                 urgent = True

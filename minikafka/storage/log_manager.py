@@ -7,6 +7,18 @@ Every log writes through the manager's ``Disk`` (``disk.py``). A failed fsync in
 them takes the whole directory offline (``offline``; Kafka's ``LogDirFailureChannel``):
 every log refuses appends until the broker restarts.
 
+File descriptors: a log keeps three open (its active segment's ``.log``, ``.index`` and
+``.timeindex``), so a broker hosting thousands of partitions meets the process's limit
+(``ulimit -n``, RLIMIT_NOFILE). Kafka needs that limit raised too, and when it is hit its log
+directory fails; here the manager stops short of it instead: it refuses to open a new log
+(``KafkaStorageError``, the partition is offline on this broker) while fewer than
+``fd_reserve`` descriptors would be left, so the broker keeps descriptors to accept
+connections, apply metadata and delete topics (which gives them back). The count of open
+descriptors (``/proc/self/fd``) is read only when an estimate nears the limit. A partition
+refused this way is opened when a deleted topic gives descriptors back (the broker tries
+again), or at the next start; the soft limit is first raised to the hard one, as Kafka's JVM
+does.
+
 ``clean_logs`` is the log cleaner's periodic pass (Kafka's ``LogCleaner`` threads, which
 wake every ``log.cleaner.backoff.ms``): every log whose ``cleanup.policy`` includes
 ``compact`` and that has a dirty range gets one ``LogCleaner.clean``. A log that fails is
@@ -17,6 +29,7 @@ uncleanable and leaves it alone; here it is simply tried again on the next pass)
 from __future__ import annotations
 
 import logging
+import os
 import shutil
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
@@ -28,6 +41,35 @@ from minikafka.storage.log import Log, LogConfig, wall_clock_ms
 from minikafka.topic import TopicPartition
 
 logger = logging.getLogger("minikafka.storage.cleaner")
+storage_log = logging.getLogger("minikafka.storage")
+FDS_PER_LOG = 3  # measured: a log holds its active segment's .log, .index and .timeindex open
+
+
+def descriptor_limit() -> int | None:
+    """This process's limit of open files (``ulimit -n``), None where there is none. The soft
+    limit is raised to the hard one first, as Kafka's JVM does at start (``-XX:+MaxFDLimit``,
+    on by default): a desktop's soft 1,024 would otherwise be the limit."""
+    try:
+        import resource
+
+        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
+            try:
+                wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
+                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
+                soft = wanted
+            except (OSError, ValueError):  # e.g. macOS caps it below the hard limit: keep the soft one
+                pass
+    except (ImportError, OSError, ValueError):
+        return None
+    return None if soft == resource.RLIM_INFINITY or soft <= 0 else soft
+
+
+def descriptors_in_use() -> int | None:
+    try:
+        return len(os.listdir("/proc/self/fd"))
+    except OSError:  # no /proc (macOS): no count, no refusal
+        return None
 METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: kept by the Raft client, never a partition
 
 
@@ -40,6 +82,11 @@ class LogManager:
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._logs: dict[TopicPartition, Log] = {}
         self.cleaner = LogCleaner()
+        self.fd_limit = descriptor_limit()
+        self.fd_reserve = max(64, (self.fd_limit or 0) // 10)  # for connections, metadata and deletes
+        self._fds_counted: int | None = None  # open descriptors when last counted
+        self._opened_since = 0  # logs opened since
+        self.short_of_fds: str | None = None  # why new logs are refused, until recheck_descriptors()
 
     def get_or_create_log(
         self, topic: str, partition: int, config: LogConfig | Mapping[str, Any] | None = None
@@ -48,10 +95,35 @@ class LogManager:
         log = self._logs.get(tp)
         if log is None:
             path = self.log_dir / tp.dir_name  # validates the name first
+            self._check_descriptors(tp)
             log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk)
+            self._opened_since += 1
             if self.offline is not None:
                 log.offline = self.offline
         return log
+
+    def _check_descriptors(self, tp: TopicPartition) -> None:
+        if self.fd_limit is not None and self.short_of_fds is None:
+            room = self.fd_limit - self.fd_reserve
+            if self._fds_counted is None or self._fds_counted + (self._opened_since + 1) * FDS_PER_LOG > room:
+                used = descriptors_in_use()
+                if used is None:
+                    self.fd_limit = None  # cannot count here: never refuse on a guess
+                    return
+                self._fds_counted, self._opened_since = used, 0
+                if used + FDS_PER_LOG > room:
+                    self.short_of_fds = (
+                        f"{used} of the {self.fd_limit} files this process may open (ulimit -n) are open and "
+                        f"{self.fd_reserve} are kept for connections; raise `ulimit -n` or delete topics")
+                    storage_log.error("log directory %s: no more partitions can be opened: %s",
+                                      self.log_dir, self.short_of_fds)
+        if self.short_of_fds is not None:
+            raise KafkaStorageError(f"{tp}: not opened on this broker: {self.short_of_fds}")
+
+    def recheck_descriptors(self) -> None:
+        """Count open descriptors again before the next new log (some may have been closed)."""
+        self.short_of_fds = None
+        self._fds_counted = None
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         return self._logs.get(TopicPartition(topic, partition))
@@ -64,6 +136,7 @@ class LogManager:
         log = self._logs.pop(tp, None)
         if log is not None:
             log.crash()  # release the files; their contents are going anyway
+            self.recheck_descriptors()
         path = self.log_dir / tp.dir_name
         if path.exists():
             doomed = path.with_name(f"{path.name}.{len(list(self.log_dir.iterdir()))}-delete")
