@@ -137,9 +137,10 @@ def _snappy_compress(data: bytes) -> bytes:
     return bytes(out)
 
 
-def _snappy_decompress(data: bytes) -> bytes:
+def _snappy_decompress(data: bytes, limit: int | None = None) -> bytes:
+    data = bytes(data)
     if not data.startswith(_XERIAL_HEADER[:8]):
-        return bytes(cramjam.snappy.decompress_raw(data))  # plain block (older clients)
+        return _snappy_raw(data, limit)  # plain block (older clients)
     out = bytearray()
     pos = len(_XERIAL_HEADER)
     while pos < len(data):
@@ -149,9 +150,25 @@ def _snappy_decompress(data: bytes) -> bytes:
         pos += 4
         if size < 0 or pos + size > len(data):
             raise ValueError(f"xerial snappy chunk of {size} bytes overruns the data at byte {pos}")
-        out += bytes(cramjam.snappy.decompress_raw(data[pos : pos + size]))
+        out += _snappy_raw(data[pos : pos + size], None if limit is None else limit - len(out))
         pos += size
     return bytes(out)
+
+
+def _snappy_raw(block: bytes, limit: int | None) -> bytes:
+    if limit is not None:
+        # A raw snappy block starts with its uncompressed length: refuse before allocating.
+        size = shift = 0
+        for byte in block[:5]:  # an unsigned (not zig-zag) varint, at most 32 bits
+            size |= (byte & 0x7F) << shift
+            shift += 7
+            if not byte & 0x80:
+                break
+        else:
+            raise ValueError("snappy block without a valid uncompressed length")
+        if size > limit:
+            raise DecompressionLimitError(limit)
+    return bytes(cramjam.snappy.decompress_raw(block))
 
 
 def _lz4_compress(data: bytes) -> bytes:
@@ -250,42 +267,9 @@ def _zstd_bounded(data: bytes, limit: int) -> bytes:
     return bytes(out)
 
 
-def _snappy_raw_bounded(block: bytes, limit: int) -> bytes:
-    # A raw snappy block starts with its uncompressed length: refuse before allocating.
-    size = shift = 0
-    for pos, byte in enumerate(block[:5]):  # an unsigned (not zig-zag) varint, at most 32 bits
-        size |= (byte & 0x7F) << shift
-        shift += 7
-        if not byte & 0x80:
-            break
-    else:
-        raise ValueError("snappy block without a valid uncompressed length")
-    if size > limit:
-        raise DecompressionLimitError(limit)
-    return bytes(cramjam.snappy.decompress_raw(block))
-
-
-def _snappy_bounded(data: bytes, limit: int) -> bytes:
-    data = bytes(data)
-    if not data.startswith(_XERIAL_HEADER[:8]):
-        return _snappy_raw_bounded(data, limit)
-    out = bytearray()
-    pos = len(_XERIAL_HEADER)
-    while pos < len(data):
-        if pos + 4 > len(data):
-            raise ValueError(f"xerial snappy chunk header truncated at byte {pos}")
-        (size,) = struct.unpack_from(">i", data, pos)
-        pos += 4
-        if size < 0 or pos + size > len(data):
-            raise ValueError(f"xerial snappy chunk of {size} bytes overruns the data at byte {pos}")
-        out += _snappy_raw_bounded(data[pos : pos + size], limit - len(out))
-        pos += size
-    return bytes(out)
-
-
 _BOUNDED = {
     Compression.GZIP: _gzip_bounded,
-    Compression.SNAPPY: _snappy_bounded,
+    Compression.SNAPPY: _snappy_decompress,
     Compression.LZ4: _lz4_bounded,
     Compression.ZSTD: _zstd_bounded,
 }

@@ -284,14 +284,7 @@ class Broker(StateMachine):
                 continue
             self.partition_states[key] = state
             if self.broker_id in state.replicas and key not in self.replica_manager.offline_partitions:
-                try:
-                    self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
-                except (KafkaStorageError, OSError) as e:
-                    # As Kafka takes a failed log directory's replicas offline: this partition
-                    # is answered KAFKA_STORAGE_ERROR here, and the rest of the metadata (other
-                    # topics, deletions) is applied as usual instead of failing again and again.
-                    failed[key] = str(e)
-                    self.replica_manager.mark_offline(key, str(e))
+                self._apply_here(state, failed)
         if delta.removed_topics:
             failed.update(self._reopen_offline())
         if failed:
@@ -301,21 +294,30 @@ class Broker(StateMachine):
         self.group_coordinator.on_metadata_changed()
         self.transaction_coordinator.on_metadata_changed()
 
+    def _apply_here(self, state: PartitionState, failed: dict[tuple[str, int], str]) -> None:
+        """Apply a partition's state to this broker's replica. If that fails (out of file
+        descriptors, a disk error), the partition goes offline here, as Kafka takes a failed
+        log directory's replicas offline: it is answered KAFKA_STORAGE_ERROR, the failure is
+        noted in ``failed``, and the rest of the metadata (other topics, deletions) is applied
+        as usual instead of failing again and again."""
+        try:
+            self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
+        except (KafkaStorageError, OSError) as e:
+            key = (state.topic, state.partition)
+            failed[key] = str(e)
+            self.replica_manager.mark_offline(key, str(e))
+
     def _reopen_offline(self) -> dict[tuple[str, int], str]:
         """Deleted topics gave their files back: try again the partitions that could not be
         opened at all (no ``Partition`` here yet, so nothing half set up). What failed again."""
         rm = self.replica_manager
-        failed = {}
+        failed: dict[tuple[str, int], str] = {}
         for key in sorted(k for k in rm.offline_partitions if k not in rm.partitions):
             state = self.partition_states.get(key)
             if state is None or key[0] not in self.topics:
                 continue
             del rm.offline_partitions[key]
-            try:
-                rm.apply_partition_state(state, dict(self.topics[key[0]].configs))
-            except (KafkaStorageError, OSError) as e:
-                failed[key] = str(e)
-                rm.mark_offline(key, str(e))
+            self._apply_here(state, failed)
         return failed
 
     def _apply_dynamic_broker_configs(self) -> None:
