@@ -10,6 +10,16 @@ the task sends its *own* Fetch requests (kafka-python's protocol classes, on the
 connections: ``_manager.send``, the same call its fetcher makes; the version is pinned in
 ``pyproject.toml``) and hands the partition's records, still bytes, to ``arrow_records``.
 
+Where the consumer talks to its brokers in plain TCP (``security.protocol`` PLAINTEXT, no
+proxy: the course's clusters and most local Kafkas), the Fetch requests go on a connection of
+the task's own to the leader (``FetchConnection``: a blocking socket, each response read
+with ``recv_into`` into one buffer of the frame's size). kafka-python receives in 4 KiB
+``recv`` calls on its network thread and copies each frame twice more; measured on one
+partition, 8 MiB fetches came twice as fast this way (440-460 against 180-220 MB/s), and no
+thread contends for the GIL with the decoding. The consumer still gives the leaders, the
+negotiated Fetch version and the client id; under SSL, SASL or a proxy the requests go on
+its own connections, which do those.
+
 The loop, per response: read the partition's error; find where the next fetch starts from
 the batch headers alone, and send that fetch at once, so the broker and the network work
 while this process decodes; then decode into columns. Rules kept from the kafka-python
@@ -26,8 +36,10 @@ reader it replaces:
 
 from __future__ import annotations
 
+import socket
 import struct
 import time
+import weakref
 from typing import Iterator
 
 from minikafka.spark.arrow_records import AbortedTransactions, FetchedRecords, decode_fetched
@@ -39,6 +51,96 @@ _LAST_OFFSET_DELTA_AT = 23
 _HEADER_SIZE = 61
 FETCH_MAX_VERSION = 11  # the last non-flexible Fetch: topics by name, what every broker here speaks
 PARTITION_FETCH_BYTES = 8 << 20
+_INT32 = struct.Struct(">i")  # a frame's size; a response header's correlation id
+
+
+class FetchConnection:
+    """A task's own plain-TCP connection to one broker, for Fetch requests only.
+
+    Requests and responses are matched by correlation id, first in first out as Kafka
+    answers them. Any failure (refused, reset, timed out, a frame that does not fit) closes
+    the connection and raises ``OSError``; the caller refreshes metadata and opens another.
+    """
+
+    def __init__(self, host: str, port: int, *, timeout_s: float, client_id: str, max_frame: int) -> None:
+        self.address = f"{host}:{port}"
+        self.client_id = client_id
+        self.max_frame = max_frame
+        self.sock = socket.create_connection((host, port), timeout=timeout_s)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self._next_id = 0
+        self.in_flight: list[int] = []
+
+    def send(self, request) -> int:
+        self._next_id = (self._next_id + 1) & 0x7FFFFFFF
+        request.with_header(correlation_id=self._next_id, client_id=self.client_id)
+        try:
+            self.sock.sendall(request.encode(header=True, framed=True))
+        except OSError:
+            self.close()
+            raise
+        self.in_flight.append(self._next_id)
+        return self._next_id
+
+    def receive(self, correlation_id: int, response_class, version: int):
+        """The response to request ``correlation_id``, after any older ones (read and dropped)."""
+        try:
+            while self.in_flight:
+                expected = self.in_flight.pop(0)
+                frame = self._frame()
+                (got,) = _INT32.unpack_from(frame, 0)
+                if got != expected:
+                    raise OSError(f"{self.address} answered correlation id {got}, expected {expected}")
+                if got == correlation_id:
+                    try:
+                        # header=False: kafka-python would copy the whole frame to read 4 bytes
+                        return response_class.decode(memoryview(frame)[4:], version=version)
+                    except Exception as e:  # noqa: BLE001 - a frame kafka-python cannot parse
+                        raise OSError(f"an unreadable {response_class.__name__} from {self.address}: {e}") from None
+            raise OSError(f"no request {correlation_id} is waiting for an answer from {self.address}")
+        except OSError:
+            self.close()
+            raise
+
+    def _frame(self) -> bytearray:
+        head = self._read(4)
+        (size,) = _INT32.unpack(head)
+        if not 4 <= size <= self.max_frame:
+            raise OSError(f"a response frame of {size} bytes from {self.address} "
+                          f"(kafka.receive.message.max.bytes is {self.max_frame})")
+        return self._read(size)
+
+    def _read(self, n: int) -> bytearray:
+        buf = bytearray(n)
+        view = memoryview(buf)
+        got = 0
+        while got < n:
+            k = self.sock.recv_into(view[got:], n - got)
+            if not k:
+                raise OSError(f"{self.address} closed the connection")
+            got += k
+        return buf
+
+    def close(self) -> None:
+        self.in_flight.clear()
+        self.sock.close()
+
+
+# A pooled consumer's own Fetch connections, by broker id; they go when the consumer goes.
+_CONNECTIONS: "weakref.WeakKeyDictionary[object, dict[int, FetchConnection]]" = weakref.WeakKeyDictionary()
+
+
+def own_connections(consumer) -> bool:
+    """Whether Fetch requests may go on connections of our own: plain TCP, no proxy."""
+    cfg = consumer.config
+    return (cfg.get("security_protocol") == "PLAINTEXT" and not cfg.get("socks5_proxy")
+            and not cfg.get("proxy_url"))
+
+
+def close_connections(consumer) -> None:
+    """Close the Fetch connections opened for ``consumer`` (it is being thrown away)."""
+    for conn in _CONNECTIONS.pop(consumer, {}).values():
+        conn.close()
 
 
 def next_fetch_offset(buf: bytes, position: int) -> int:
@@ -53,6 +155,16 @@ def next_fetch_offset(buf: bytes, position: int) -> int:
         position = max(position, base + delta + 1)
         pos = end
     return position
+
+
+class _Sent:
+    """A Fetch sent on a ``FetchConnection``: where and how to read its answer."""
+
+    __slots__ = ("conn", "correlation_id", "version", "error")
+
+    def __init__(self, conn: FetchConnection | None, correlation_id: int, version: int,
+                 error: OSError | None = None) -> None:
+        self.conn, self.correlation_id, self.version, self.error = conn, correlation_id, version, error
 
 
 class PartitionFetcher:
@@ -73,11 +185,19 @@ class PartitionFetcher:
         self.partition_bytes = max(PARTITION_FETCH_BYTES, cfg.get("max_partition_fetch_bytes", 0))
         self.request_timeout_ms = cfg.get("request_timeout_ms", 30_000)
         self.backoff_s = cfg.get("retry_backoff_ms", 20) / 1000
+        self.direct = own_connections(consumer) and consumer._manager.broker_version_data is not None
         self._wait(consumer._cluster.add_topic(topic))
 
     def _wait(self, future):
+        if isinstance(future, _Sent):
+            from kafka.protocol.consumer import FetchResponse
+
+            if future.error is not None:
+                raise future.error
+            return future.conn.receive(future.correlation_id, FetchResponse, future.version)
         c = self.consumer
         return c._net.run(c._manager.wait_for, future, self.max_wait_ms + self.request_timeout_ms)
+
 
     def send(self, offset: int):
         """A Fetch for ``offset`` to the partition's leader, or None if no leader is known yet."""
@@ -99,7 +219,23 @@ class PartitionFetcher:
             forgotten_topics_data=[], rack_id="",
             min_version=FetchRequest.min_version_for_isolation_level(int(self.read_committed)),
             max_version=FETCH_MAX_VERSION)
-        return c._manager.send(request, node_id=leader)
+        if not self.direct:
+            return c._manager.send(request, node_id=leader)
+        version = c._manager.broker_version_data.api_version(request)
+        request.API_VERSION = version
+        conns = _CONNECTIONS.setdefault(c, {})
+        conn = conns.get(leader)
+        try:
+            if conn is None or conn.sock.fileno() < 0:
+                broker = c._cluster.broker_metadata(leader)
+                if broker is None:
+                    return None
+                conn = conns[leader] = FetchConnection(
+                    broker.host, broker.port, timeout_s=(self.max_wait_ms + self.request_timeout_ms) / 1000,
+                    client_id=c.config["client_id"], max_frame=c.config["receive_message_max_bytes"])
+            return _Sent(conn, conn.send(request), version)
+        except OSError as e:  # refused, reset: fetch_range's retry loop refreshes metadata and tries again
+            return _Sent(None, 0, version, error=e)
 
     def refresh(self) -> None:
         """After a leader change or a lost connection: new metadata, then a short back-off."""

@@ -188,7 +188,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     """
     import pyarrow as pa
 
-    from minikafka.spark.data_consumer import fetch_range
+    from minikafka.spark.data_consumer import close_connections, fetch_range
 
     if part.until_offset <= part.from_offset:
         return
@@ -226,6 +226,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
         if clean:
             _POOL[key].append(consumer)
         else:
+            close_connections(consumer)
             consumer.close()
 
 

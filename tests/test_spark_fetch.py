@@ -1,0 +1,132 @@
+"""A Spark task's Fetch requests on connections of its own (``data_consumer.FetchConnection``),
+against a real multi-process cluster and against a fake broker that answers badly. No Spark
+session: ``read_range`` is what one task of the source runs."""
+
+from __future__ import annotations
+
+import socket
+import struct
+import threading
+import uuid
+
+import pytest
+
+pytest.importorskip("pyspark")
+
+from kafka import KafkaProducer  # noqa: E402
+from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+
+from minikafka.spark import data_consumer  # noqa: E402
+from minikafka.spark.options import KafkaSourceOptions  # noqa: E402
+from minikafka.spark.reader import _POOL, OffsetRange, read_range  # noqa: E402
+from minikafka.wire.process import launch  # noqa: E402
+from wire_helpers import wait_until  # noqa: E402
+
+pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    with launch(brokers=3) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def big_topic(cluster):
+    """One partition of 10,000 records of 1 KiB: more than one 8 MiB fetch."""
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    name = f"fetch-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(name, 1, 3)])
+    wait_until(lambda: admin.describe_topics([name])[0]["partitions"][0]["leader_id"] >= 0, 20, f"a leader for {name}")
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all", linger_ms=5)
+    futures = [producer.send(name, key=b"k%d" % i, value=(b"%06d" % i) * 170) for i in range(10_000)]
+    producer.flush()
+    producer.close()
+    assert sorted(f.get(timeout=30).offset for f in futures) == list(range(10_000))
+    return name
+
+
+def options(cluster, topic: str) -> KafkaSourceOptions:
+    return KafkaSourceOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic},
+                                    batch=True)
+
+
+def offsets_and_values(batches) -> list[tuple[int, bytes]]:
+    return [(o, v) for b in batches for o, v in zip(b.column("offset").to_pylist(), b.column("value").to_pylist())]
+
+
+def test_a_task_fetches_on_its_own_connections_and_reads_what_kafka_pythons_would(cluster, big_topic, monkeypatch):
+    opts = options(cluster, big_topic)
+    own = offsets_and_values(read_range(opts, OffsetRange(big_topic, 0, 0, 10_000)))
+    consumers = [c for free in _POOL.values() for c in free]
+    assert any(data_consumer._CONNECTIONS.get(c) for c in consumers), "the read did not use a connection of its own"
+    assert own == [(i, (b"%06d" % i) * 170) for i in range(10_000)]
+
+    monkeypatch.setattr(data_consumer, "own_connections", lambda consumer: False)
+    _POOL.clear()
+    assert offsets_and_values(read_range(opts, OffsetRange(big_topic, 0, 0, 10_000))) == own
+    consumers = [c for free in _POOL.values() for c in free]
+    assert consumers and not any(data_consumer._CONNECTIONS.get(c) for c in consumers)
+
+
+def test_a_task_that_stops_early_leaves_its_connection_readable_for_the_next(cluster, big_topic):
+    """Spark stops reading a task early (a LIMIT) while the next Fetch is on its way: the pooled
+    consumer's connection still holds that answer, and the next task must skip it."""
+    opts = options(cluster, big_topic)
+    _POOL.clear()
+    rows = read_range(opts, OffsetRange(big_topic, 0, 0, 10_000))
+    first = next(rows)
+    rows.close()
+    (consumer,) = [c for free in _POOL.values() for c in free]
+    (conn,) = data_consumer._CONNECTIONS[consumer].values()
+    assert conn.in_flight, "no Fetch was on its way when the task stopped: the test tests nothing"
+    again = offsets_and_values(read_range(opts, OffsetRange(big_topic, 0, 5_000, 10_000)))
+    assert again == [(i, (b"%06d" % i) * 170) for i in range(5_000, 10_000)]
+    assert list(data_consumer._CONNECTIONS[consumer].values()) == [conn] and conn.sock.fileno() >= 0, \
+        "the stale answer cost the connection"
+    assert first.column("offset")[0].as_py() == 0
+
+
+class FakeBroker:
+    """Accepts one connection and answers every request with ``reply(correlation id)``, then
+    hangs up if ``hang_up``."""
+
+    def __init__(self, reply, hang_up: bool) -> None:
+        self.server = socket.create_server(("127.0.0.1", 0))
+        self.port = self.server.getsockname()[1]
+        self.reply, self.hang_up = reply, hang_up
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self) -> None:
+        conn, _ = self.server.accept()
+        with conn:
+            while True:
+                head = conn.recv(4, socket.MSG_WAITALL)
+                if len(head) < 4:
+                    return
+                frame = conn.recv(struct.unpack(">i", head)[0], socket.MSG_WAITALL)
+                (correlation,) = struct.unpack_from(">i", frame, 4)
+                conn.sendall(self.reply(correlation))
+                if self.hang_up:
+                    return
+
+
+@pytest.mark.parametrize("reply, message", [
+    (lambda corr: struct.pack(">ii", 4, corr + 1), "answered correlation id"),
+    (lambda corr: struct.pack(">i", 2_000_000_000), "a response frame of 2000000000 bytes"),
+    (lambda corr: struct.pack(">iii", 8, corr, 7), "an unreadable FetchResponse"),
+    (lambda corr: struct.pack(">i", 100) + b"\0" * 10, "closed the connection"),
+])
+def test_a_bad_answer_closes_the_connection_with_the_fault_named(reply, message):
+    from kafka.protocol.consumer import FetchRequest, FetchResponse
+
+    broker = FakeBroker(reply, hang_up=message == "closed the connection")
+    conn = data_consumer.FetchConnection("127.0.0.1", broker.port, timeout_s=5, client_id="t", max_frame=1 << 20)
+    request = FetchRequest(replica_id=-1, max_wait_ms=0, min_bytes=1, max_bytes=1 << 20, isolation_level=0,
+                           session_id=0, session_epoch=-1, topics=[], forgotten_topics_data=[], rack_id="")
+    request.API_VERSION = 11
+    corr = conn.send(request)
+    with pytest.raises(OSError, match=message):
+        conn.receive(corr, FetchResponse, 11)
+    assert conn.sock.fileno() < 0 and not conn.in_flight
