@@ -30,6 +30,7 @@ from minikafka.spark.options import KafkaSourceOptions, TopicPartition
 
 
 LOOKUP_ROUND_MS = 5_000
+METADATA_SPACING_MS = 1
 
 
 class KafkaSourceError(RuntimeError):
@@ -84,6 +85,12 @@ class KafkaOffsetReader:
             # Short back-off unless the query set one: a trigger's lookups follow each other.
             fast = {} if "retry_backoff_ms" in self.options.consumer_config else {"retry_backoff_ms": 20}
             self._consumer = connect_consumer(self.options, **fast)
+            if fast:
+                # kafka-python spaces two metadata refreshes by retry_backoff_ms even when both
+                # succeed, and a trigger asks for three in a row (prepare, initial, latest
+                # offsets): 20 ms each, ~40 ms of every latestOffset. A failing refresh is
+                # still spaced by kafka-python's own exponential back-off (KIP-580).
+                self._consumer._cluster.config["retry_backoff_ms"] = METADATA_SPACING_MS
         return self._consumer
 
     def close(self) -> None:
