@@ -420,7 +420,9 @@ class NodeRuntime:
             data = conn.ready.pop(conn.order.popleft())
             conn.held_bytes -= len(data)
             if data:
-                conn.writer.write(data)  # from here on the transport's: drain() waits for it
+                # A view: what the socket does not take at once, asyncio's transport (3.11)
+                # slices off and buffers; a slice of a view is free, of a bytearray a copy.
+                conn.writer.write(memoryview(data))  # from here on the transport's: drain() waits for it
         if not self._over_limits(conn):
             conn.room.set()
 
