@@ -1132,3 +1132,23 @@ def test_a_parked_fetch_is_skipped_on_wake_only_when_reading_it_would_not_answer
         else run_schedule(seed, workload=workload)
     assert seen[True] > 100 and seen[False] > 100, seen
     assert report.counts
+
+
+def test_followers_send_one_fetch_per_leader_for_a_whole_new_topic():
+    """A follower that gains many partitions of a leader at once (a CreateTopics) sends that
+    leader one fetch naming them all, not one per partition, each naming every partition so
+    far: 2,000 partitions made ~1,300 requests of up to 1,300 partitions per follower, and
+    every broker stalled its clients for seconds."""
+    import collections
+
+    cluster = Cluster(brokers=3, seed=0)
+    start = len(cluster.world.history)
+    cluster.create_topic("wide", partitions=60, replication_factor=3)
+    cluster.advance(200)
+    brokers = set(cluster.broker_ids)
+    fetches = [e for e in cluster.world.history[start:]
+               if e[1] == "recv" and e[4] == "FetchRequest" and e[2] in brokers and e[3] in brokers]
+    per_step = collections.Counter((at, src, dst) for at, _, src, dst, _ in fetches)
+    assert fetches and max(per_step.values()) == 1, per_step.most_common(3)
+    assert len(fetches) <= 6 * 2  # each of the 6 follower-leader pairs: the first fetch, maybe one more
+    cluster.close()

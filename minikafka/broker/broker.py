@@ -287,6 +287,7 @@ class Broker(StateMachine):
                 self._apply_here(state, failed)
         if delta.removed_topics:
             failed.update(self._reopen_offline())
+        self.replica_manager.send_due_fetches()
         if failed:
             (topic, partition), why = next(iter(sorted(failed.items())))
             log.error("broker %s: %d partition(s) offline here, %s-%s first: %s",

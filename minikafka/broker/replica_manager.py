@@ -113,6 +113,10 @@ class ReplicaManager:
         self.produce_purgatory: dict[tuple, DelayedProduce] = {}
         self.fetch_purgatory: dict[tuple, DelayedFetch] = {}
         self.fetchers: dict[int, Fetcher] = {}
+        # Leaders whose fetch must be (re)sent once the metadata being applied is all in:
+        # one request for a whole CreateTopics, not one per partition, each naming every
+        # partition so far (2,000 partitions: ~1,300 requests of up to 1,300 partitions).
+        self._fetches_due: dict[int, None] = {}
         self.alter_in_flight: dict[int, Key] = {}
         self._correlation = 0
 
@@ -558,6 +562,16 @@ class ReplicaManager:
         fetcher = self.fetchers.setdefault(leader, Fetcher(leader))
         fetcher.partitions.add(key)
         if fetcher.in_flight is None or fresh:
+            self._fetches_due[leader] = None
+
+    def send_due_fetches(self) -> None:
+        """After a batch of partition states: one fetch to each leader that gained partitions
+        or changed (Kafka's ReplicaFetcherManager adds a delta's partitions at once too)."""
+        due, self._fetches_due = self._fetches_due, {}
+        for leader in due:
+            fetcher = self.fetchers.get(leader)
+            if fetcher is None:
+                continue
             self.node.cancel_timer(("replica-fetch-timeout", leader))
             self.node.cancel_timer(("replica-fetch-backoff", leader))
             self._send_fetch(fetcher)
