@@ -351,7 +351,8 @@ def run(scratch: Path, quick: bool, repeats: int) -> list[Section]:
             f"**minikafka source**: `readStream.format(\"minikafka\")`, `subscribe` `{TOPIC}`, "
             "`startingOffsets` earliest, no `maxOffsetsPerTrigger` (one micro-batch; its partitions packed "
             "into tasks of up to `ROWS_PER_TASK` (500,000) rows, so 2 tasks here, each sending Fetch requests "
-            "on a pooled kafka-python consumer's connections and decoding the record batches straight into "
+            "on plain-TCP connections of its own to the leaders (a pooled kafka-python consumer gives the "
+            "leaders and the Fetch version) and decoding the record batches straight into "
             "Arrow columns, yielded 10,000 rows at a time). "
             "Broker CPU%: the three broker processes together over the run (100% = one core).",
             "**text file**: `readStream.format(\"text\")` over the file's directory (`maxFilesPerTrigger` "
