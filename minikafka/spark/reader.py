@@ -44,9 +44,10 @@ from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, T
 from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
 
 ROWS_PER_ARROW_BATCH = 10_000
-# While a task reads, the GIL is handed between threads every 0.5 ms instead of Python's 5 ms:
-# kafka-python receives the next Fetch response in its network thread while this one decodes
-# the last. Measured: 130,000 records read 20-30% faster (benchmarks/RESULTS.md, issue 16).
+# While a task reads on kafka-python's connections (SSL, SASL, a proxy: see data_consumer), the
+# GIL is handed between threads every 0.5 ms instead of Python's 5 ms: kafka-python receives
+# the next Fetch response in its network thread while this one decodes the last. Measured:
+# 130,000 records read 20-30% faster (benchmarks/RESULTS.md, issue 16).
 # Our reading of why: at 5 ms the receiving thread waits that long for the GIL after each
 # socket buffer-full, and the broker's send waits for it.
 READ_SWITCH_INTERVAL_S = 0.0005
