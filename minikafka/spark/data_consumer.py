@@ -168,7 +168,8 @@ class _Sent:
 
 
 class PartitionFetcher:
-    """Fetches for one partition through a kafka-python consumer's connections."""
+    """Fetches for one partition: on our own connections (``direct``) or, under SSL, SASL or a
+    proxy, on the kafka-python consumer's."""
 
     def __init__(self, consumer, options, topic: str, partition: int) -> None:
         from kafka import TopicPartition
@@ -197,7 +198,6 @@ class PartitionFetcher:
             return future.conn.receive(future.correlation_id, FetchResponse, future.version)
         c = self.consumer
         return c._net.run(c._manager.wait_for, future, self.max_wait_ms + self.request_timeout_ms)
-
 
     def send(self, offset: int):
         """A Fetch for ``offset`` to the partition's leader, or None if no leader is known yet."""
