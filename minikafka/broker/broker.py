@@ -172,9 +172,10 @@ class Broker(StateMachine):
         self._creating_internal: set[str] = set()  # __transaction_state being created
         self.controller_channel: NodeToControllerChannelManager | None = None
         self._creating_offsets_topic = False
-        self._auto_creating: set[str] = set()
-        self.retention_deleted = 0  # segments retention deleted here (for notebooks and tests)  # topics a Metadata request is having created
+        self._auto_creating: set[str] = set()  # topics a Metadata request is having created
+        self.retention_deleted = 0  # segments retention deleted here (for notebooks and tests)
         self._heartbeat_in_flight = False
+        self._heartbeat_again = False  # a commit arrived while a heartbeat was out
         self._correlation = 0
         self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
         self._producer_ids: list[int] = []  # first id, count of the block we hand out
@@ -221,14 +222,20 @@ class Broker(StateMachine):
             return  # a failed log dir: let the controller fence us and move our leaders away
         self.set_timer("heartbeat", self.config["broker.heartbeat.interval.ms"])
         if self._heartbeat_in_flight:
+            # Asked again while one is out (a commit that may catch us up): its answer may
+            # already be stale, so ask once more when it comes rather than a whole interval later.
+            self._heartbeat_again = True
             return
         self._heartbeat_in_flight = True
+        self._heartbeat_again = False
         host, port = self.advertised or ("", 0)
 
         def answered(response: BrokerHeartbeatResponse) -> None:
             self._heartbeat_in_flight = False
             if response.error == NO_ERROR:
                 self.fenced = response.is_fenced
+            if self._heartbeat_again and self.fenced:
+                self._heartbeat()
 
         def timed_out() -> None:
             self._heartbeat_in_flight = False
