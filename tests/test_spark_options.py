@@ -154,6 +154,12 @@ def test_the_session_helper_says_clearly_when_java_is_missing_or_too_old(monkeyp
     monkeypatch.setenv("JAVA_HOME", str(old))
     with pytest.raises(JavaNotFoundError, match="Spark 4 needs Java 17 or newer; .* is Java 8"):
         java_version()
+    # A JDK's release file is read instead of running its java (this one would say 8 if run).
+    (old / "release").write_text('IMPLEMENTOR="Test"\nJAVA_VERSION="17.0.15"\n')
+    assert java_version() == 17
+    (old / "release").write_text('JAVA_VERSION="1.8.0_292"\n')
+    with pytest.raises(JavaNotFoundError, match="Spark 4 needs Java 17 or newer; .* is Java 8"):
+        java_version()
     monkeypatch.delenv("JAVA_HOME")
     monkeypatch.setenv("PATH", str(tmp_path / "empty"))
     with pytest.raises(JavaNotFoundError, match="on the PATH \\(and JAVA_HOME is not set\\)"):
