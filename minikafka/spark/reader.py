@@ -19,8 +19,9 @@ A streaming query (``KafkaMicroBatchStream``):
 - ``partitions(start, end)`` makes Spark tasks of the offset ranges ``[start, end)`` of the
   partitions with new records: one task per partition for a large batch, as Spark's
   source, fewer for a small one (``plan_tasks``). ``read`` fetches exactly those ranges
-  (Fetch requests on a pooled kafka-python consumer's connections, no group, decoded by
-  ``arrow_records`` straight into columns) and yields them as Arrow record batches. A task re-run by Spark reads the same ranges again: the same rows.
+  (the task's own Fetch requests, no group: see ``data_consumer``; decoded by
+  ``arrow_records`` straight into columns) and yields them as Arrow record batches. A task
+  re-run by Spark reads the same ranges again: the same rows.
 
 Invariants: offsets only move forward, and a planned range is read whole or the task fails:
 rows are never skipped silently. Where records a query still needed are gone (deleted by
@@ -185,7 +186,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
 
     The records go from Fetch responses to Arrow columns without a Python object per record
     (``data_consumer`` fetches, ``arrow_records`` decodes); a pooled kafka-python consumer
-    provides the connections, metadata and the ``kafka.*`` settings.
+    provides the metadata, the leaders and the ``kafka.*`` settings.
     """
     import pyarrow as pa
 
