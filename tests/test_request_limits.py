@@ -129,3 +129,97 @@ def test_one_metadata_request_auto_creates_its_topics_in_one_batch_under_the_par
     few = [f"few-{i}" for i in range(10)]  # at the limit: all of them, from one request
     metadata(c, few)
     assert c.run_until(lambda: set(few) <= set(c.broker(1).topics), 10_000)
+
+
+# --- a topic far larger than one step: its replicas are opened a share at a time -------------
+
+def _broker(tmp_path):
+    from minikafka.broker.broker import Broker
+    from minikafka.broker.config import BrokerConfig
+
+    broker = Broker(1, tmp_path, BrokerConfig({}), controllers=(3000,))
+    broker.start(0)
+    return broker
+
+
+def _commit(broker, *records):
+    """Records the metadata log committed, applied as the broker's Raft listener would."""
+    offset = broker.image.offset
+    for i, record in enumerate(records, 1):
+        broker.image.apply(record, offset + i, 0)
+    broker._publish(broker.image.take_delta())
+    return broker._take()
+
+
+def _new_topic(name, topic_id, partitions):
+    from minikafka.metadata import records as mr
+
+    return [mr.TopicRecord(name, topic_id),
+            *(mr.PartitionRecord(p, topic_id, (1,), (1,), 1) for p in range(partitions))]
+
+
+def _open_timer(effects):
+    from minikafka.node import SetTimer
+
+    return [e for e in effects if type(e) is SetTimer and e.key == "open-replicas"]
+
+
+def test_a_broker_opens_a_large_topics_replicas_a_share_per_step_in_the_latest_state(tmp_path):
+    # A 2,000-partition CreateTopics made each broker create 2,000 logs in the step that applied
+    # it, and every other client of the broker waited those seconds for an answer.
+    from minikafka.broker.broker import OPEN_REPLICAS_PER_STEP as SHARE
+    from minikafka.metadata import records as mr
+
+    broker = _broker(tmp_path)
+    rm = broker.replica_manager
+    effects = _commit(broker, *_new_topic("wide", "id-wide", 3 * SHARE + 5))
+    assert len(rm.partitions) == SHARE
+    assert [e.delay_ms for e in _open_timer(effects)] == [0]
+    # Not open yet: a change committed meanwhile is the state it opens in.
+    _commit(broker, mr.PartitionChangeRecord(3 * SHARE, "id-wide", isr=(1,)))
+    steps = 0
+    while _open_timer(effects):
+        before = len(rm.partitions)
+        effects = broker.timer(steps + 1, "open-replicas")
+        assert 0 < len(rm.partitions) - before <= SHARE
+        steps += 1
+    assert steps == 3 and len(rm.partitions) == 3 * SHARE + 5
+    assert all(p.is_leader for p in rm.partitions.values())
+    assert rm.partitions[("wide", 3 * SHARE)].partition_epoch == 1
+    assert rm.partitions[("wide", 0)].partition_epoch == 0
+
+
+def test_a_topic_deleted_before_its_replicas_were_all_open_leaves_no_log_behind(tmp_path):
+    from minikafka.broker.broker import OPEN_REPLICAS_PER_STEP as SHARE
+    from minikafka.metadata import records as mr
+
+    broker = _broker(tmp_path)
+    effects = _commit(broker, *_new_topic("gone", "id-gone", 2 * SHARE))
+    assert _open_timer(effects)
+    _commit(broker, mr.RemoveTopicRecord("id-gone"))
+    broker.timer(1, "open-replicas")  # the timer set before the removal still fires
+    assert broker.replica_manager.partitions == {}
+    assert not any(p.name.startswith("gone-") for p in tmp_path.iterdir())
+
+
+def test_a_large_topic_is_whole_on_every_broker_and_its_followers_name_each_replica_about_once(make_cluster, monkeypatch):
+    # Each share's new partitions ride on the follower's next fetch: a fresh fetch per share,
+    # each naming every partition so far, named 2,688 replicas for this topic's 768.
+    from minikafka.broker.broker import OPEN_REPLICAS_PER_STEP as SHARE
+    from minikafka.broker.replica_manager import ReplicaManager
+
+    c = make_cluster(brokers=3)
+    partitions = 6 * SHARE
+    named = []
+    send_fetch = ReplicaManager._send_fetch
+    monkeypatch.setattr(ReplicaManager, "_send_fetch",
+                        lambda rm, fetcher: (named.append(len(fetcher.partitions)), send_fetch(rm, fetcher))[1])
+    c.create_topic("wide", partitions=partitions, replication_factor=3)
+    assert c.run_until(lambda: all(len(c.broker(b).replica_manager.partitions) == partitions for b in c.broker_ids),
+                       10_000)
+    assert 0 < sum(named) <= 2 * partitions  # two followers of each partition
+    last = partitions - 1  # opened by the last share
+    leader = c.broker(1).partition_states[("wide", last)].leader
+    answer = request(c, leader, lambda k: ProduceRequest(k, -1, 10_000, (
+        ProducePartition("wide", last, bytes(RecordBatch.build([b"v"]))),)))
+    assert [p.error for p in answer.partitions] == [NO_ERROR]  # acks=all: both followers have it

@@ -8,7 +8,9 @@ heartbeating it, and follows the metadata log ``__cluster_metadata`` as a Raft *
 (``minikafka.raft``: it fetches the log from the quorum's leader, keeps a copy in its own
 log directory, and never votes). Every committed metadata record is applied to its
 ``MetadataImage``; what changed (a partition's leader or ISR, a topic removed) makes it
-leader or follower of the replicas it hosts, or deletes a removed topic's logs. A log is
+leader or follower of the replicas it hosts (a replica new here opens a log: at most
+``OPEN_REPLICAS_PER_STEP`` per step, the rest in later steps, so a huge topic does not hold
+its other clients), or deletes a removed topic's logs. A log is
 deleted only for a committed topic removal, never because some controller did not
 mention it. After a restart it replays the log from the start, so it comes back with the
 same view as everyone else. From then on it serves:
@@ -137,6 +139,13 @@ from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger("minikafka.broker")
 
+# A metadata step opens at most this many replicas that are new here (each a log: a directory
+# and its files, about a millisecond on this machine); the rest are opened by later steps (a
+# 0 ms timer), so a 2,000-partition CreateTopics or a restart's replay does not hold this
+# broker's other clients for seconds. A replica not open yet answers as one this broker does
+# not host yet (UNKNOWN_TOPIC_OR_PARTITION, which clients retry).
+OPEN_REPLICAS_PER_STEP = 64
+
 
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
@@ -178,6 +187,7 @@ class Broker(StateMachine):
         self._heartbeat_again = False  # a commit arrived while a heartbeat was out
         self._correlation = 0
         self._after_metadata: list[tuple[int, Callable[[], None]]] = []  # (offset, then) waiting for our image
+        self._to_open: dict[tuple[str, int], None] = {}  # replicas new here, in order, past a step's share
         self._producer_ids: list[int] = []  # first id, count of the block we hand out
         self._waiting_for_ids: list[Callable[[int, int], None]] = []  # callback(error, producer id)
         self._asked_for_ids = False
@@ -286,21 +296,50 @@ class Broker(StateMachine):
         if self.log_manager.short_of_fds is not None:
             self.log_manager.recheck_descriptors()  # connections may have closed since
         failed: dict[tuple[str, int], str] = {}
+        rm = self.replica_manager
+        opened = 0
         for key, state in sorted(delta.partitions.items()):
             if key[0] not in image.topic_ids:
                 continue
             self.partition_states[key] = state
-            if self.broker_id in state.replicas and key not in self.replica_manager.offline_partitions:
-                self._apply_here(state, failed)
+            if self.broker_id in state.replicas and key not in rm.offline_partitions:
+                if key in rm.partitions:
+                    self._apply_here(state, failed)  # a change to an open replica: cheap, and now
+                elif not self._to_open and opened < OPEN_REPLICAS_PER_STEP:
+                    self._apply_here(state, failed)
+                    opened += 1
+                else:
+                    self._to_open[key] = None  # opened later, from partition_states as it is then
         if delta.removed_topics:
             failed.update(self._reopen_offline())
-        self.replica_manager.send_due_fetches()
+        self._applied(failed)
+
+    def _applied(self, failed: dict[tuple[str, int], str], *, later_share: bool = False) -> None:
+        """After a step of partition states: fetch what is due, say what went offline, let the
+        coordinators look at their partitions, and open the rest of the new replicas later."""
+        self.replica_manager.send_due_fetches(idle_only=later_share)
         if failed:
             (topic, partition), why = next(iter(sorted(failed.items())))
             log.error("broker %s: %d partition(s) offline here, %s-%s first: %s",
                       self.broker_id, len(failed), topic, partition, why)
         self.group_coordinator.on_metadata_changed()
         self.transaction_coordinator.on_metadata_changed()
+        if self._to_open:
+            self.set_timer("open-replicas", 0)
+
+    def _open_replicas(self) -> None:
+        """The next share of the replicas new here, each in the state the image has for it now
+        (it may have moved on, or its topic gone, since it was queued)."""
+        rm = self.replica_manager
+        failed: dict[tuple[str, int], str] = {}
+        keys = list(self._to_open)[:OPEN_REPLICAS_PER_STEP]
+        for key in keys:
+            del self._to_open[key]
+            state = self.partition_states.get(key)
+            if (state is not None and key[0] in self.topics and self.broker_id in state.replicas
+                    and key not in rm.offline_partitions):
+                self._apply_here(state, failed)
+        self._applied(failed, later_share=True)
 
     def _apply_here(self, state: PartitionState, failed: dict[tuple[str, int], str]) -> None:
         """Apply a partition's state to this broker's replica. If that fails (out of file
@@ -350,6 +389,8 @@ class Broker(StateMachine):
             return
         if key == "heartbeat":
             self._heartbeat()
+        elif key == "open-replicas":
+            self._open_replicas()
         elif key == "flush":
             # Kafka leaves flushing to the OS, which writes dirty pages back within ~30 s;
             # this timer stands in for that writeback, so a power loss costs the last
@@ -432,6 +473,7 @@ class Broker(StateMachine):
         self.topics.pop(topic, None)
         for key in [k for k in self.partition_states if k[0] == topic]:
             del self.partition_states[key]
+            self._to_open.pop(key, None)
         on_disk = {tp.partition for tp in self.log_manager.partitions_on_disk() if tp.topic == topic}
         hosted = {p for t, p in (*self.replica_manager.partitions, *self.replica_manager.offline_partitions) if t == topic}
         for partition in sorted(on_disk | hosted):

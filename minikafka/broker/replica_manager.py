@@ -564,13 +564,16 @@ class ReplicaManager:
         if fetcher.in_flight is None or fresh:
             self._fetches_due[leader] = None
 
-    def send_due_fetches(self) -> None:
+    def send_due_fetches(self, *, idle_only: bool = False) -> None:
         """After a batch of partition states: one fetch to each leader that gained partitions
-        or changed (Kafka's ReplicaFetcherManager adds a delta's partitions at once too)."""
+        or changed (Kafka's ReplicaFetcherManager adds a delta's partitions at once too).
+        ``idle_only``: leave a fetch that is out alone; its answer sends the next one, which
+        names the new partitions too (replicas opened a share at a time: a fresh fetch per
+        share, each naming every partition so far, grew with the square of the topic)."""
         due, self._fetches_due = self._fetches_due, {}
         for leader in due:
             fetcher = self.fetchers.get(leader)
-            if fetcher is None:
+            if fetcher is None or (idle_only and fetcher.in_flight is not None):
                 continue
             self.node.cancel_timer(("replica-fetch-timeout", leader))
             self.node.cancel_timer(("replica-fetch-backoff", leader))
