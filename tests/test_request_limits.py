@@ -167,34 +167,42 @@ def _open_timer(effects):
 def test_a_broker_opens_a_large_topics_replicas_a_share_per_step_in_the_latest_state(tmp_path):
     # A 2,000-partition CreateTopics made each broker create 2,000 logs in the step that applied
     # it, and every other client of the broker waited those seconds for an answer.
-    from minikafka.broker.broker import OPEN_REPLICAS_PER_STEP as SHARE
+    from minikafka.broker.broker import OPEN_AT_ONCE, OPEN_REPLICAS_PER_STEP as SHARE
     from minikafka.metadata import records as mr
 
     broker = _broker(tmp_path)
     rm = broker.replica_manager
-    effects = _commit(broker, *_new_topic("wide", "id-wide", 3 * SHARE + 5))
+    effects = _commit(broker, *_new_topic("wide", "id-wide", OPEN_AT_ONCE + 5))
     assert len(rm.partitions) == SHARE
     assert [e.delay_ms for e in _open_timer(effects)] == [0]
     # Not open yet: a change committed meanwhile is the state it opens in.
-    _commit(broker, mr.PartitionChangeRecord(3 * SHARE, "id-wide", isr=(1,)))
+    _commit(broker, mr.PartitionChangeRecord(OPEN_AT_ONCE, "id-wide", isr=(1,)))
     steps = 0
     while _open_timer(effects):
         before = len(rm.partitions)
         effects = broker.timer(steps + 1, "open-replicas")
         assert 0 < len(rm.partitions) - before <= SHARE
         steps += 1
-    assert steps == 3 and len(rm.partitions) == 3 * SHARE + 5
+    assert steps == -(-(OPEN_AT_ONCE + 5 - SHARE) // SHARE) and len(rm.partitions) == OPEN_AT_ONCE + 5
     assert all(p.is_leader for p in rm.partitions.values())
-    assert rm.partitions[("wide", 3 * SHARE)].partition_epoch == 1
+    assert rm.partitions[("wide", OPEN_AT_ONCE)].partition_epoch == 1
     assert rm.partitions[("wide", 0)].partition_epoch == 0
 
 
+def test_a_topic_of_up_to_open_at_once_partitions_is_opened_in_the_step_that_created_it(tmp_path):
+    from minikafka.broker.broker import OPEN_AT_ONCE
+
+    broker = _broker(tmp_path)
+    assert _open_timer(_commit(broker, *_new_topic("t", "id-t", OPEN_AT_ONCE))) == []
+    assert len(broker.replica_manager.partitions) == OPEN_AT_ONCE
+
+
 def test_a_topic_deleted_before_its_replicas_were_all_open_leaves_no_log_behind(tmp_path):
-    from minikafka.broker.broker import OPEN_REPLICAS_PER_STEP as SHARE
+    from minikafka.broker.broker import OPEN_AT_ONCE
     from minikafka.metadata import records as mr
 
     broker = _broker(tmp_path)
-    effects = _commit(broker, *_new_topic("gone", "id-gone", 2 * SHARE))
+    effects = _commit(broker, *_new_topic("gone", "id-gone", 2 * OPEN_AT_ONCE))
     assert _open_timer(effects)
     _commit(broker, mr.RemoveTopicRecord("id-gone"))
     broker.timer(1, "open-replicas")  # the timer set before the removal still fires
@@ -204,12 +212,12 @@ def test_a_topic_deleted_before_its_replicas_were_all_open_leaves_no_log_behind(
 
 def test_a_large_topic_is_whole_on_every_broker_and_its_followers_name_each_replica_about_once(make_cluster, monkeypatch):
     # Each share's new partitions ride on the follower's next fetch: a fresh fetch per share,
-    # each naming every partition so far, named 2,688 replicas for this topic's 768.
-    from minikafka.broker.broker import OPEN_REPLICAS_PER_STEP as SHARE
+    # each naming every partition so far, named 9,600 replicas for this topic's 768.
+    from minikafka.broker.broker import OPEN_AT_ONCE
     from minikafka.broker.replica_manager import ReplicaManager
 
     c = make_cluster(brokers=3)
-    partitions = 6 * SHARE
+    partitions = 6 * OPEN_AT_ONCE
     named = []
     send_fetch = ReplicaManager._send_fetch
     monkeypatch.setattr(ReplicaManager, "_send_fetch",
