@@ -159,16 +159,22 @@ def large_frames(corr: int) -> dict[str, bytes]:
     over LARGE_FRAME_BYTES."""
     from kafka.protocol.metadata import MetadataRequest as K
     from kafka.protocol.parser import KafkaProtocol
-    from minikafka.records import Record, RecordBatch
 
     parser = KafkaProtocol(client_id="t")
     request = K(topics=[f"topic-{i:05d}" for i in range(6000)], allow_auto_topic_creation=False)
     request.API_VERSION = 4
     parser.send_request(request, correlation_id=corr)
-    batch = bytes(RecordBatch.build([Record(None, bytes(100), 1_700_000_000_000) for _ in range(700)]))
-    body = (struct.pack(">hhih", 0, 3, corr + 1, 1) + b"t" + struct.pack(">hhi", -1, 1, 30_000)
+    return {"metadata": bytes(parser.send_bytes()), "produce": produce_frame(corr + 1, 700)}
+
+
+def produce_frame(corr: int, records: int) -> bytes:
+    """A Produce request (v3, acks=1) of one batch of ``records`` records of 100 bytes."""
+    from minikafka.records import Record, RecordBatch
+
+    batch = bytes(RecordBatch.build([Record(None, bytes(100), 1_700_000_000_000) for _ in range(records)]))
+    body = (struct.pack(">hhih", 0, 3, corr, 1) + b"t" + struct.pack(">hhi", -1, 1, 30_000)
             + struct.pack(">ih", 1, 1) + b"p" + struct.pack(">iii", 1, 0, len(batch)) + batch)
-    return {"metadata": bytes(parser.send_bytes()), "produce": struct.pack(">i", len(body)) + body}
+    return struct.pack(">i", len(body)) + body
 
 
 def test_a_large_metadata_request_is_decoded_off_the_loop_and_a_large_produce_on_it():
@@ -195,6 +201,49 @@ def test_a_large_metadata_request_is_decoded_off_the_loop_and_a_large_produce_on
             assert type(produce).__name__ == "ProduceRequest" and produce.correlation_id == 2
             assert type(metadata).__name__ == "MetadataRequest" and len(metadata.topics) == 6000
             writer.close()
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
+def test_large_frames_being_read_share_one_pool_and_ordinary_requests_never_wait_for_it():
+    # 40 connections each sending 90 MB of a 100 MB frame held 4.3 GB of one broker: the
+    # limit was per connection. Now large frames are read only with room in one pool.
+    from minikafka.wire.runtime import POOLED_FRAME_BYTES, READ_POOL_FRAMES
+
+    mib = 1024 * 1024
+    assert POOLED_FRAME_BYTES <= mib and READ_POOL_FRAMES == 4
+
+    async def main():
+        node = Recorder()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(), max_request_bytes=4 * mib,
+                              context=lambda: {"brokers": {1: ("127.0.0.1", 9092)}, "cluster_id": "t", "broker_id": 1})
+        assert runtime.read_pool_bytes == 16 * mib  # four of the largest requests
+        await runtime.start()
+        try:
+            stuck = []
+            for _ in range(5):  # five frames of 3 MiB, each 2 MiB short: 15 MiB set aside
+                reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+                writer.write(struct.pack(">i", 3 * mib) + bytes(2 * mib))
+                stuck.append(writer)
+            await until(lambda: runtime._pool_free == mib, "five large frames being read")
+            whole = produce_frame(6, 3 * mib // 120)  # a whole 3 MiB request: no room for it
+            assert 2 * mib < len(whole) - 4 <= 3 * mib
+            _, big = await asyncio.open_connection("127.0.0.1", runtime.port)
+            big.write(whole)
+            await until(lambda: runtime.stats["waited_for_memory"] >= 1, "the whole frame waiting for room")
+            _, small = await asyncio.open_connection("127.0.0.1", runtime.port)
+            small.write(metadata_frame(7))  # an ordinary request is served meanwhile
+            await until(lambda: len(node.seen) == 1, "the small request")
+            assert type(node.seen[0][1]).__name__ == "MetadataRequest" and runtime._pool_free == mib
+            stuck[0].close()  # one sender gives up: its share goes back to the pool
+            await until(lambda: len(node.seen) == 2, "the whole frame, read once there was room")
+            produce = node.seen[1][1]
+            assert type(produce).__name__ == "ProduceRequest" and produce.correlation_id == 6
+            await until(lambda: runtime._pool_free == 4 * mib, "the pool, once that frame is read")
+            for writer in (*stuck, big, small):
+                writer.close()
         finally:
             await runtime.close()
 

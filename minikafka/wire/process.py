@@ -46,7 +46,9 @@ Settings are Kafka's names, given to every process (``config=`` or ``--override`
 broker's and topics' defaults, and the socket server's (``NodeRuntime``):
 ``socket.request.max.bytes`` (a request frame larger than that closes its connection),
 ``queued.max.requests`` and ``queued.max.request.bytes`` (a connection holding that much
-unanswered is not read from until it holds less).
+unanswered is not read from until it holds less; the second also bounds the memory all
+connections' large frames may take while they are read: 4 x ``socket.request.max.bytes``
+when it is -1).
 
 Everything binds 127.0.0.1 unless told otherwise. Log directories live under ``dir`` (a
 temporary directory by default, removed by ``close()``), one per node, as in the
@@ -170,7 +172,8 @@ def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict
     """The node's settings, and the socket server's (``NodeRuntime``'s keyword arguments),
     which ``BrokerConfig`` does not know: ``socket.request.max.bytes`` (Kafka's default,
     100 MiB), ``queued.max.requests`` (500) and ``queued.max.request.bytes`` (-1), the last
-    two per connection here (see ``NodeRuntime``)."""
+    two per connection here, the last also the pool for large frames being read (see
+    ``NodeRuntime``)."""
     from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_QUEUED_MAX_REQUESTS
 
     node_config = dict(config or {})

@@ -41,6 +41,14 @@ asyncio event loop, and does for it what the world does in a simulation:
   that has too much waiting here: ``queued.max.requests`` unanswered requests, or
   ``queued.max.request.bytes`` of request frames and answers queued behind a slower one
   (both per connection here; Kafka bounds its shared request queue with them).
+- **Memory for requests being read** (Kafka's memory pool, KIP-72). A frame of more than
+  ``POOLED_FRAME_BYTES`` is read only once its whole size is set aside from one pool for all
+  connections: ``queued.max.request.bytes`` if set, else ``READ_POOL_FRAMES`` largest
+  requests (Kafka's default bounds nothing: 40 connections each sending 90 MB of a 100 MB
+  frame held 4.3 GB). A connection whose frame does not fit waits, unread (its bytes stay in
+  the kernel's socket buffers and its sender blocks), until a frame being read is done.
+  Smaller frames, every ordinary request, never wait for the pool, so clients that hold it
+  with frames they never finish stall only other large requests.
 - **Large requests.** A request frame of ``LARGE_FRAME_BYTES`` or more is decoded, and
   its answer encoded, in a worker thread, the answer still written in its turn: building
   the structs of a 2 MB Metadata request naming 80,000 topics takes a second, during which
@@ -92,6 +100,8 @@ DEFAULT_QUEUED_MAX_REQUESTS = 500  # Kafka's queued.max.requests (here: per conn
 # A request this large is decoded, and its answer encoded, in a worker thread: the loop (every
 # other connection) is not held for the seconds a 2 MB Metadata request naming topics takes.
 LARGE_FRAME_BYTES = 64 * 1024
+POOLED_FRAME_BYTES = 1024 * 1024  # larger frames are read only with room in the pool (see "Memory")
+READ_POOL_FRAMES = 4  # the pool, unless queued.max.request.bytes says: this many largest frames
 # ... except these, whose decoding does not grow with their size in structs (see "Large requests").
 ON_LOOP_HOWEVER_LARGE = frozenset({codec.PRODUCE})
 # Names of closed connections the node may still answer, remembered so that a new connection
@@ -177,6 +187,11 @@ class NodeRuntime:
         # Kafka's queued.max.request.bytes (-1: unbounded there); here per connection, and
         # -1 means socket.request.max.bytes: one connection holds at most one largest request's worth.
         self.queued_max_request_bytes = queued_max_request_bytes if queued_max_request_bytes > 0 else max_request_bytes
+        # For all connections: bytes set aside for large frames being read (see "Memory").
+        self.read_pool_bytes = (queued_max_request_bytes if queued_max_request_bytes > 0
+                                else READ_POOL_FRAMES * max_request_bytes)
+        self._pool_free = self.read_pool_bytes
+        self._pool_returned = asyncio.Event()
         self.context = context  # what the codec needs to describe the cluster (broker addresses)
         self.resolve = resolve  # where a node lives, as the node itself has learned it
         self._connections: dict[str, _Connection] = {}
@@ -189,7 +204,7 @@ class NodeRuntime:
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
         self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0,
-                      "muted": 0, "decoded_in_thread": 0}
+                      "muted": 0, "decoded_in_thread": 0, "waited_for_memory": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -337,7 +352,7 @@ class NodeRuntime:
                 if size > self.max_request_bytes:
                     raise codec.FrameError(
                         f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
-                frame = await reader.readexactly(size)
+                frame = await self._read_frame(reader, size)
                 if _off_loop(size, int.from_bytes(frame[:2], "big", signed=True)) and not codec.is_internal(frame):
                     self.stats["decoded_in_thread"] += 1
                     self._on_frame(conn, frame, await asyncio.to_thread(codec.decode_request, frame))
@@ -365,6 +380,24 @@ class NodeRuntime:
             log.exception("%s: closing connection %s after an unexpected error", self.node.node_id, conn.name)
         finally:
             self._close_connection(conn, "closed")
+
+    async def _read_frame(self, reader: asyncio.StreamReader, size: int) -> bytes:
+        """A frame's ``size`` bytes; a large one only with its size set aside from the pool."""
+        if size <= POOLED_FRAME_BYTES:
+            return await reader.readexactly(size)
+        # A frame larger than the pool (a pool set below socket.request.max.bytes) waits for
+        # all of it: it is read alone, as Kafka's pool lets one request overdraw it.
+        need = min(size, self.read_pool_bytes)
+        while self._pool_free < need:
+            self.stats["waited_for_memory"] += 1
+            self._pool_returned.clear()
+            await self._pool_returned.wait()
+        self._pool_free -= need
+        try:
+            return await reader.readexactly(size)
+        finally:
+            self._pool_free += need
+            self._pool_returned.set()
 
     def _on_frame(self, conn: _Connection, frame: bytes, decoded: codec.Decoded | None = None) -> None:
         if codec.is_internal(frame):
