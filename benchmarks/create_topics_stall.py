@@ -13,12 +13,10 @@ a change, alternating (the other commit from a ``git archive`` tree, run from th
 
 from __future__ import annotations
 
-import socket
-import sys
-import threading
+import argparse
 import time
 
-from benchmarks.metadata_cost import small_metadata
+from benchmarks.metadata_cost import MetadataWatcher
 
 
 def one_run(partitions: int) -> str:
@@ -29,21 +27,7 @@ def one_run(partitions: int) -> str:
     with launch(brokers=3) as cluster:
         address = (cluster.host, cluster.ports[1])
         admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
-        waits: list[float] = []
-        stop = threading.Event()
-
-        def watch() -> None:
-            with socket.create_connection(address, timeout=120) as sock:
-                corr = 0
-                while not stop.is_set():
-                    corr += 1
-                    t = time.perf_counter()
-                    small_metadata(sock, corr)
-                    waits.append(time.perf_counter() - t)
-                    time.sleep(0.01)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
+        watcher = MetadataWatcher(address).start()
         time.sleep(1.0)
         t = time.perf_counter()
         admin.create_topics([NewTopic("wide", partitions, 3)])
@@ -53,18 +37,16 @@ def one_run(partitions: int) -> str:
             time.sleep(0.05)  # every replica's log directory is there
         opened = time.perf_counter() - t
         time.sleep(1.0)
-        stop.set()
-        watcher.join(timeout=60)
+        watcher.stop()
         admin.close()
     return (f"{partitions:,} partitions, RF 3: create_topics {created:.2f} s; every replica open after {opened:.2f} s; "
-            f"broker 1's other client waited at most {max(waits) * 1000:.0f} ms "
-            f"(median {sorted(waits)[len(waits) // 2] * 1000:.1f} ms, {len(waits)} requests)")
+            f"on broker 1, {watcher.summary()}")
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    runs = int(sys.argv[sys.argv.index("--runs") + 1]) if "--runs" in sys.argv else 1
-    if "--runs" in sys.argv:
-        args.remove(str(runs))
-    for _ in range(runs):
-        print(one_run(int(args[0]) if args else 2_000), flush=True)
+    parser = argparse.ArgumentParser(description="How long a large CreateTopics holds a broker's other clients.")
+    parser.add_argument("partitions", nargs="?", type=int, default=2_000)
+    parser.add_argument("--runs", type=int, default=1)
+    options = parser.parse_args()
+    for _ in range(options.runs):
+        print(one_run(options.partitions), flush=True)

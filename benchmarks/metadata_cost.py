@@ -72,27 +72,47 @@ def small_metadata(sock: socket.socket, corr: int) -> None:
     sock.recv(size, socket.MSG_WAITALL)
 
 
+class MetadataWatcher:
+    """Another client: a small Metadata request every 10 ms on its own connection to
+    ``address``, in a thread, from ``start()`` to ``stop()``; ``waits`` holds how long each took."""
+
+    def __init__(self, address: tuple[str, int]) -> None:
+        self.address = address
+        self.waits: list[float] = []
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._watch, daemon=True)
+
+    def _watch(self) -> None:
+        with socket.create_connection(self.address, timeout=120) as sock:
+            corr = 0
+            while not self._stop.is_set():
+                corr += 1
+                t = time.perf_counter()
+                small_metadata(sock, corr)
+                self.waits.append(time.perf_counter() - t)
+                time.sleep(0.01)
+
+    def start(self) -> "MetadataWatcher":
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=60)
+
+    def summary(self) -> str:
+        waits = sorted(self.waits)
+        return (f"another client's Metadata waited at most {waits[-1] * 1000:.0f} ms "
+                f"(median {waits[len(waits) // 2] * 1000:.1f} ms, {len(waits)} requests)")
+
+
 def over_tcp(n: int, auto: bool) -> str:
     from minikafka.wire.process import launch
 
     frame = request_frame(n, auto)
     with launch(brokers=1, controllers=1) as cluster:
         address = (cluster.host, cluster.ports[1])
-        waits: list[float] = []
-        stop = threading.Event()
-
-        def watch() -> None:
-            with socket.create_connection(address, timeout=120) as sock:
-                corr = 0
-                while not stop.is_set():
-                    corr += 1
-                    t = time.perf_counter()
-                    small_metadata(sock, corr)
-                    waits.append(time.perf_counter() - t)
-                    time.sleep(0.01)
-
-        watcher = threading.Thread(target=watch, daemon=True)
-        watcher.start()
+        watcher = MetadataWatcher(address).start()
         time.sleep(1.0)
         with socket.create_connection(address, timeout=300) as big:
             t = time.perf_counter()
@@ -101,12 +121,9 @@ def over_tcp(n: int, auto: bool) -> str:
             big.recv(size, socket.MSG_WAITALL)
             took = time.perf_counter() - t
         time.sleep(1.0)
-        stop.set()
-        watcher.join(timeout=60)
+        watcher.stop()
         rss = int(open(f"/proc/{cluster.pid(1)}/status").read().split("VmHWM:")[1].split()[0]) / 1024
-    return (f"over TCP: the large request answered in {took:.2f} s; another client's Metadata waited at most "
-            f"{max(waits) * 1000:.0f} ms (median {sorted(waits)[len(waits) // 2] * 1000:.1f} ms, {len(waits)} "
-            f"requests); broker peak RSS {rss:.0f} MB")
+    return f"over TCP: the large request answered in {took:.2f} s; {watcher.summary()}; broker peak RSS {rss:.0f} MB"
 
 
 if __name__ == "__main__":

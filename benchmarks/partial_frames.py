@@ -11,13 +11,13 @@ into the broker's socket, and the watcher's longest wait. Not part of ``make ben
 
 from __future__ import annotations
 
+import argparse
 import socket
 import struct
-import sys
 import threading
 import time
 
-from benchmarks.metadata_cost import small_metadata
+from benchmarks.metadata_cost import MetadataWatcher
 
 FRAME, SENT = 100_000_000, 90_000_000
 
@@ -45,37 +45,25 @@ def run(connections: int, seconds: float) -> str:
             except OSError:
                 pass
 
-        waits: list[float] = []
-
-        def watch() -> None:
-            with socket.create_connection(address, timeout=120) as sock:
-                corr = 0
-                while not stop.is_set():
-                    corr += 1
-                    t = time.perf_counter()
-                    small_metadata(sock, corr)
-                    waits.append(time.perf_counter() - t)
-                    time.sleep(0.01)
-
         threads = [threading.Thread(target=send, args=(i,), daemon=True) for i in range(connections)]
-        threads.append(threading.Thread(target=watch, daemon=True))
         for t in threads:
             t.start()
+        watcher = MetadataWatcher(address).start()
         time.sleep(seconds)
         status = open(f"/proc/{cluster.pid(1)}/status").read()
         hwm = int(status.split("VmHWM:")[1].split()[0]) / 1024
         rss = int(status.split("VmRSS:")[1].split()[0]) / 1024
         stop.set()
+        watcher.stop()
         for t in threads:
             t.join(timeout=30)
     return (f"{connections} connections x {SENT / 1e6:.0f} MB of a {FRAME / 1e6:.0f} MB frame, {seconds:.0f} s: "
-            f"{sum(sent) / 1e9:.2f} GB sent; broker RSS {rss:.0f} MB (peak {hwm:.0f} MB); "
-            f"another client's Metadata waited at most {max(waits) * 1000:.0f} ms ({len(waits)} requests)")
+            f"{sum(sent) / 1e9:.2f} GB sent; broker RSS {rss:.0f} MB (peak {hwm:.0f} MB); {watcher.summary()}")
 
 
 if __name__ == "__main__":
-    args = [a for a in sys.argv[1:] if not a.startswith("--")]
-    seconds = float(sys.argv[sys.argv.index("--seconds") + 1]) if "--seconds" in sys.argv else 20.0
-    if "--seconds" in sys.argv:
-        args.remove(sys.argv[sys.argv.index("--seconds") + 1])
-    print(run(int(args[0]) if args else 40, seconds), flush=True)
+    parser = argparse.ArgumentParser(description="What unfinished large request frames cost a broker.")
+    parser.add_argument("connections", nargs="?", type=int, default=40)
+    parser.add_argument("--seconds", type=float, default=20.0)
+    options = parser.parse_args()
+    print(run(options.connections, options.seconds), flush=True)
