@@ -100,6 +100,7 @@ DEFAULT_QUEUED_MAX_REQUESTS = 500  # Kafka's queued.max.requests (here: per conn
 # A request this large is decoded, and its answer encoded, in a worker thread: the loop (every
 # other connection) is not held for the seconds a 2 MB Metadata request naming topics takes.
 LARGE_FRAME_BYTES = 64 * 1024
+WRITE_CHUNK_BYTES = 1024 * 1024  # an answer larger than this is written a chunk per drain (see _write_out)
 POOLED_FRAME_BYTES = 1024 * 1024  # larger frames are read only with room in the pool (see "Memory")
 READ_POOL_FRAMES = 4  # the pool, unless queued.max.request.bytes says: this many largest frames
 # ... except these, whose decoding does not grow with their size in structs (see "Large requests").
@@ -141,6 +142,10 @@ class _Connection:
     held_bytes: int = 0
     sizes: dict[int, int] = field(default_factory=dict)  # corr -> its request frame's size
     room: asyncio.Event = field(default_factory=asyncio.Event)
+    # Answers handed over in order but not yet to the transport: large ones go a chunk at a
+    # time, each once the socket took the last (asyncio 3.11 copies whatever it buffers).
+    outbox: deque = field(default_factory=deque)
+    writing: bool = False
 
 
 @dataclass
@@ -443,21 +448,56 @@ class NodeRuntime:
         conn.order.append(corr)
         self._ready(conn, corr, data)
 
-    def _ready(self, conn: _Connection, corr: int, data: bytes) -> None:
-        conn.ready[corr] = data
-        conn.held_bytes += len(data) - conn.sizes.pop(corr, 0)
+    def _ready(self, conn: _Connection, corr: int, data: Any) -> None:
+        """``data``: the encoded answer, bytes or a list of buffers (``encode_response_parts``)."""
+        parts = data if isinstance(data, list) else [data]
+        conn.ready[corr] = parts
+        conn.held_bytes += sum(len(b) for b in parts) - conn.sizes.pop(corr, 0)
         self._flush(conn)
 
     def _flush(self, conn: _Connection) -> None:
         while conn.order and conn.order[0] in conn.ready:
-            data = conn.ready.pop(conn.order.popleft())
-            conn.held_bytes -= len(data)
-            if data:
-                # A view: what the socket does not take at once, asyncio's transport (3.11)
-                # slices off and buffers; a slice of a view is free, of a bytearray a copy.
-                conn.writer.write(memoryview(data))  # from here on the transport's: drain() waits for it
+            parts = conn.ready.pop(conn.order.popleft())
+            size = sum(len(b) for b in parts)
+            if conn.writing or size > WRITE_CHUNK_BYTES:
+                conn.outbox.append(parts)
+                if not conn.writing:
+                    conn.writing = True
+                    self._loop.create_task(self._write_out(conn))
+                continue
+            conn.held_bytes -= size
+            for b in parts:
+                if b:
+                    # A view: what the socket does not take at once, asyncio's transport (3.11)
+                    # slices off and buffers; a slice of a view is free, of a bytearray a copy.
+                    conn.writer.write(memoryview(b))  # from here on the transport's: drain() waits for it
         if not self._over_limits(conn):
             conn.room.set()
+
+    async def _write_out(self, conn: _Connection) -> None:
+        """Large answers, in order, a chunk at a time: the transport (asyncio 3.11) copies what
+        the socket does not take into one growing buffer and moves what is left after every
+        send, so 30 answers of 55 MiB handed over whole were copied again and again on the loop."""
+        try:
+            while conn.outbox and not conn.closed:
+                parts = conn.outbox.popleft()
+                for b in parts:
+                    view = memoryview(b)
+                    for start in range(0, len(view), WRITE_CHUNK_BYTES):
+                        conn.writer.write(view[start:start + WRITE_CHUNK_BYTES])
+                        await conn.writer.drain()
+                        if conn.closed:
+                            return
+                conn.held_bytes -= sum(len(b) for b in parts)
+                if not self._over_limits(conn):
+                    conn.room.set()
+        except (ConnectionError, OSError):
+            pass  # the client went away: its reader sees it too
+        finally:
+            conn.writing = False
+            if conn.outbox and not conn.closed:  # handed over while the last drain was returning
+                conn.writing = True
+                self._loop.create_task(self._write_out(conn))
 
     def _over_limits(self, conn: _Connection) -> bool:
         return len(conn.order) >= self.queued_max_requests or conn.held_bytes >= self.queued_max_request_bytes
@@ -481,7 +521,7 @@ class NodeRuntime:
             self._loop.create_task(self._answer_in_thread(conn, corr, decoded, response, context))
             return
         try:
-            data = codec.encode_response(decoded, response, context=context)
+            data = codec.encode_response_parts(decoded, response, context=context)
         except Exception:
             self._unencodable(conn, decoded, corr)
             return
@@ -489,7 +529,7 @@ class NodeRuntime:
 
     async def _answer_in_thread(self, conn: _Connection, corr: int, decoded: Any, response: Any, context: Any) -> None:
         try:
-            data = await asyncio.to_thread(codec.encode_response, decoded, response, context=context)
+            data = await asyncio.to_thread(codec.encode_response_parts, decoded, response, context=context)
         except Exception:
             self._unencodable(conn, decoded, corr)
             return
