@@ -9,6 +9,7 @@ import pytest
 from minikafka.errors import (
     CorruptRecordError,
     IllegalArgumentError,
+    KafkaStorageError,
     InvalidTopicError,
     MessageSizeTooLargeError,
     OffsetOutOfRangeError,
@@ -268,6 +269,39 @@ def test_retention_ms_defaults_to_seven_days_and_deletes_whole_old_segments(tmp_
     assert log.log_start_offset == log.segments[0].base_offset > 0
     assert values(log)[0][0] == log.log_start_offset
     assert not any((log.dir / f"{base:020d}.log").exists() for base, _ in deleted)
+
+
+def test_file_records_send_what_was_read_after_retention_deletes_their_segment(tmp_path):
+    # A broker on the wire answers a large Fetch with FileRecords, sent later by sendfile:
+    # retention may delete the segment meanwhile. The descriptor lives until both let go.
+    clock = Clock(0)
+    log = Log(tmp_path / "t-0", {"segment.bytes": 1500}, clock=clock)
+    for day in range(10):
+        log.append(batch(3, start_ts=day * DAY, size=150))
+    first = log.segments[0]
+    expected = bytes(log.read(0, 1 << 20))
+    records = log.read_file_records(0, 1 << 20)
+    assert len(records) == len(expected) and records.position == 0 and bytes(records) == expected
+    assert records.read(61, 10) == expected[61:71]
+    clock.now = 10 * DAY
+    assert log.delete_old_segments() and log.log_start_offset > 0 and not first.log_path.exists()
+    fd = records.fileno()
+    assert bytes(records) == expected  # what was read, though the file is gone
+    del records
+    with pytest.raises(OSError):  # closed once the last user let go
+        os.fstat(fd)
+    assert log.read_file_records(log.log_end_offset, 1 << 20) is None
+
+
+def test_file_records_cut_from_their_file_before_being_sent_refuse_to_be_read(tmp_path):
+    log = Log(tmp_path / "t-0", {}, clock=Clock(0))
+    for _ in range(5):
+        log.append(batch(3, size=150))
+    tail = log.read_file_records(9, 1 << 20)  # the last two batches
+    assert bytes(tail) == bytes(log.read(9, 1 << 20))
+    log.truncate_to(9)  # a follower cutting its uncommitted tail
+    with pytest.raises(KafkaStorageError, match="cut below them"):
+        bytes(tail)
 
 
 def test_retention_rolls_and_deletes_an_expired_active_segment(tmp_path):

@@ -152,8 +152,12 @@ OPEN_REPLICAS_PER_STEP = 16
 class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
                  advertised: tuple[str, int] | None = None, inter_broker_port: int = 0, controllers: tuple[int, ...] = (CONTROLLER_ID,),
-                 seed: int = 0, raft_history: Any = None, disk: Disk = OS_DISK) -> None:
+                 seed: int = 0, raft_history: Any = None, disk: Disk = OS_DISK,
+                 file_records_min_bytes: int | None = None) -> None:
         super().__init__(broker_id)
+        # On the wire: record sets this large are answered unread, for the runtime to sendfile
+        # (see storage/file_records.py); None in the simulated world, whose messages are bytes.
+        self.file_records_min_bytes = file_records_min_bytes
         self.disk = disk  # what its logs write through (the simulated cluster injects faults there)
         self.broker_id = broker_id
         self.log_dir = Path(log_dir)
@@ -212,6 +216,7 @@ class Broker(StateMachine):
     def on_start(self) -> None:
         self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
+        self.replica_manager.file_records_min_bytes = self.file_records_min_bytes
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
         self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,

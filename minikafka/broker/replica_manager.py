@@ -70,6 +70,7 @@ from minikafka.messages import (
     ProduceResponse,
 )
 from minikafka.storage import LogManager
+from minikafka.storage.file_records import FileRecords
 from minikafka.storage.log_validator import DecompressionBudget, LogValidator
 
 Key = tuple[str, int]
@@ -119,6 +120,10 @@ class ReplicaManager:
         self._fetches_due: dict[int, None] = {}
         self.alter_in_flight: dict[int, Key] = {}
         self._correlation = 0
+        # Set by the wire runtime (never in the simulated world, whose messages are bytes):
+        # record sets of at least this many bytes are answered as FileRecords, left in their
+        # segment for the runtime to sendfile (see storage/file_records.py).
+        self.file_records_min_bytes: int | None = None
 
     def _next_correlation(self) -> int:
         self._correlation += 1
@@ -455,7 +460,7 @@ class ReplicaManager:
             upper = p.log_end_offset if follower else (lso if request.isolation_level == 1 else hw)
             records = b""
             if budget > 0 and fp.fetch_offset < upper:
-                records = bytes(p.log.read(fp.fetch_offset, min(fp.partition_max_bytes, budget), max_offset=upper))
+                records = self._read_records(p, fp.fetch_offset, min(fp.partition_max_bytes, budget), upper)
                 budget -= len(records)
                 size += len(records)
             aborted = ()
@@ -464,6 +469,14 @@ class ReplicaManager:
             parts.append(FetchPartitionResponse(*key, NO_ERROR, hw, start, records, last_stable_offset=lso,
                                                 aborted_transactions=aborted))
         return tuple(parts), size, urgent
+
+    def _read_records(self, p: Partition, offset: int, max_bytes: int, upper: int) -> bytes | FileRecords:
+        if self.file_records_min_bytes is None:
+            return bytes(p.log.read(offset, max_bytes, max_offset=upper))
+        found = p.log.read_file_records(offset, max_bytes, max_offset=upper)
+        if found is None:
+            return b""
+        return found if len(found) >= self.file_records_min_bytes else found.read()
 
     def _answers_now(self, request: FetchRequest) -> bool:
         """Whether ``_read(request)`` would answer at once (an error, or records to send):

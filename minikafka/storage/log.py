@@ -71,6 +71,7 @@ from minikafka.records import (
 )
 from minikafka.topic import TopicPartition
 from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.storage.file_records import FileRecords
 from minikafka.storage.leader_epoch import LeaderEpochFileCache
 from minikafka.storage.segment import (
     INDEX_SUFFIX,
@@ -543,6 +544,28 @@ class Log:
         or beyond ``max_offset`` (a broker passes the high watermark for consumers). The
         first batch may begin before ``offset``: clients skip the records below it.
         """
+        found = self._span(offset, max_bytes, max_offset, min_one_message)
+        if found is None:
+            return MemoryRecords(b"", where=self.name)
+        segment, (start, end) = found
+        return MemoryRecords(segment.read_bytes(start, end - start), where=f"{self.name}/{segment.log_path.name}")
+
+    def read_file_records(
+        self,
+        offset: int,
+        max_bytes: int = 1024 * 1024,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> FileRecords | None:
+        """What ``read`` would return, left in its segment file (see file_records.py): a
+        broker on the wire sends large answers so. None where ``read`` returns nothing."""
+        found = self._span(offset, max_bytes, max_offset, min_one_message)
+        return None if found is None else found[0].file_records(*found[1])
+
+    def _span(
+        self, offset: int, max_bytes: int, max_offset: int | None, min_one_message: bool
+    ) -> tuple[LogSegment, tuple[int, int]] | None:
         end = self.log_end_offset
         if offset < self.log_start_offset or offset > end:
             raise OffsetOutOfRangeError(
@@ -551,7 +574,7 @@ class Log:
             )
         limit = end if max_offset is None else min(max_offset, end)
         if offset >= limit:
-            return MemoryRecords(b"", where=self.name)
+            return None
         i = self._segment_for(offset)
         while i < len(self.segments):
             segment = self.segments[i]
@@ -559,16 +582,18 @@ class Log:
             if limit < segment.next_offset:  # stop before the batch holding ``limit``
                 found = segment.translate_offset(limit)
                 max_position = found[0] if found else None
-            data = segment.read(offset, max_bytes, max_position, min_one_message)
-            # Empty can mean two things. The segment holds no batch at or after ``offset``
+            span = segment.span(offset, max_bytes, max_position, min_one_message)
+            # Nothing can mean two things. The segment holds no batch at or after ``offset``
             # (it lies in a gap the cleaner left at the segment's end): the next segment has
             # the records that follow, so go on. Or the first batch did not fit (``limit``,
             # or ``max_bytes`` without ``min_one_message``): then the answer is empty, as
             # in Kafka; a later segment must not be served past a batch left unread.
-            if data or max_position is not None or segment.translate_offset(offset) is not None:
-                return MemoryRecords(data, where=f"{self.name}/{segment.log_path.name}")
+            if span is not None:
+                return segment, span
+            if max_position is not None or segment.translate_offset(offset) is not None:
+                return None
             i += 1
-        return MemoryRecords(b"", where=self.name)
+        return None
 
     def offset_for_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record at or after ``timestamp``, as ListOffsets

@@ -39,6 +39,7 @@ from typing import Iterator, Sequence
 from minikafka.errors import CorruptRecordError, KafkaStorageError
 from minikafka.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
 from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.storage.file_records import FileRecords, OpenFile
 from minikafka.storage.index import OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -79,6 +80,8 @@ class LogSegment:
         prefix = filename_prefix(base_offset)
         self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}"
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        # Closes _fd once neither this segment nor an answer's FileRecords needs it.
+        self._file: OpenFile | None = OpenFile(self._fd, self.log_path.name)
         self.size = os.fstat(self._fd).st_size
         self.flushed_size = self.size  # bytes found at open are as durable as we can know
         self.created_ms = created_ms
@@ -208,18 +211,25 @@ class LogSegment:
     ) -> bytes:
         """Whole batches from the one holding ``offset``, at most ``max_size`` bytes (but at
         least one batch if ``min_one_message``), never past ``max_position``."""
+        span = self.span(offset, max_size, max_position, min_one_message)
+        return b"" if span is None else os.pread(self._fd, span[1] - span[0], span[0])
+
+    def span(
+        self, offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = True
+    ) -> tuple[int, int] | None:
+        """Where in the file ``read`` would read: (start, end), or None for nothing."""
         found = self.translate_offset(offset)
         if found is None:
-            return b""
+            return None
         start = found[0]
         limit = self.size if max_position is None else min(max_position, self.size)
         if start >= limit:
-            return b""
+            return None
         # Find where the last whole batch that fits ends: jump with the index to the last
         # indexed batch start below the budget, then walk the few headers after it.
         budget = min(start + max_size, limit)
         if budget == limit:  # everything up to the limit fits, and the limit is a batch boundary
-            return os.pread(self._fd, limit - start, start)
+            return start, limit
         end = max(start, self.offset_index.floor_position(budget))
         while end + LOG_OVERHEAD <= budget:
             (length,) = struct.unpack(">i", os.pread(self._fd, 4, end + 8))
@@ -228,12 +238,17 @@ class LogSegment:
             end += LOG_OVERHEAD + length
         if end == start:  # the first batch alone is over budget
             if not min_one_message:
-                return b""
+                return None
             (length,) = struct.unpack(">i", os.pread(self._fd, 4, start + 8))
             end = start + LOG_OVERHEAD + length
             if end > limit:
-                return b""
-        return os.pread(self._fd, end - start, start)
+                return None
+        return start, end
+
+    def file_records(self, start: int, end: int) -> FileRecords:
+        """Bytes [start, end) of the file, unread, for an answer to send (see file_records.py)."""
+        assert self._file is not None, f"{self.log_path.name} is closed"
+        return FileRecords(self._file, start, end - start, where=str(self.log_path))
 
     def iter_batches(self, start_position: int = 0) -> Iterator[tuple[int, RecordBatch]]:
         """(position, batch) for every batch from ``start_position``; for tools and notebooks."""
@@ -400,9 +415,9 @@ class LogSegment:
     # --- lifecycle ---------------------------------------------------------------------------
 
     def close(self) -> None:
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
+        # The descriptor closes now, unless an answer still holds FileRecords of it.
+        self._file = None
+        self._fd = -1
         self.offset_index.close()
         self.time_index.close()
 

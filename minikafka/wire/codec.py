@@ -148,6 +148,7 @@ except ImportError as _e:  # pragma: no cover - depends on the environment
     ) from _e
 
 from minikafka import messages as m
+from minikafka.storage.file_records import FileRecords
 
 KAFKA_PYTHON_VERSION = "3.0.12"  # the protocol classes are kafka-python internals: pinned
 if kafka.version.__version__ != KAFKA_PYTHON_VERSION:  # pragma: no cover - depends on the environment
@@ -1034,8 +1035,20 @@ def encode_response(decoded: Decoded, response: Any, *,
         if type(r) is not api.answer:
             raise TypeError(f"a {decoded.api_name} request is answered with {api.answer.__name__}, "
                             f"not {type(r).__name__}")
+    if type(response) is m.FetchResponse:
+        response = _records_read(response)
     kafka_response = api.encode(decoded, response, BrokerContext.of(context), decoded.api_version)
     return _framed(kafka_response, decoded.correlation_id)
+
+
+def _records_read(response: m.FetchResponse) -> m.FetchResponse:
+    """The answer with any ``FileRecords`` read into bytes (``encode_response_parts`` sends
+    large ones unread; a small one, or a caller of ``encode_response``, gets their bytes)."""
+    if not any(isinstance(p.records, FileRecords) for p in response.partitions):
+        return response
+    return replace(response, partitions=tuple(
+        replace(p, records=p.records.read()) if isinstance(p.records, FileRecords) else p
+        for p in response.partitions))
 
 
 # Record sets at least this large are not copied into an encoded Fetch answer: the answer is
@@ -1050,7 +1063,8 @@ def encode_response_parts(decoded: Decoded, response: Any, *,
     large record sets are their own buffers, never copied into the frame: 30 answers of
     55 MiB were copied twice each on the broker's loop (kafka-python's encode buffer, then
     bytes). Each such record set is encoded as a random 16-byte mark, found again in the
-    frame, and its length prefix (int32, or a varint in flexible versions) rewritten."""
+    frame, and its length prefix (int32, or a varint in flexible versions) rewritten. A
+    record set left in its segment (``FileRecords``) stays so, for the runtime to sendfile."""
     if decoded.api_key != FETCH or type(response) is not m.FetchResponse or not any(
             len(p.records) >= SPLICED_RECORDS_BYTES for p in response.partitions):
         return [encode_response(decoded, response, context=context)]

@@ -229,11 +229,14 @@ def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int
                     secret: bytes):
     from minikafka.broker.broker import Broker
     from minikafka.broker.config import BrokerConfig
+    from minikafka.wire.codec import SPLICED_RECORDS_BYTES
     from minikafka.wire.runtime import CLIENT_LISTENER, NodeRuntime, wall_clock_ms
 
+    # Record sets the codec would splice into an answer uncopied are left in their segment
+    # files, for the runtime to sendfile.
     broker = Broker(broker_id, log_dir, BrokerConfig(node_config), incarnation=wall_clock_ms(),
                     advertised=(host, port), inter_broker_port=inter_broker_port,
-                    controllers=tuple(sorted(voters)))
+                    controllers=tuple(sorted(voters)), file_records_min_bytes=SPLICED_RECORDS_BYTES)
     # Other brokers are reached on their inter-broker listeners, as registered.
     return NodeRuntime(broker, host, port, addresses=dict(voters),
                        context=lambda: broker_context(broker, host, port),
