@@ -206,6 +206,94 @@ def test_a_log_on_a_failing_disk_still_closes_and_reopens_whole(tmp_path):
     assert reopened.last_recovery.recovery_point == 0 and reopened.log_end_offset == 1
 
 
+class EpochFileRefused(Disk):
+    """Everything works but writing the leader-epoch file, while ``refuse`` is set."""
+
+    refuse = False
+
+    def replace_file(self, path, data, *, durable=True):
+        if self.refuse and path.name == "leader-epoch-checkpoint":
+            raise OSError(errno.ENOSPC, "No space left on device (leader-epoch file, injected)")
+        super().replace_file(path, data, durable=durable)
+
+
+def test_checkpoints_a_full_disk_refuses_keep_their_old_files_and_are_written_at_the_next_flush(tmp_path):
+    # The checkpoints were written straight to the OS: the simulated disk could not fill up
+    # under them, and a real full disk failed a truncation or a DeleteRecords half done.
+    from minikafka.storage.log import LOG_START_FILE, RECOVERY_POINT_FILE
+
+    disk = Disk()
+    log = Log(tmp_path / "t-0", {"segment.bytes": 1000}, disk=disk)
+    for i in range(12):
+        log.append(batch(i))
+    log.flush()
+    before = {f: (log.dir / f).read_bytes() for f in (LOG_START_FILE, RECOVERY_POINT_FILE)}
+    disk.full = True
+    assert log.maybe_increment_log_start_offset(5)  # segments below offset 5 deleted
+    assert log.truncate_to(10) and (log.log_start_offset, log.log_end_offset) == (5, 10)
+    assert {f: (log.dir / f).read_bytes() for f in before} == before  # the old files, whole
+    assert not list(log.dir.glob("*.tmp"))  # nothing half written left behind
+    with pytest.raises(KafkaStorageError, match="writing a checkpoint failed"):
+        log.flush()
+    assert log.offline is None and log.recovery_point == 10  # a full disk is not a failed fsync
+    disk.full = False
+    log.flush()
+    log.crash()  # no clean close: what the files say is what the next start finds
+    reopened = Log(tmp_path / "t-0", {"segment.bytes": 1000})
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (5, 10)
+    assert reopened.last_recovery.recovery_point == 10
+
+
+def test_an_epoch_the_leader_epoch_file_missed_is_flushed_before_the_recovery_point_passes_it(tmp_path):
+    from minikafka.storage.leader_epoch import LeaderEpochFileCache
+
+    disk = EpochFileRefused()
+    log = Log(tmp_path / "t-0", disk=disk)
+    log.append(batch(0), leader_epoch=1)
+    log.flush()
+    disk.refuse = True
+    log.append(batch(1), leader_epoch=2)  # the batch is written, the epoch file is not
+    assert log.leader_epoch_cache.entries() == [(1, 0), (2, 1)] and log.leader_epoch_cache.unwritten
+    assert LeaderEpochFileCache(log.dir).entries() == [(1, 0)]
+    with pytest.raises(KafkaStorageError, match="writing a checkpoint failed"):
+        log.flush()
+    assert log.recovery_point == 1  # not past the batch whose epoch the file lacks
+    log.crash()
+    reopened = Log(tmp_path / "t-0")  # recovery reads epoch 2 from the batch itself
+    assert reopened.leader_epoch_cache.entries() == [(1, 0), (2, 1)]
+    assert LeaderEpochFileCache(reopened.dir).entries() == [(1, 0), (2, 1)]  # and wrote it
+    disk.refuse = False
+
+
+def test_a_broker_whose_disk_is_full_keeps_its_metadata_log_whole_and_catches_up(tmp_path):
+    # The broker's copy of the metadata log did not write through its Disk: a full disk
+    # could not stop it. Now an append that fails waits for space, retrying after a backoff.
+    from minikafka.messages import CreateTopicsRequest, TopicConfig
+
+    c = Cluster(3, seed=6, dir=tmp_path / "c")
+    try:
+        c.create_topic("t", 1, 3)
+        full = 3
+        c.fill_disk(full)
+        admin = c.world.nodes[c.admin_id]
+        corr = c.world.call_node(c.admin_id, lambda node: node.request(
+            1, lambda k: CreateTopicsRequest(k, (TopicConfig("u", 1, 1),))))
+        assert c.world.run_until(lambda: corr in admin.responses, 5_000)
+        assert admin.responses.pop(corr).results[0][1] == NO_ERROR
+        others = [c.broker(b) for b in (1, 2)]
+        assert c.run_until(lambda: all(("u", 0) in b.partition_states for b in others), 5_000)
+        c.advance(3_000)
+        raft = c.broker(full).raft
+        assert ("u", 0) not in c.broker(full).partition_states and raft._storage_error
+        end = raft.log.log_end_offset
+        assert end < others[0].raft.log.log_end_offset
+        c.fill_disk(full, False)
+        assert c.run_until(lambda: ("u", 0) in c.broker(full).partition_states, 5_000)
+        assert raft._storage_error is None and raft.log.log_end_offset > end
+    finally:
+        c.close()
+
+
 # --- out of file descriptors -------------------------------------------------------------------------------
 
 

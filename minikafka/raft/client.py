@@ -80,7 +80,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Protocol, Sequence
 
-from minikafka.errors import BrokerResponseError, IllegalArgumentError, NotLeaderForPartitionError
+from minikafka.errors import BrokerResponseError, IllegalArgumentError, KafkaStorageError, NotLeaderForPartitionError
 from minikafka.messages import (
     FENCED_LEADER_EPOCH,
     NO_ERROR,
@@ -101,6 +101,7 @@ from minikafka.raft.messages import (
 )
 from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
 from minikafka.records import MemoryRecords, RecordBatch
+from minikafka.storage.disk import OS_DISK
 from minikafka.storage.log import Log
 
 logger = logging.getLogger("minikafka.raft")
@@ -246,12 +247,16 @@ class KafkaRaftClient:
         self.fetch_max_bytes = self.config["controller.quorum.fetch.max.bytes"]
 
         self.log: Log | None = None
-        self.store = QuorumStateStore(self.dir, voters)
+        # The host's log-directory disk, where it has one (a broker's, which the simulated
+        # world may fill up or fail); a controller writes straight to the OS.
+        self.disk = getattr(host, "disk", OS_DISK)
+        self.store = QuorumStateStore(self.dir, voters, disk=self.disk)
         self.election = ElectionState()
         self.state = OBSERVER if not self.is_voter else UNATTACHED
         self.high_watermark = 0
         self._correlation = 0
         self._closed = False
+        self._storage_error: str | None = None  # why the last append of fetched records failed
         # The listener's position: every record below it was delivered, once.
         self._next_delivery = 0
         self._notified: tuple[int | None, int] | None = None
@@ -359,7 +364,7 @@ class KafkaRaftClient:
         """Open the log and the quorum state, and take up the state they say."""
         self._in_api += 1
         try:
-            self.log = Log(self.dir, clock=lambda: self.host.now)
+            self.log = Log(self.dir, clock=lambda: self.host.now, disk=self.disk)
             self.high_watermark = self._next_delivery = self.log.log_start_offset
             self.election = self.store.read()
             me = self.node_id
@@ -483,7 +488,15 @@ class KafkaRaftClient:
         if election.epoch < self.election.epoch:
             raise AssertionError(f"raft {self.node_id}: epoch would go back from {self.election.epoch} to {election.epoch}")
         if election != self.election:
-            self.store.write(election, applied_offset=self._next_delivery)
+            try:
+                self.store.write(election, applied_offset=self._next_delivery)
+            except OSError as e:
+                if self.is_voter:
+                    raise  # a vote not on disk could be cast twice: a voter must not go on
+                # An observer's election state is only where it last saw the leader; it
+                # finds the leader again after a restart without it.
+                logger.warning("raft %s: could not write the quorum state (%s); going on without it",
+                               self.node_id, e.strerror or e)
             self.election = election
 
     def _leave_state(self) -> None:
@@ -880,7 +893,22 @@ class KafkaRaftClient:
             self._send_fetch()
             return
         if resp.records:
-            self._append_as_follower(resp.records)
+            try:
+                self._append_as_follower(resp.records)
+            except KafkaStorageError as e:
+                if self.is_voter:
+                    raise  # its fetch offset counts toward the high watermark: Kafka halts
+                # An observer's disk refused them (full, failing): its log is as before the
+                # append (or holds them unflushed, if the fsync failed and took it offline;
+                # an observer's fetch offset counts for nothing). Ask again after a backoff.
+                if self._storage_error is None:
+                    logger.error("raft %s: appending fetched metadata failed: %s", self.node_id, e)
+                self._storage_error = str(e)
+                self._set_timer(_FETCH, self.retry_backoff_ms)
+                return
+            if self._storage_error is not None:
+                logger.warning("raft %s: appending fetched metadata works again", self.node_id)
+                self._storage_error = None
         hw = min(resp.high_watermark, self.log.log_end_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw

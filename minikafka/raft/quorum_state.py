@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Sequence
 
 from minikafka.errors import IllegalStateError
+from minikafka.storage.disk import OS_DISK, Disk
 
 QUORUM_STATE_FILE = "quorum-state"
 DATA_VERSION = 0
@@ -50,8 +51,9 @@ class ElectionState:
 class QuorumStateStore:
     """The ``quorum-state`` file of one metadata log directory."""
 
-    def __init__(self, directory: Path | str, voters: Sequence[int]) -> None:
+    def __init__(self, directory: Path | str, voters: Sequence[int], *, disk: Disk = OS_DISK) -> None:
         self.dir = Path(directory)
+        self.disk = disk  # the log directory's (a simulated broker's may fill up or fail)
         self.path = self.dir / QUORUM_STATE_FILE
         self.voters = tuple(voters)
         self.writes = 0  # how many times it was persisted (tests count fsyncs with it)
@@ -84,12 +86,8 @@ class QuorumStateStore:
             "data_version": DATA_VERSION,
         }
         self.dir.mkdir(parents=True, exist_ok=True)
-        tmp = self.path.with_name(QUORUM_STATE_FILE + ".tmp")
-        with open(tmp, "w") as f:
-            f.write(json.dumps(body, separators=(",", ":")))
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, self.path)  # atomic: a crash leaves the old state or the new one
+        # Atomic: a crash leaves the old state or the new one; a failed write leaves the old.
+        self.disk.replace_file(self.path, json.dumps(body, separators=(",", ":")).encode())
         fd = os.open(self.dir, os.O_RDONLY)
         try:
             os.fsync(fd)  # and the rename itself survives a power loss

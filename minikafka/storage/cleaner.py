@@ -374,10 +374,9 @@ class LogCleaner:
         log_path: Path = old.log_path
         cleaned = log_path.with_name(log_path.name + CLEANED_SUFFIX)
         swap = log_path.with_name(log_path.name + SWAP_SUFFIX)
-        with open(cleaned, "wb") as f:
-            f.write(data)
-            f.flush()
-            os.fsync(f.fileno())  # whole and durable before it may become the segment
+        # Whole and durable before it may become the segment; if the disk refuses (full,
+        # failing), the old segment stays as it is and the pass fails, to be tried again.
+        log.disk.write_file(cleaned, data)
         os.replace(cleaned, swap)  # the commit point: from here on recovery finishes the swap
         fsync_dir(log.dir)
         old.close()

@@ -2,8 +2,10 @@
 
 Theory of operation
 -------------------
-Segments and indexes write and fsync through a ``Disk`` (one per log directory, held by
-the ``LogManager`` and handed to every ``Log``); the default one is the OS itself. It is
+Every file in a log directory is written and fsynced through a ``Disk`` (one per log
+directory, held by the ``LogManager`` and handed to every ``Log``, and to the broker's
+metadata log): segments and indexes, and the small files replaced whole (checkpoints, the
+leader-epoch file, the quorum state) by ``replace_file``. The default one is the OS itself. It is
 the storage layer's *fault injection point*, as the simulated network is the runtime's:
 the simulated cluster keeps one ``Disk`` per broker machine (it outlives the broker's
 crashes, as a real disk does) and its campaign fills it up or makes its fsyncs fail at
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import errno
 import os
+from pathlib import Path
 from typing import Sequence
 
 
@@ -51,6 +54,29 @@ class Disk:
         if self.fsync_fails:
             raise OSError(errno.EIO, f"Input/output error (fsync on {self.name}, injected)")
         os.fsync(fd)
+
+    def write_file(self, path: Path, data: bytes, *, durable: bool = True) -> None:
+        """Create (or empty) ``path`` and write ``data`` to it, fsynced if ``durable``. A
+        failed write or fsync removes the file and raises ``OSError``."""
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:
+            view = memoryview(data)
+            while view:
+                view = view[self.write(fd, view):]
+            if durable:
+                self.fsync(fd)
+        except BaseException:
+            os.close(fd)
+            path.unlink(missing_ok=True)
+            raise
+        os.close(fd)
+
+    def replace_file(self, path: Path, data: bytes, *, durable: bool = True) -> None:
+        """Make ``data`` the whole of ``path``, or leave ``path`` as it was (``OSError``): a
+        temporary file written by ``write_file``, then renamed over ``path``."""
+        tmp = path.with_name(path.name + ".tmp")
+        self.write_file(tmp, data, durable=durable)
+        os.replace(tmp, path)  # atomic: a crash leaves the old file or the new one
 
     def _fill_up(self, fd: int, pieces: Sequence[bytes | memoryview]) -> None:
         first = bytes(pieces[0]) if pieces else b""

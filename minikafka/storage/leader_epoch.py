@@ -13,6 +13,13 @@ for the latest one). A follower truncates to that offset instead of to its high 
 which is what loses or forks data when two leaders fail in a row (the HW-truncation bug
 KIP-101 fixed).
 
+The file is written through the log directory's ``Disk``. If the disk refuses (full,
+failing), the entries change in memory all the same, ``unwritten`` says so, and the log's
+next ``flush`` writes the file (and fsyncs it, as after any change) before it moves its
+recovery point: after a crash, recovery
+re-reads every batch past the recovery point and assigns their epochs again (as Kafka's
+does), so an epoch the file missed is never lost.
+
 Invariants: epochs and start offsets strictly increase; no entry starts at or after the
 log end offset once the log is truncated (the log calls ``truncate_from_end``).
 """
@@ -20,16 +27,23 @@ log end offset once the log is truncated (the log calls ``truncate_from_end``).
 from __future__ import annotations
 
 import bisect
-import os
+import logging
 from pathlib import Path
+
+from minikafka.storage.disk import OS_DISK, Disk
+
+logger = logging.getLogger(__name__)
 
 CHECKPOINT_FILE = "leader-epoch-checkpoint"
 UNDEFINED = (-1, -1)
 
 
 class LeaderEpochFileCache:
-    def __init__(self, directory: Path) -> None:
+    def __init__(self, directory: Path, *, disk: Disk = OS_DISK) -> None:
         self.path = Path(directory) / CHECKPOINT_FILE
+        self.disk = disk
+        self.unwritten = False  # the file is behind these entries: the disk refused a write
+        self.synced = True  # no change since the file was last fsynced (or read)
         self._epochs: list[int] = []
         self._starts: list[int] = []
         self._load()
@@ -46,11 +60,31 @@ class LeaderEpochFileCache:
             self._epochs, self._starts = [], []
 
     def _flush(self) -> None:
-        tmp = self.path.with_suffix(".tmp")
+        """After each change: the file, not fsynced (the log's next flush does that)."""
+        self.synced = False
+        try:
+            self._write(durable=False)
+        except OSError as e:
+            if not self.unwritten:
+                logger.error("%s: writing it failed (%s); it is written again at the next flush",
+                             self.path, e.strerror or e)
+            self.unwritten = True
+
+    @property
+    def behind(self) -> bool:
+        """Whether the file on disk may lack a change: not written, or not fsynced."""
+        return self.unwritten or not self.synced
+
+    def flush(self) -> None:
+        """Write and fsync the file if it is ``behind``; ``OSError`` if the disk refuses."""
+        if self.behind:
+            self._write(durable=True)
+            self.synced = True
+
+    def _write(self, *, durable: bool) -> None:
         body = "".join(f"{e} {s}\n" for e, s in zip(self._epochs, self._starts))
-        with open(tmp, "w") as f:
-            f.write(f"0\n{len(self._epochs)}\n{body}")
-        os.replace(tmp, self.path)
+        self.disk.replace_file(self.path, f"0\n{len(self._epochs)}\n{body}".encode(), durable=durable)
+        self.unwritten = False
 
     def entries(self) -> list[tuple[int, int]]:
         return list(zip(self._epochs, self._starts))

@@ -25,6 +25,10 @@ broker's ``LogValidator``; replicated and coordinator appends are not.)
   space succeeds. A failed *fsync* is different: the kernel may have dropped what it could
   not write, so the log goes ``offline`` and refuses appends until the broker restarts
   (and recovery re-checks everything past the recovery point, which did not move).
+  Checkpoints and the leader-epoch file go through the same ``Disk``, replaced whole or not
+  at all: one the disk refuses keeps its old file (always safe: see ``_checkpoint``) and is
+  written at the next ``flush``, which moves the recovery point only once they are all on
+  disk.
 - Recovery on open: segments below the recovery point are trusted (their indexes reused
   or rebuilt from batch headers). From the recovery point on, every batch is re-read and
   its CRC checked; the first torn or corrupt batch and everything after it are cut off and
@@ -229,11 +233,10 @@ class Log:
         self._bases: list[int] = []  # segment base offsets, for bisect
         self.recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
         self._checkpointed: int | None = None  # the recovery point this object last wrote
+        self._unwritten: dict[str, int] = {}  # checkpoints the disk refused, for the next flush
         self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
+        self.leader_epoch_cache = LeaderEpochFileCache(self.dir, disk=disk)
         self.last_recovery = self._load()
-        self.leader_epoch_cache = LeaderEpochFileCache(self.dir)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # recovery may have cut
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
     @property
     def name(self) -> str:
@@ -253,28 +256,32 @@ class Log:
         return 0
 
     def _write_checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
-        path = self.dir / filename
-        tmp = path.with_suffix(".tmp")
         try:
             tp = TopicPartition.from_dir_name(self.name)
         except ValueError:  # a log outside a broker's layout, e.g. in a notebook
             tp = TopicPartition(self.name, 0)
-        # Bytes through a bare descriptor: a broker rewrites this on every flush of every log,
-        # and a text-mode file object (buffer, encoder) costs more than the write itself.
-        data = f"0\n1\n{tp.topic} {tp.partition} {offset}\n".encode()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
+        self.disk.replace_file(self.dir / filename, f"0\n1\n{tp.topic} {tp.partition} {offset}\n".encode(),
+                               durable=durable)
+
+    def _checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
+        """Write a checkpoint, or, if the disk refuses (full, failing), keep the old one and
+        write this one at the next ``flush``. Every checkpoint is safe stale: an older
+        recovery point or cleaner checkpoint means more is checked again; an older log start
+        offset (retention, DeleteRecords, a truncation) is put right by the segments and
+        checkpoints found at the next start, or served a little longer."""
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            if durable:
-                os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)  # atomic: a crash leaves the old checkpoint or the new one
+            self._write_checkpoint(filename, offset, durable=durable)
+        except OSError as e:
+            if not self._unwritten:
+                logger.error("%s: writing %s failed (%s); the old one stays until the next flush",
+                             self.name, filename, e.strerror or e)
+            self._unwritten[filename] = offset
+        else:
+            self._unwritten.pop(filename, None)
 
     def _load(self) -> RecoveryReport:
         report = RecoveryReport(recovery_point=self.recovery_point)
+        recovered_epochs: list[tuple[int, int]] = []  # (epoch, first offset) of the batches recovery read
         for stray in self.dir.glob("*.tmp"):
             stray.unlink()
         # A cleaner that crashed: a ``.cleaned`` file may be half written (the old segment
@@ -324,6 +331,7 @@ class Log:
             # Batches below the recovery point were flushed: walk them, but only batches
             # that may hold unflushed bytes are judged by their CRC (and can be cut).
             result = segment.recover(start, verify_from_offset=self.recovery_point)
+            recovered_epochs += result.epochs
             report.segments_scanned.append(base)
             report.bytes_scanned += result.valid_bytes - start
             if result.truncated_bytes:
@@ -338,18 +346,25 @@ class Log:
         self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
         if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
             self._replace_with_empty(self.log_start_offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # recovery may have cut
+        # As Kafka's recovery: the batches it read say which epoch wrote them, in case the
+        # leader-epoch file missed one (a full disk refused it), before the flush below
+        # moves the recovery point past them.
+        for epoch, start in recovered_epochs:
+            self.leader_epoch_cache.assign(epoch, start)
+        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         if fresh:
             # A new log: nothing was on disk, so nothing to force to disk; the checkpoints
             # (both 0) are written but not synced, as their loss reads as 0 too. Five fsyncs
             # per log made a 2,000-partition CreateTopics hold each broker's event loop for
             # seconds (Kafka syncs nothing either when it creates a log).
-            self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point, durable=False)
-            self._write_checkpoint(LOG_START_FILE, self.log_start_offset, durable=False)
+            self._checkpoint(RECOVERY_POINT_FILE, self.recovery_point, durable=False)
+            self._checkpoint(LOG_START_FILE, self.log_start_offset, durable=False)
             self._checkpointed = self.recovery_point
             return report
         try:
             self.flush()  # what recovery kept is now durable, and the checkpoint says so
-            self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+            self._checkpoint(LOG_START_FILE, self.log_start_offset)
         except (KafkaStorageError, OSError) as e:
             # Opened on a failing disk: the log still opens (to be read), and is offline
             # if its fsync failed; the recovery point stays where it was.
@@ -644,7 +659,7 @@ class Log:
             active.next_offset = offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
+        self._checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
         self._truncate_cleaner_checkpoint()
         return True
 
@@ -653,8 +668,8 @@ class Log:
         self._replace_with_empty(offset)
         self.leader_epoch_cache.clear()
         self.log_start_offset = self.recovery_point = offset
-        self._write_checkpoint(RECOVERY_POINT_FILE, offset)
-        self._write_checkpoint(LOG_START_FILE, offset)
+        self._checkpoint(RECOVERY_POINT_FILE, offset)
+        self._checkpoint(LOG_START_FILE, offset)
         self._truncate_cleaner_checkpoint()
 
     def _truncate_cleaner_checkpoint(self) -> None:
@@ -663,7 +678,7 @@ class Log:
         if (self.dir / CLEANER_CHECKPOINT_FILE).exists():
             checkpoint = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
             if checkpoint > self.log_end_offset:
-                self._write_checkpoint(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
+                self._checkpoint(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
 
     def delete_old_segments(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> list[tuple[int, str]]:
         """Apply ``retention.ms`` and then ``retention.bytes``; return (base offset, reason)
@@ -704,7 +719,7 @@ class Log:
                 deleted.append(self._delete_segment(segment, f"retention.bytes: log over {self.config.retention_bytes} bytes"))
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self._write_checkpoint(LOG_START_FILE, self.log_start_offset)
+            self._checkpoint(LOG_START_FILE, self.log_start_offset)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return deleted
 
@@ -724,7 +739,7 @@ class Log:
                 break
             deleted.append(self._delete_segment(segment, f"log start offset moved to {offset} (DeleteRecords)"))
         self.log_start_offset = offset
-        self._write_checkpoint(LOG_START_FILE, offset)
+        self._checkpoint(LOG_START_FILE, offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         return deleted
 
@@ -744,7 +759,8 @@ class Log:
     def flush(self) -> None:
         """Force everything appended so far to disk and move the recovery point to the end."""
         if (self.recovery_point == self.log_end_offset and self.unflushed_bytes == 0
-                and self._checkpointed == self.recovery_point):
+                and self._checkpointed == self.recovery_point and not self._unwritten
+                and not self.leader_epoch_cache.behind):
             return  # nothing new: an idle log costs no fsync (a broker flushes every log on a timer)
         try:
             for segment in self.segments[self._segment_for(self.recovery_point) :]:
@@ -756,11 +772,17 @@ class Log:
             # appends until the broker restarts and recovers it from the recovery point.
             self.offline = f"fsync failed ({e.strerror or e}) at recovery point {self.recovery_point}"
             raise KafkaStorageError(f"{self.name}: {self.offline}") from None
-        self.recovery_point = self.log_end_offset
         try:
-            self._write_checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
-        except OSError as e:  # the old checkpoint stays, which is safe: recovery checks more
-            raise KafkaStorageError(f"{self.name}: writing the recovery point checkpoint failed: {e}") from None
+            # Which epoch wrote what must be on disk before the recovery point passes it:
+            # recovery reads the epochs of the batches after the recovery point only.
+            self.leader_epoch_cache.flush()
+            for filename, offset in list(self._unwritten.items()):
+                self._write_checkpoint(filename, offset)
+                del self._unwritten[filename]
+            self._write_checkpoint(RECOVERY_POINT_FILE, self.log_end_offset)
+        except OSError as e:  # the old checkpoints stay, which is safe: recovery checks more
+            raise KafkaStorageError(f"{self.name}: writing a checkpoint failed: {e.strerror or e}") from None
+        self.recovery_point = self.log_end_offset
         self._checkpointed = self.recovery_point
 
     @property

@@ -195,6 +195,8 @@ class LogManager:
                 if first_dirty >= end:
                     continue  # nothing rolled (or old enough) since the last pass
                 done[tp] = self.cleaner.clean(log, now_ms=now, high_watermark=hw)
+            except OSError as e:  # a full or failing disk: no traceback for every pass it lasts
+                logger.error("%s: the log cleaner could not write (%s); skipping it this pass", log.name, e.strerror or e)
             except Exception:
                 # One damaged log must not stop compaction of the others (__consumer_offsets
                 # has 50 partitions); it will be retried on the next pass.

@@ -61,6 +61,9 @@ class ScanResult:
     valid_bytes: int  # where the last good batch ends
     truncated_bytes: int  # what was cut off after it
     problem: str | None  # why the scan stopped early, if it did
+    # (epoch, base offset) of each good batch whose partitionLeaderEpoch differs from the
+    # batch before it: what recovery tells the leader-epoch cache, as Kafka's does
+    epochs: tuple[tuple[int, int], ...] = ()
 
 
 class LogSegment:
@@ -328,13 +331,14 @@ class LogSegment:
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         self._bytes_since_last_index_entry = 0
         position, problem = start, None
+        epochs: list[tuple[int, int]] = []
         while position < self.size:
             where = f"{self.log_path.name} at byte {position}"
             head = os.pread(self._fd, HEADER_SIZE, position)
             if len(head) < HEADER_SIZE:
                 problem = f"{where}: torn write: {len(head)} bytes, less than a batch header"
                 break
-            base, length, _, magic, _, _, last_delta, _, max_ts, *_ = HEADER.unpack(head)
+            base, length, epoch, magic, _, _, last_delta, _, max_ts, *_ = HEADER.unpack(head)
             size = LOG_OVERHEAD + length
             if magic != MAGIC or length < HEADER_SIZE - LOG_OVERHEAD:
                 problem = f"{where}: not a v2 batch (magic {magic}, batchLength {length})"
@@ -355,6 +359,8 @@ class LogSegment:
                     problem = str(e)
                     break
             self._index_existing(size, base + last_delta, max_ts, position)
+            if epoch >= 0 and (not epochs or epochs[-1][0] != epoch):
+                epochs.append((epoch, base))
             position += size
         if problem and position == start and start > 0:
             # The batch we resumed from is itself bad: nothing before it can be trusted
@@ -365,7 +371,7 @@ class LogSegment:
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         if self.first_batch_max_timestamp is None and position > 0:
             self.first_batch_max_timestamp = HEADER.unpack(os.pread(self._fd, HEADER_SIZE, 0))[8]
-        return ScanResult(position, self.size - position, problem)
+        return ScanResult(position, self.size - position, problem, tuple(epochs))
 
     def _index_existing(self, size: int, last_offset: int, max_timestamp: int, position: int) -> None:
         """Account for a batch already in the file (recovery): indexes and offsets only."""
