@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import errno
 import logging
+import shutil
 
 import pytest
 
@@ -227,12 +228,24 @@ def test_checkpoints_a_full_disk_refuses_keep_their_old_files_and_are_written_at
     for i in range(12):
         log.append(batch(i))
     log.flush()
-    before = {f: (log.dir / f).read_bytes() for f in (LOG_START_FILE, RECOVERY_POINT_FILE)}
+    start_file = (log.dir / LOG_START_FILE).read_bytes()
     disk.full = True
     assert log.maybe_increment_log_start_offset(5)  # segments below offset 5 deleted
     assert log.truncate_to(10) and (log.log_start_offset, log.log_end_offset) == (5, 10)
-    assert {f: (log.dir / f).read_bytes() for f in before} == before  # the old files, whole
+    # The log start went up: its old file stays (safe: records served a little longer). The
+    # recovery point went down (12 to 10): its old file would trust what is written at 10
+    # and 11 next without a check, so it is gone (a missing one reads as 0).
+    assert (log.dir / LOG_START_FILE).read_bytes() == start_file
+    assert not (log.dir / RECOVERY_POINT_FILE).exists()
     assert not list(log.dir.glob("*.tmp"))  # nothing half written left behind
+    disk.full = False  # a moment's space: offset 10 is appended, not flushed
+    log.append(batch(99))
+    disk.full = True
+    crashed_now = tmp_path / "crashed-now"  # what a crash at this moment would leave
+    shutil.copytree(log.dir, crashed_now / "t-0")
+    early = Log(crashed_now / "t-0", {"segment.bytes": 1000})
+    assert early.last_recovery.recovery_point == 0 and early.log_end_offset == 11  # all re-checked
+    early.close()
     with pytest.raises(KafkaStorageError, match="writing a checkpoint failed"):
         log.flush()
     assert log.offline is None and log.recovery_point == 10  # a full disk is not a failed fsync
@@ -240,8 +253,8 @@ def test_checkpoints_a_full_disk_refuses_keep_their_old_files_and_are_written_at
     log.flush()
     log.crash()  # no clean close: what the files say is what the next start finds
     reopened = Log(tmp_path / "t-0", {"segment.bytes": 1000})
-    assert (reopened.log_start_offset, reopened.log_end_offset) == (5, 10)
-    assert reopened.last_recovery.recovery_point == 10
+    assert (reopened.log_start_offset, reopened.log_end_offset) == (5, 11)
+    assert reopened.last_recovery.recovery_point == 11
 
 
 def test_an_epoch_the_leader_epoch_file_missed_is_flushed_before_the_recovery_point_passes_it(tmp_path):

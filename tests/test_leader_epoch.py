@@ -137,6 +137,20 @@ def test_clear(tmp_path):
     assert cache.entries() == [] and LeaderEpochFileCache(tmp_path).entries() == []
 
 
+def test_recovery_replaces_entries_from_the_batches_it_read_and_writes_only_a_change(tmp_path):
+    cache = LeaderEpochFileCache(tmp_path)
+    for epoch, start in ((1, 0), (3, 2), (5, 8)):
+        cache.assign(epoch, start)
+    cache.flush()
+    # The batches from offset 1 on say: epoch 1 to 2, epoch 4 from 2, epoch 6 from 9 (the
+    # file held entries for a history that was cut since, its rewrite refused by the disk).
+    cache.replace_from_batches([(1, 1), (4, 2), (6, 9)])
+    assert cache.entries() == [(1, 0), (4, 2), (6, 9)] == LeaderEpochFileCache(tmp_path).entries()
+    cache.flush()
+    cache.replace_from_batches([(4, 5), (6, 9)])  # what the file already says
+    assert cache.entries() == [(1, 0), (4, 2), (6, 9)] and not cache.behind  # nothing written
+
+
 def test_checkpoint_file_format_and_reload(tmp_path):
     cache = LeaderEpochFileCache(tmp_path)
     cache.assign(0, 0)

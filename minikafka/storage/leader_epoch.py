@@ -106,6 +106,25 @@ class LeaderEpochFileCache:
         self._starts.append(start_offset)
         self._flush()
 
+    def replace_from_batches(self, epochs: list[tuple[int, int]]) -> None:
+        """Recovery: ``epochs`` are (epoch, base offset) read from the log's batches, in order,
+        from ``epochs[0][1]`` to the log end. They replace the entries from there on (the
+        file may be behind them, or hold entries a truncation removed); the file is written
+        only if that changes anything."""
+        i = bisect.bisect_left(self._starts, epochs[0][1])
+        new_epochs, new_starts = self._epochs[:i], self._starts[:i]
+        for epoch, start in epochs:
+            if epoch < 0 or (new_epochs and epoch <= new_epochs[-1]):
+                continue
+            while new_starts and new_starts[-1] >= start:
+                new_epochs.pop()
+                new_starts.pop()
+            new_epochs.append(epoch)
+            new_starts.append(start)
+        if (new_epochs, new_starts) != (self._epochs, self._starts):
+            self._epochs, self._starts = new_epochs, new_starts
+            self._flush()
+
     def end_offset_for(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """(largest known epoch <= ``epoch``, the offset where it ended); UNDEFINED if none."""
         i = bisect.bisect_right(self._epochs, epoch) - 1

@@ -264,16 +264,21 @@ class Log:
                                durable=durable)
 
     def _checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
-        """Write a checkpoint, or, if the disk refuses (full, failing), keep the old one and
-        write this one at the next ``flush``. Every checkpoint is safe stale: an older
-        recovery point or cleaner checkpoint means more is checked again; an older log start
-        offset (retention, DeleteRecords, a truncation) is put right by the segments and
-        checkpoints found at the next start, or served a little longer."""
+        """Write a checkpoint, or, if the disk refuses (full, failing), write it at the next
+        ``flush``. Meanwhile the file on disk must never say more than the truth: a recovery
+        point above it would trust bytes never flushed, a log start offset above it would
+        hide records. So a refused checkpoint that goes *down* (a truncation) removes the
+        old file, which needs no space: a missing checkpoint reads as 0, the safe side of
+        each (everything checked again, the log start taken from the segments). One that
+        goes up keeps the old file, as safe: more checked again, or records DeleteRecords
+        removed served until the next flush."""
         try:
             self._write_checkpoint(filename, offset, durable=durable)
         except OSError as e:
+            if offset < self._read_checkpoint(filename):
+                (self.dir / filename).unlink(missing_ok=True)
             if not self._unwritten:
-                logger.error("%s: writing %s failed (%s); the old one stays until the next flush",
+                logger.error("%s: writing %s failed (%s); it is written at the next flush",
                              self.name, filename, e.strerror or e)
             self._unwritten[filename] = offset
         else:
@@ -347,11 +352,13 @@ class Log:
         if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
             self._replace_with_empty(self.log_start_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # recovery may have cut
-        # As Kafka's recovery: the batches it read say which epoch wrote them, in case the
-        # leader-epoch file missed one (a full disk refused it), before the flush below
-        # moves the recovery point past them.
-        for epoch, start in recovered_epochs:
-            self.leader_epoch_cache.assign(epoch, start)
+        if recovered_epochs:
+            # As Kafka's recovery: the batches it read say which epoch wrote them. From the
+            # first of them on, they are the truth, and the file may be behind them (a full
+            # disk refused a write since the last flush, which writes it before moving the
+            # recovery point past them): they replace its entries there, before the flush
+            # below moves the recovery point.
+            self.leader_epoch_cache.replace_from_batches(recovered_epochs)
         self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         if fresh:
             # A new log: nothing was on disk, so nothing to force to disk; the checkpoints
