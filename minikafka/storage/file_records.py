@@ -33,11 +33,10 @@ from minikafka.errors import KafkaStorageError
 class OpenFile:
     """A descriptor closed once its segment and every ``FileRecords`` of it let go."""
 
-    __slots__ = ("fd", "name", "__weakref__")
+    __slots__ = ("fd", "__weakref__")
 
-    def __init__(self, fd: int, name: str) -> None:
+    def __init__(self, fd: int) -> None:
         self.fd = fd
-        self.name = name
         weakref.finalize(self, os.close, fd)
 
 

@@ -16,9 +16,9 @@ KIP-101 fixed).
 The file is written through the log directory's ``Disk``. If the disk refuses (full,
 failing), the entries change in memory all the same, ``unwritten`` says so, and the log's
 next ``flush`` writes the file (and fsyncs it, as after any change) before it moves its
-recovery point: after a crash, recovery
-re-reads every batch past the recovery point and assigns their epochs again (as Kafka's
-does), so an epoch the file missed is never lost.
+recovery point. After a crash, recovery reads the epoch of every batch past the recovery
+point and those replace the file's entries from there on (``replace_from_batches``, as
+Kafka's recovery assigns them), so an epoch the file missed is never lost.
 
 Invariants: epochs and start offsets strictly increase; no entry starts at or after the
 log end offset once the log is truncated (the log calls ``truncate_from_end``).

@@ -26,9 +26,9 @@ broker's ``LogValidator``; replicated and coordinator appends are not.)
   not write, so the log goes ``offline`` and refuses appends until the broker restarts
   (and recovery re-checks everything past the recovery point, which did not move).
   Checkpoints and the leader-epoch file go through the same ``Disk``, replaced whole or not
-  at all: one the disk refuses keeps its old file (always safe: see ``_checkpoint``) and is
-  written at the next ``flush``, which moves the recovery point only once they are all on
-  disk.
+  at all. One the disk refuses is written at the next ``flush``, which moves the recovery
+  point only once they are all on disk; meanwhile its old file stays, or goes if it says
+  more than the truth (see ``_checkpoint``).
 - Recovery on open: segments below the recovery point are trusted (their indexes reused
   or rebuilt from batch headers). From the recovery point on, every batch is re-read and
   its CRC checked; the first torn or corrupt batch and everything after it are cut off and

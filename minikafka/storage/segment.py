@@ -84,7 +84,7 @@ class LogSegment:
         self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}"
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         # Closes _fd once neither this segment nor an answer's FileRecords needs it.
-        self._file: OpenFile | None = OpenFile(self._fd, self.log_path.name)
+        self._file: OpenFile | None = OpenFile(self._fd)
         self.size = os.fstat(self._fd).st_size
         self.flushed_size = self.size  # bytes found at open are as durable as we can know
         self.created_ms = created_ms
