@@ -16,6 +16,7 @@ import pytest
 pytest.importorskip("pyspark")
 
 from kafka import KafkaProducer  # noqa: E402
+from kafka import TopicPartition  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 
 from minikafka.wire.process import launch  # noqa: E402
@@ -403,6 +404,7 @@ def test_foreach_batch_through_the_transactional_sink_is_exactly_once_across_a_r
 def test_offset_lookups_fail_with_a_clear_error_when_metadata_never_comes(cluster, admin, monkeypatch):
     # kafka-python's KafkaConsumer.topics() waits for a metadata refresh with no timeout, and a
     # refresh that finds no node to ask leaves its future pending: the query's driver hung.
+    # (A setting the plain-socket client does not honour makes the reader use kafka-python.)
     from kafka.future import Future
 
     from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError
@@ -410,8 +412,10 @@ def test_offset_lookups_fail_with_a_clear_error_when_metadata_never_comes(cluste
 
     topic = new_topic(admin, 2)
     options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": topic,
-                                        "kafkaConsumer.pollTimeoutMs": "1500"}, batch=True)
+                                        "kafkaConsumer.pollTimeoutMs": "1500",
+                                        "kafka.metadata.max.age.ms": "300000"}, batch=True)
     reader = KafkaOffsetReader(options)
+    assert not reader.plain
     try:
         assert reader.partitions(require_topics=True) == [(topic, 0), (topic, 1)]
         monkeypatch.setattr(reader.consumer._cluster, "request_update", lambda: Future())  # never completes
@@ -431,3 +435,107 @@ def test_offset_lookups_fail_with_a_clear_error_when_metadata_never_comes(cluste
     finally:
         monkeypatch.undo()
         reader.close()
+
+
+def test_plain_lookups_give_what_kafka_python_gives_and_survive_a_leader_kill():
+    # The plain-socket client (offset_client) against kafka-python's consumer, on a cluster of
+    # its own (a broker is killed): the same partitions and offsets, earliest after a
+    # DeleteRecords too, and read_committed's latest is the last stable offset.
+    from kafka import KafkaProducer as Producer
+
+    from minikafka.spark.offset_reader import KafkaOffsetReader
+    from minikafka.spark.options import KafkaSourceOptions
+
+    with launch(brokers=3, config={"transaction.state.log.num.partitions": 1}) as c:
+        client = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)
+        topic = new_topic(client, 3)
+        produce(c, topic, 90)
+        client.delete_records({TopicPartition(topic, 1): 5})
+        txn = Producer(bootstrap_servers=c.bootstrap_servers, transactional_id="open-txn")
+        txn.init_transactions()
+        txn.begin_transaction()
+        txn.send(topic, b"pending", partition=2)
+        txn.flush()  # written, not committed: the LSO of partition 2 stays below its HW
+
+        def lookups(**extra: str) -> tuple:
+            options = KafkaSourceOptions.parse(
+                {"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": topic, **extra}, batch=True)
+            reader = KafkaOffsetReader(options)
+            try:
+                tps = reader.partitions(require_topics=True)
+                return reader.plain, tps, reader.earliest(tps), reader.latest(tps)
+            finally:
+                reader.close()
+
+        kafka_python = "kafka.metadata.max.age.ms"
+        plain = lookups()
+        assert plain[0] and plain[1:] == lookups(**{kafka_python: "300000"})[1:]
+        assert plain[2][(topic, 1)] == 5 and sum(plain[3].values()) == 91
+        committed = lookups(**{"kafka.isolation.level": "read_committed"})
+        assert committed[0] and committed[1:] == lookups(**{"kafka.isolation.level": "read_committed",
+                                                            kafka_python: "300000"})[1:]
+        assert committed[3][(topic, 2)] == plain[3][(topic, 2)] - 1
+
+        options = KafkaSourceOptions.parse({"kafka.bootstrap.servers": c.bootstrap_servers, "subscribe": topic},
+                                           batch=True)
+        reader = KafkaOffsetReader(options)
+        try:
+            tps = reader.partitions(require_topics=True)
+            before = reader.latest(tps)
+            leader = reader.client.view.topics[topic][0]  # partition 0's
+            c.kill(leader)  # its connection is refused from now on; a new leader is elected
+            assert reader.latest(tps) == before
+        finally:
+            reader.close()
+        txn.close(timeout=1)
+        client.close()
+
+
+def test_plain_lookups_of_a_broker_that_never_answers_fail_within_the_poll_timeout():
+    # A "broker" that accepts connections and never answers: every wait is bounded.
+    import socket as socketlib
+
+    from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError
+    from minikafka.spark.options import KafkaSourceOptions
+
+    with socketlib.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(8)
+        options = KafkaSourceOptions.parse(
+            {"kafka.bootstrap.servers": "127.0.0.1:%d" % silent.getsockname()[1], "subscribe": "t",
+             "kafkaConsumer.pollTimeoutMs": "1500"}, batch=True)
+        reader = KafkaOffsetReader(options)
+        assert reader.plain
+        with pytest.raises(KafkaSourceError, match="sent no metadata within kafkaConsumer.pollTimeoutMs=1500 ms"):
+            reader.partitions(require_topics=True)
+        reader.close()
+
+
+def test_a_streaming_querys_offset_lookups_import_no_kafka_client(cluster, admin):
+    # Spark starts the stream reader in a Python process of its own for each query: importing
+    # kafka-python there was 0.15-0.3 s of every query's start (issue 16). This runs what that
+    # process runs (the source's options, the reader's lookups) in a fresh Python.
+    import json
+    import subprocess
+    import sys
+
+    topic = new_topic(admin, 2)
+    produce(cluster, topic, 10)
+    code = f"""
+import json, sys
+from minikafka.spark.source import MinikafkaDataSource
+source = MinikafkaDataSource({{"kafka.bootstrap.servers": {cluster.bootstrap_servers!r}, "subscribe": {topic!r},
+                              "startingOffsets": "earliest"}})
+stream = source.streamReader(source.schema())
+start = stream.initialOffset()
+stream.prepareForTriggerAvailableNow()
+end = stream.latestOffset(start, stream.getDefaultReadLimit())
+stream.stop()
+print(json.dumps([start, end, sorted(m for m in ("kafka", "minikafka.messages") if m in sys.modules)]))
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    start, end, imported = json.loads(out.stdout)
+    assert start == {topic: {"0": 0, "1": 0}}
+    assert sum(end[topic].values()) == 10 and set(end[topic]) == {"0", "1"}
+    assert imported == []

@@ -236,13 +236,14 @@ def _bool(text: Any, name: str) -> bool:
 
 
 def _consumer_config(opts: Mapping[str, Any]) -> dict[str, Any]:
+    config: dict[str, Any] = {}
+    given = sorted((k, v) for k, v in opts.items() if k.startswith("kafka.") and k != "kafka.bootstrap.servers")
+    if not given:
+        return config  # (kafka-python not imported: a streaming query's planner may not need it)
     from kafka import KafkaConsumer  # kafka-python: the client the source reads with
 
     defaults = KafkaConsumer.DEFAULT_CONFIG
-    config: dict[str, Any] = {}
-    for key, text in sorted(opts.items()):
-        if not key.startswith("kafka.") or key == "kafka.bootstrap.servers":
-            continue
+    for key, text in given:
         name = key[len("kafka."):]
         if name in _REFUSED:
             raise SourceOptionError(f"Kafka option {name!r} is not supported. {_REFUSED[name]}")
