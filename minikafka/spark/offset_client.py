@@ -46,6 +46,8 @@ RETRIABLE = {3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT
              7: "REQUEST_TIMED_OUT", 13: "NETWORK_EXCEPTION", 14: "COORDINATOR_LOAD_IN_PROGRESS",
              56: "KAFKA_STORAGE_ERROR", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
              89: "OFFSET_NOT_AVAILABLE"}
+# Names for error messages (minikafka.messages.ERROR_NAMES has them all, but importing it costs
+# ~0.1 s, the kind of start-up cost this module exists to avoid).
 _NAMES = {**RETRIABLE, 29: "TOPIC_AUTHORIZATION_FAILED", 35: "UNSUPPORTED_VERSION",
           42: "INVALID_REQUEST", 43: "UNSUPPORTED_FOR_MESSAGE_FORMAT"}
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
@@ -217,11 +219,9 @@ class OffsetClient:
         from minikafka.spark.offset_reader import KafkaSourceError
 
         found: dict[tuple[str, int], int] = {}
-        fresh = False
+        if self.view is None or any(self._leader(tp) is None for tp in tps):
+            self.metadata(deadline)
         while True:
-            if self.view is None or not fresh and any(self._leader(tp) is None for tp in tps if tp not in found):
-                self.metadata(deadline)
-                fresh = True
             by_leader: dict[int, list[tuple[str, int]]] = {}
             for tp in tps:
                 if tp not in found:
@@ -261,7 +261,6 @@ class OffsetClient:
                 return {tp: found[tp] for tp in tps}
             self._back_off(deadline)  # a leader moved, died or is not known yet: ask again
             self.metadata(deadline)
-            fresh = True
 
     def _leader(self, tp: tuple[str, int]) -> int | None:
         leader = self.view.topics.get(tp[0], {}).get(tp[1], -1)
