@@ -201,8 +201,11 @@ def tolerant(ask: Callable[[], Any]) -> Any:
 
 
 def leader_of(admin: Any, topic: str, partition: int = 0) -> int:
+    """The partition's leader, or -1 (Kafka's "no leader") while the broker that answered does
+    not list the partition yet: a topic just created reaches each broker's metadata a moment
+    later, and a describe answered before that lists no partitions."""
     (described,) = admin.describe_topics([topic])
-    return next(p["leader_id"] for p in described["partitions"] if p["partition_index"] == partition)
+    return next((p["leader_id"] for p in described["partitions"] if p["partition_index"] == partition), -1)
 
 
 def isr_of(admin: Any, topic: str, partition: int = 0) -> list[int]:
