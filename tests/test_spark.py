@@ -539,3 +539,37 @@ print(json.dumps([start, end, sorted(m for m in ("kafka", "minikafka.messages") 
     assert start == {topic: {"0": 0, "1": 0}}
     assert sum(end[topic].values()) == 10 and set(end[topic]) == {"0", "1"}
     assert imported == []
+
+
+def test_each_querys_stream_reader_process_is_forked_by_the_sessions_fork_server(spark, cluster, admin, tmp_path):
+    # Spark starts a Python process per streaming query for its stream reader: forked from the
+    # session's fork_server (which has imported pyspark, pyarrow and this package), it skips
+    # 0.25-0.35 s of imports per query (issue 16). Stopping the query ends that process.
+    import sys
+
+    session = sys.modules["minikafka.spark.session"]
+    server = session._fork_server
+    assert server is not None and server.poll() is None
+    wait_until(session._fork_socket.exists, 60, "the fork server's socket")
+
+    def forks() -> int:
+        with open(session.log_file, errors="replace") as f:
+            return sum(f"[{server.pid}]: forked" in line and "python_streaming_source_runner" in line for line in f)
+
+    def children() -> list[str]:
+        with open(f"/proc/{server.pid}/task/{server.pid}/children") as f:
+            return f.read().split()
+
+    topic = new_topic(admin, 3)
+    sent = produce(cluster, topic, 300)
+    before, others = forks(), set(children())  # (runners of queries other tests left running)
+    log = BatchLog()
+    query = (stream(spark, cluster, subscribe=topic, startingOffsets="earliest").writeStream.foreachBatch(log)
+             .option("checkpointLocation", str(tmp_path / "cp")).trigger(processingTime="1 second").start())
+    wait_until(lambda: len(log.rows()) == 300 or query.exception(), 120, "the query to read the topic")
+    assert log.rows() == sorted(sent)
+    wait_until(lambda: forks() == before + 1, 30, "the fork server's line for this query's runner")
+    mine = set(children()) - others
+    assert len(mine) == 1
+    query.stop()
+    wait_until(lambda: not mine & set(children()), 60, "the runner to end with its query")

@@ -23,6 +23,11 @@ Every setting here was needed on a 2-core course machine (see FIELD-NOTES, "PySp
   starts its data-source lookup daemon with the driver's Python (1.0 s of CPU with the
   zips, 0.3 s without, in every session). With any other ``SPARK_HOME``, or where the launcher
   cannot run (a temporary folder mounted noexec), it is this Python itself.
+- Even from compiled files, those imports (pyspark, pyarrow, numpy, this package) are
+  0.25-0.35 s of each streaming query's start, in the process Spark starts for the query's
+  stream reader. With the launcher, ``session()`` also starts ``fork_server``, which imports
+  them once; the launcher hands it each such process to fork (see ``fork_server``), and
+  starts any other Python, or this one when the server is not there, as before.
 - Spark 4 needs Java 17 or 21. Without a ``java`` the session would fail with a long JVM
   launcher error; we say what is missing instead.
 
@@ -36,6 +41,7 @@ The session is created once per Python process (Spark's ``getOrCreate``), so cal
 
 from __future__ import annotations
 
+import atexit
 import os
 import re
 import shutil
@@ -48,6 +54,11 @@ from typing import Any, Mapping
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 log_file = Path(tempfile.gettempdir()) / f"minikafka-spark-{os.getpid()}.log"  # the JVM's stdout and stderr
 _launcher = Path(tempfile.gettempdir()) / f"minikafka-spark-python-{os.getpid()}"
+# fork_server: each streaming query's stream-reader process, forked from one that has imported it.
+STREAM_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
+FORK_LAUNCHER = Path(__file__).with_name("fork_launcher.py")
+_fork_socket = Path(tempfile.gettempdir()) / f"minikafka-spark-fork-{os.getpid()}.sock"
+_fork_server: subprocess.Popen | None = None
 
 
 class JavaNotFoundError(RuntimeError):
@@ -108,6 +119,9 @@ for entry in $PYTHONPATH; do
   esac
 done
 if [ -n "$kept" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
+if [ "$#" = 2 ] && [ "$1" = -m ] && [ "$2" = {STREAM_RUNNER} ] && [ -S {_sh_quote(str(_fork_socket))} ]; then
+  exec {_sh_quote(sys.executable)} -I -S {_sh_quote(str(FORK_LAUNCHER))} {_sh_quote(str(_fork_socket))} {_sh_quote(sys.executable)} "$@"
+fi
 exec {_sh_quote(sys.executable)} "$@"
 """
     try:
@@ -143,7 +157,9 @@ def session(app_name: str = "minikafka", *, master: str = "local[2]",
     """
     java_version()
     # Both: Spark starts the data-source lookup daemon (once per session) with the driver's.
-    os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
+    python = os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
+    if python == str(_launcher):
+        _start_fork_server()
     from pyspark.sql import SparkSession
 
     java_options = f"-Xss16m -Dlog4j2.configurationFile={LOG4J2.as_uri()}"
@@ -168,6 +184,35 @@ def session(app_name: str = "minikafka", *, master: str = "local[2]",
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
     return spark
+
+
+def _start_fork_server() -> None:
+    """Start ``fork_server`` for this process's Spark, unless it runs already. It exits when
+    this process does (its stdin is a pipe from us); until it has imported what it serves,
+    the launcher starts each runner as before."""
+    global _fork_server
+    if _fork_server is not None and _fork_server.poll() is None:
+        return
+    if len(os.fsencode(str(_fork_socket))) > 100:  # longer than a Unix socket's path may be
+        return
+    _fork_socket.unlink(missing_ok=True)
+    # What Spark puts in its Python workers' environment (PythonWorkerFactory; the hash seed
+    # from SparkContext): a fresh interpreter reads these at start, so the server must have them.
+    env = {**os.environ, "PYTHONHASHSEED": os.environ.get("PYTHONHASHSEED", "0"), "PYTHONUNBUFFERED": "YES"}
+    with open(log_file, "ab") as log:
+        _fork_server = subprocess.Popen(
+            [sys.executable, "-m", "minikafka.spark.fork_server", str(_fork_socket),
+             "--serve", STREAM_RUNNER, "--preload", "minikafka.spark.source"],
+            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, close_fds=True)
+    atexit.register(_stop_fork_server, _fork_server)
+
+
+def _stop_fork_server(server: subprocess.Popen) -> None:
+    server.stdin.close()
+    try:
+        server.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        server.kill()
 
 
 def _with_output_to(path: Path, start):

@@ -1,0 +1,168 @@
+"""minikafka.spark.fork_server and its launcher, without Spark: a process started through the
+launcher must be what `python -m MODULE` would have been (argv, directory, environment,
+sys.path, hash seed, stdin/stdout/stderr, exit status), and signals and deaths must reach
+across the fork as they would reach a process Spark started itself."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from minikafka.spark import fork_launcher, fork_server
+from wire_helpers import wait_until
+
+TARGET = textwrap.dedent("""
+    import json, os, sys
+
+
+    def main():
+        print(json.dumps({
+            "argv": sys.argv, "cwd": os.getcwd(), "path0": sys.path[0], "colour": os.environ.get("COLOUR"),
+            "hash": hash("minikafka"), "name": __name__, "stdin": sys.stdin.readline().strip(),
+            "in_path": [p for p in sys.path if p.endswith("extra")],
+        }), flush=True)
+        print("to stderr", file=sys.stderr, flush=True)
+        print(json.dumps({"pid": os.getpid(), "ppid": os.getppid()}), flush=True)
+        if os.environ.get("WAIT"):
+            sys.stdin.read()  # until the test kills us
+        sys.exit(int(os.environ.get("CODE", "0")))
+
+
+    if __name__ == "__main__":  # the server imports it first, as it does pyspark's runner
+        main()
+""")
+
+
+
+@pytest.fixture
+def server(tmp_path):
+    (tmp_path / "fork_target.py").write_text(TARGET)
+    sock = tmp_path / "fork.sock"
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONHASHSEED": "0"}
+    proc = subprocess.Popen([sys.executable, "-m", "minikafka.spark.fork_server", str(sock), "--serve", "fork_target",
+                             "--preload", "json"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
+    wait_until(lambda: sock.exists() or proc.poll() is not None, 60, "the fork server's socket")
+    assert proc.poll() is None, proc.stderr.read()
+    yield proc, sock
+    if proc.poll() is None:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+
+
+def run(args: list[str], tmp_path: Path, stdin: str = "hello\n", **env: str) -> subprocess.CompletedProcess:
+    full = {**os.environ, "PYTHONPATH": f"{tmp_path}:{tmp_path / 'extra'}", "PYTHONHASHSEED": "0", **env}
+    return subprocess.run(args, input=stdin, capture_output=True, text=True, env=full, cwd=tmp_path / "work",
+                          timeout=60)
+
+
+def launcher(sock: Path, module: str = "fork_target") -> list[str]:
+    return [sys.executable, "-I", "-S", fork_launcher.__file__, str(sock), sys.executable, "-m", module]
+
+
+def test_a_forked_run_is_what_python_dash_m_would_have_run(server, tmp_path):
+    proc, sock = server
+    (tmp_path / "work").mkdir()
+    direct = run([sys.executable, "-m", "fork_target"], tmp_path, COLOUR="blue", CODE="3")
+    forked = run(launcher(sock), tmp_path, COLOUR="blue", CODE="3")
+    assert direct.returncode == forked.returncode == 3
+    assert forked.stdout.splitlines()[0] == direct.stdout.splitlines()[0]
+    first = direct.stdout.splitlines()[0]
+    assert '"argv": ["' + str(tmp_path / "fork_target.py") + '"]' in first and '"stdin": "hello"' in first
+    assert '"name": "__main__"' in first and '"colour": "blue"' in first
+    assert forked.stderr == direct.stderr == "to stderr\n"
+    ids = eval(forked.stdout.splitlines()[1])
+    assert ids["ppid"] == proc.pid  # forked by the server, not started afresh
+
+
+def test_requests_it_cannot_honour_exactly_run_as_before(server, tmp_path):
+    proc, sock = server
+    (tmp_path / "work").mkdir()
+    for args, env in [
+        (launcher(sock), {"PYTHONHASHSEED": "1"}),  # a different hash seed than the server's
+        (launcher(sock), {"PYTHONWARNINGS": "default::UserWarning:fork_target"}),  # another start-up setting
+        (launcher(sock, "json.tool"), {}),  # not a module it serves
+        (launcher(tmp_path / "no-such.sock"), {}),  # no server
+    ]:
+        out = run(args, tmp_path, stdin='{"a": 1}\n', **env)
+        assert out.returncode == 0, out.stderr
+        if args[-1] == "fork_target":
+            ids = eval(out.stdout.splitlines()[1])
+            assert ids["ppid"] != proc.pid
+    assert proc.poll() is None
+
+
+def _start_waiting(sock: Path, tmp_path: Path) -> tuple[subprocess.Popen, int]:
+    (tmp_path / "work").mkdir(exist_ok=True)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONHASHSEED": "0", "WAIT": "1"}
+    p = subprocess.Popen(launcher(sock), stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL,
+                         env=env, cwd=tmp_path / "work", text=True)
+    p.stdin.write("x\n")
+    p.stdin.flush()
+    p.stdout.readline()
+    child = eval(p.stdout.readline())["pid"]
+    return p, child
+
+
+def _gone(pid: int, timeout: float = 30) -> bool:
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return True
+    try:
+        return bool(select.select([fd], [], [], timeout)[0])
+    finally:
+        os.close(fd)
+
+
+def test_sigterm_to_the_launcher_ends_the_child_and_the_launcher_says_so(server, tmp_path):
+    _, sock = server
+    p, child = _start_waiting(sock, tmp_path)
+    assert child != p.pid
+    p.send_signal(signal.SIGTERM)
+    assert p.wait(timeout=30) == -signal.SIGTERM
+    assert _gone(child)
+
+
+def test_a_killed_launcher_takes_its_child_with_it(server, tmp_path):
+    proc, sock = server
+    p, child = _start_waiting(sock, tmp_path)
+    p.kill()
+    p.wait(timeout=30)
+    assert _gone(child)
+    assert proc.poll() is None  # the server goes on
+
+
+def test_the_server_leaves_with_the_process_that_started_it(server, tmp_path):
+    proc, sock = server
+    p, child = _start_waiting(sock, tmp_path)
+    proc.stdin.close()  # as when the Spark session's Python exits
+    assert proc.wait(timeout=30) == 0, proc.stderr.read()
+    assert not sock.exists()
+    assert _gone(child)
+    assert p.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_the_server_refuses_interpreter_options_and_anything_but_three_descriptors(server, tmp_path):
+    proc, sock = server
+    import json
+    import socket
+    import struct
+
+    def ask(argv, fds):
+        body = json.dumps({"argv": argv, "env": dict(os.environ, PYTHONHASHSEED="0"), "cwd": str(tmp_path)}).encode()
+        with socket.socket(socket.AF_UNIX) as s:
+            s.connect(str(sock))
+            socket.send_fds(s, [struct.pack(">I", len(body)) + body], fds)
+            return s.makefile("rb").readline().decode()
+
+    assert ask(["-u", "-m", "fork_target"], [0, 1, 2]).startswith("refused not a module this server runs")
+    assert ask(["-m", "fork_target"], [0]).startswith("refused 3 file descriptors expected, 1 received")
+    assert fork_server.startup_settings({"PYTHONPATH": "x", "PYTHONHASHSEED": "0", "LC_ALL": "C", "HOME": "/"}) == {
+        "PYTHONHASHSEED": "0", "LC_ALL": "C"}
