@@ -156,7 +156,8 @@ def test_the_server_refuses_interpreter_options_and_anything_but_three_descripto
     import struct
 
     def ask(argv, fds):
-        body = json.dumps({"argv": argv, "env": dict(os.environ, PYTHONHASHSEED="0"), "cwd": str(tmp_path)}).encode()
+        body = json.dumps(argv if argv == [] else {"argv": argv, "env": dict(os.environ, PYTHONHASHSEED="0"),
+                                                    "cwd": str(tmp_path)}).encode()
         with socket.socket(socket.AF_UNIX) as s:
             s.connect(str(sock))
             socket.send_fds(s, [struct.pack(">I", len(body)) + body], fds)
@@ -164,5 +165,7 @@ def test_the_server_refuses_interpreter_options_and_anything_but_three_descripto
 
     assert ask(["-u", "-m", "fork_target"], [0, 1, 2]).startswith("refused not a module this server runs")
     assert ask(["-m", "fork_target"], [0]).startswith("refused 3 file descriptors expected, 1 received")
+    assert ask([], [0, 1, 2]).startswith("refused a request is a JSON object")
+    assert proc.poll() is None
     assert fork_server.startup_settings({"PYTHONPATH": "x", "PYTHONHASHSEED": "0", "LC_ALL": "C", "HOME": "/"}) == {
         "PYTHONHASHSEED": "0", "LC_ALL": "C"}

@@ -65,8 +65,7 @@ class ForkServer:
         self.settings = startup_settings(dict(os.environ))
         own = os.environ.get("PYTHONPATH", "")
         self._own_pythonpath = [p for p in own.split(os.pathsep) if p]
-        self.children: dict[int, socket.socket] = {}
-        self.forked = 0
+        self.children: dict[int, socket.socket] = {}  # pid -> its launcher's connection
 
     # --- the server's loop --------------------------------------------------------------------
 
@@ -97,7 +96,7 @@ class ForkServer:
                     elif key.data == "parent":
                         if not os.read(self.parent_fd, 4096):
                             return  # the session's process is gone
-                    else:
+                    else:  # a launcher never writes after its request: this is its end
                         self._launcher_closed(key.data)
         finally:
             try:
@@ -144,7 +143,6 @@ class ForkServer:
         finally:
             for fd in fds:
                 os.close(fd)
-        self.forked += 1
         _say(f"forked {pid} to run {request['argv'][1]}")
         self.children[pid] = conn
         conn.setblocking(False)
@@ -155,6 +153,8 @@ class ForkServer:
             self._launcher_closed(pid)
 
     def _refusal(self, request: dict, fds: list[int]) -> str | None:
+        if not isinstance(request, dict):
+            return "a request is a JSON object"
         argv = request.get("argv")
         if len(fds) != 3:
             return f"3 file descriptors expected, {len(fds)} received"
