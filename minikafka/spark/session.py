@@ -203,7 +203,10 @@ def _start_fork_server() -> None:
         _fork_server = subprocess.Popen(
             [sys.executable, "-m", "minikafka.spark.fork_server", str(_fork_socket),
              "--serve", STREAM_RUNNER, "--preload", "minikafka.spark.source"],
-            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, close_fds=True)
+            stdin=subprocess.PIPE, stdout=log, stderr=log, env=env, close_fds=True,
+            # Out of our process group: Jupyter stops a kernel by killing its group, and
+            # the server must outlive us long enough to see its stdin close and clean up.
+            start_new_session=True)
     atexit.register(_stop_fork_server, _fork_server)
 
 
