@@ -169,3 +169,15 @@ def test_the_server_refuses_interpreter_options_and_anything_but_three_descripto
     assert proc.poll() is None
     assert fork_server.startup_settings({"PYTHONPATH": "x", "PYTHONHASHSEED": "0", "LC_ALL": "C", "HOME": "/"}) == {
         "PYTHONHASHSEED": "0", "LC_ALL": "C"}
+
+
+def test_a_launcher_whose_server_dies_lives_as_long_as_its_child(server, tmp_path):
+    # Spark judges the runner alive by the process it started: that must not end first.
+    proc, sock = server
+    p, child = _start_waiting(sock, tmp_path)
+    proc.kill()
+    proc.wait(timeout=30)
+    assert not _gone(child, timeout=0.5) and p.poll() is None
+    os.kill(child, signal.SIGTERM)
+    assert _gone(child)
+    assert p.wait(timeout=30) == 1

@@ -65,13 +65,12 @@ def _run_forked(path: str, args: list) -> "tuple[str, int] | None":
     if len(last) == 2 and last[0] in (b"exit", b"signal"):
         return last[0].decode(), int(last[1])
     # The server went without a word: wait for the child to be gone, then say it failed.
-    try:
-        pidfd = os.pidfd_open(child)
-    except OSError:
-        return ("exit", 1)
     import select
 
-    select.select([pidfd], [], [])
+    try:
+        select.select([os.pidfd_open(child)], [], [])
+    except OSError:  # (gone already)
+        pass
     return ("exit", 1)
 
 

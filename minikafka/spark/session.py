@@ -27,7 +27,8 @@ Every setting here was needed on a 2-core course machine (see FIELD-NOTES, "PySp
   0.25-0.35 s of each streaming query's start, in the process Spark starts for the query's
   stream reader. With the launcher, ``session()`` also starts ``fork_server``, which imports
   them once; the launcher hands it each such process to fork (see ``fork_server``), and
-  starts any other Python, or this one when the server is not there, as before.
+  starts any other Python, or this one when the server is not there, as before. Linux
+  only (the launcher waits on a pidfd; macOS restricts what a forked child may do).
 - Spark 4 needs Java 17 or 21. Without a ``java`` the session would fail with a long JVM
   launcher error; we say what is missing instead.
 
@@ -158,7 +159,7 @@ def session(app_name: str = "minikafka", *, master: str = "local[2]",
     java_version()
     # Both: Spark starts the data-source lookup daemon (once per session) with the driver's.
     python = os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
-    if python == str(_launcher):
+    if python == str(_launcher) and sys.platform.startswith("linux"):
         _start_fork_server()
     from pyspark.sql import SparkSession
 
