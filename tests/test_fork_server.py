@@ -181,3 +181,13 @@ def test_a_launcher_whose_server_dies_lives_as_long_as_its_child(server, tmp_pat
     os.kill(child, signal.SIGTERM)
     assert _gone(child)
     assert p.wait(timeout=30) == 1
+
+
+def test_sigterm_to_the_server_removes_its_socket_and_its_children(server, tmp_path):
+    proc, sock = server
+    p, child = _start_waiting(sock, tmp_path)
+    proc.terminate()
+    assert proc.wait(timeout=30) == 128 + signal.SIGTERM
+    assert not sock.exists()
+    assert _gone(child)
+    assert p.wait(timeout=30) == -signal.SIGKILL

@@ -70,22 +70,23 @@ class ForkServer:
     # --- the server's loop --------------------------------------------------------------------
 
     def serve(self) -> None:
-        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        tmp = f"{self.path}.{os.getpid()}.tmp"
-        self.listener.bind(tmp)
-        self.listener.listen(64)
-        os.rename(tmp, self.path)  # a socket at the path is a server that is ready
         self._wake_r, self._wake_w = socket.socketpair()
         for s in (self._wake_r, self._wake_w):
             s.setblocking(False)
         signal.set_wakeup_fd(self._wake_w.fileno())
         signal.signal(signal.SIGCHLD, lambda *_: None)
+        signal.signal(signal.SIGTERM, _leave)
         self.selector = selectors.DefaultSelector()
-        self.selector.register(self.listener, selectors.EVENT_READ, "accept")
         self.selector.register(self._wake_r, selectors.EVENT_READ, "reap")
         if self.parent_fd is not None:
             self.selector.register(self.parent_fd, selectors.EVENT_READ, "parent")
+        self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
+            self.listener.bind(tmp)
+            self.listener.listen(64)
+            self.selector.register(self.listener, selectors.EVENT_READ, "accept")
+            os.rename(tmp, self.path)  # a socket at the path is a server that is ready
             while True:
                 for key, _ in self.selector.select():
                     if key.data == "accept":
@@ -99,10 +100,11 @@ class ForkServer:
                     else:  # a launcher never writes after its request: this is its end
                         self._launcher_closed(key.data)
         finally:
-            try:
-                os.unlink(self.path)
-            except OSError:
-                pass
+            for path in (tmp, self.path):
+                try:
+                    os.unlink(path)
+                except OSError:
+                    pass
             for pid in list(self.children):
                 _kill(pid, signal.SIGKILL)
             for pid in list(self.children):
@@ -272,6 +274,10 @@ def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
             os.close(fd)
         fds.clear()
         raise
+
+
+def _leave(number: int, _frame) -> None:
+    raise SystemExit(128 + number)  # through serve()'s cleanup: the socket goes, the children too
 
 
 def _say(what: str) -> None:
