@@ -5,6 +5,7 @@ across the fork as they would reach a process Spark started itself."""
 
 from __future__ import annotations
 
+import json
 import os
 import select
 import signal
@@ -77,7 +78,7 @@ def test_a_forked_run_is_what_python_dash_m_would_have_run(server, tmp_path):
     assert '"argv": ["' + str(tmp_path / "fork_target.py") + '"]' in first and '"stdin": "hello"' in first
     assert '"name": "__main__"' in first and '"colour": "blue"' in first
     assert forked.stderr == direct.stderr == "to stderr\n"
-    ids = eval(forked.stdout.splitlines()[1])
+    ids = json.loads(forked.stdout.splitlines()[1])
     assert ids["ppid"] == proc.pid  # forked by the server, not started afresh
 
 
@@ -93,7 +94,7 @@ def test_requests_it_cannot_honour_exactly_run_as_before(server, tmp_path):
         out = run(args, tmp_path, stdin='{"a": 1}\n', **env)
         assert out.returncode == 0, out.stderr
         if args[-1] == "fork_target":
-            ids = eval(out.stdout.splitlines()[1])
+            ids = json.loads(out.stdout.splitlines()[1])
             assert ids["ppid"] != proc.pid
     assert proc.poll() is None
 
@@ -106,7 +107,7 @@ def _start_waiting(sock: Path, tmp_path: Path) -> tuple[subprocess.Popen, int]:
     p.stdin.write("x\n")
     p.stdin.flush()
     p.stdout.readline()
-    child = eval(p.stdout.readline())["pid"]
+    child = json.loads(p.stdout.readline())["pid"]
     return p, child
 
 
@@ -151,7 +152,6 @@ def test_the_server_leaves_with_the_process_that_started_it(server, tmp_path):
 
 def test_the_server_refuses_interpreter_options_and_anything_but_three_descriptors(server, tmp_path):
     proc, sock = server
-    import json
     import socket
     import struct
 

@@ -48,6 +48,7 @@ import sys
 import traceback
 
 MAX_REQUEST = 1 << 20
+_PARENT = 0  # stdin: a pipe from the session's process, closed when that process goes
 # What a fresh interpreter reads from its environment before running anything (PYTHONPATH
 # aside: the child builds its sys.path from the request's).
 _STARTUP_SETTING = re.compile(r"PYTHON[A-Z]|LANG$|LC_")
@@ -58,10 +59,9 @@ def startup_settings(env: dict[str, str]) -> dict[str, str]:
 
 
 class ForkServer:
-    def __init__(self, path: str, served: list[str], *, parent_fd: int | None = 0) -> None:
+    def __init__(self, path: str, served: list[str]) -> None:
         self.path = path
         self.served = set(served)
-        self.parent_fd = parent_fd
         self.settings = startup_settings(dict(os.environ))
         own = os.environ.get("PYTHONPATH", "")
         self._own_pythonpath = [p for p in own.split(os.pathsep) if p]
@@ -78,8 +78,7 @@ class ForkServer:
         signal.signal(signal.SIGTERM, _leave)
         self.selector = selectors.DefaultSelector()
         self.selector.register(self._wake_r, selectors.EVENT_READ, "reap")
-        if self.parent_fd is not None:
-            self.selector.register(self.parent_fd, selectors.EVENT_READ, "parent")
+        self.selector.register(_PARENT, selectors.EVENT_READ, "parent")
         self.listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         tmp = f"{self.path}.{os.getpid()}.tmp"
         try:
@@ -95,7 +94,7 @@ class ForkServer:
                         self._drain_wakeups()
                         self._reap()
                     elif key.data == "parent":
-                        if not os.read(self.parent_fd, 4096):
+                        if not os.read(_PARENT, 4096):
                             return  # the session's process is gone
                     else:  # a launcher never writes after its request: this is its end
                         self._launcher_closed(key.data)
@@ -235,8 +234,7 @@ class ForkServer:
         for s in (self.listener, self._wake_r, self._wake_w, conn, *self.children.values()):
             s.close()
         self.selector.close()
-        if self.parent_fd is not None:
-            os.close(self.parent_fd)
+        os.close(_PARENT)  # (before fd 0 becomes the request's stdin)
         for target, fd in enumerate(fds):
             os.dup2(fd, target)
             os.close(fd)
@@ -255,25 +253,26 @@ def _read_request(conn: socket.socket) -> tuple[dict, list[int]]:
     data, fds, _, _ = socket.recv_fds(conn, 65536, 3)
     fds = list(fds)
     try:
-        while len(data) < 4:
-            more = conn.recv(65536)
-            if not more:
-                raise ValueError("the launcher closed its connection mid-request")
-            data += more
+        data = _read_up_to(conn, data, 4)
         (size,) = struct.unpack(">I", data[:4])
         if size > MAX_REQUEST:
             raise ValueError(f"a request of {size} bytes is larger than {MAX_REQUEST}")
-        while len(data) < 4 + size:
-            more = conn.recv(65536)
-            if not more:
-                raise ValueError("the launcher closed its connection mid-request")
-            data += more
+        data = _read_up_to(conn, data, 4 + size)
         return json.loads(data[4:4 + size]), fds
     except BaseException:
         for fd in fds:
             os.close(fd)
         fds.clear()
         raise
+
+
+def _read_up_to(conn: socket.socket, data: bytes, size: int) -> bytes:
+    while len(data) < size:
+        more = conn.recv(65536)
+        if not more:
+            raise ValueError("the launcher closed its connection mid-request")
+        data += more
+    return data
 
 
 def _leave(number: int, _frame) -> None:

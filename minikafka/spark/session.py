@@ -120,7 +120,7 @@ for entry in $PYTHONPATH; do
   esac
 done
 if [ -n "$kept" ]; then export PYTHONPATH="$kept"; else unset PYTHONPATH; fi
-if [ "$#" = 2 ] && [ "$1" = -m ] && [ "$2" = {STREAM_RUNNER} ] && [ -S {_sh_quote(str(_fork_socket))} ]; then
+if [ "$#" = 2 ] && [ "$1" = -m ] && [ "$2" = {_sh_quote(STREAM_RUNNER)} ] && [ -S {_sh_quote(str(_fork_socket))} ]; then
   exec {_sh_quote(sys.executable)} -I -S {_sh_quote(str(FORK_LAUNCHER))} {_sh_quote(str(_fork_socket))} {_sh_quote(sys.executable)} "$@"
 fi
 exec {_sh_quote(sys.executable)} "$@"
