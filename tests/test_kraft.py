@@ -325,3 +325,30 @@ def test_a_fenced_broker_asks_again_when_a_commit_came_while_its_heartbeat_was_o
     assert len(again) == 1             # at once, not a heartbeat interval later
     assert _heartbeats(broker.handle(30, 3000, BrokerHeartbeatResponse(again[0].correlation_id, 0, False))) == []
     assert not broker.fenced
+
+
+def test_a_clients_request_with_the_correlation_id_of_a_pending_controller_request_is_answered():
+    # The broker's requests to the controller (heartbeats, forwarded CreateTopics) are
+    # matched to their answers by correlation id. A client picks its own ids (kafka-python
+    # counts from 1, and a long-lived consumer passes a million): a request of its that
+    # carries the id of a heartbeat still waiting for the (dead) controller is a request
+    # to answer, not the heartbeat's answer.
+    from minikafka.cluster import AdminNode
+    from minikafka.messages import MetadataRequest, MetadataResponse
+
+    cluster = Cluster(brokers=1, seed=3, record_history=False)
+    try:
+        cluster.create_topic("t", 1, 1)
+        broker = cluster.broker(1)
+        cluster.kill(cluster.controller_ids[0])
+        assert cluster.run_until(lambda: broker.controller_channel.pending_count() > 0, 5_000)
+        corr = next(iter(broker.controller_channel._pending))
+        client = cluster.add_client("admin", AdminNode)
+        node = cluster.world.nodes[client]
+        cluster.world.call_node(client, lambda n: n.send(1, MetadataRequest(corr, ("t",))))
+        assert cluster.run_until(lambda: corr in node.responses, 1_000)
+        answer = node.responses[corr]
+        assert isinstance(answer, MetadataResponse) and [t.name for t in answer.topics] == ["t"]
+        assert corr in broker.controller_channel._pending  # the heartbeat still waits for its answer
+    finally:
+        cluster.close()

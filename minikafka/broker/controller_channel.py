@@ -93,7 +93,12 @@ class NodeToControllerChannelManager:
     # --- what the broker routes here -------------------------------------------------------------------
 
     def handle_response(self, src: Any, response: Any) -> bool:
-        """True if ``response`` answers one of the channel's requests (delivered or retried)."""
+        """True if ``response`` answers one of the channel's requests (delivered or retried).
+        Only a controller answers them: a client's or a follower's request whose correlation
+        id happens to equal a pending one's is not an answer (and most messages a broker
+        gets are those, so they are let through first)."""
+        if src not in self.controllers:
+            return False
         corr = getattr(response, "correlation_id", None)
         pending = self._pending.get(corr)
         if pending is None:
