@@ -223,6 +223,7 @@ class Log:
         disk: Disk = OS_DISK,
     ) -> None:
         self.dir = Path(dir)
+        self.name = self.dir.name  # (in every read's error context: worked out once)
         self.config = config if isinstance(config, LogConfig) else LogConfig.of(config)
         self.clock = clock
         self.disk = disk
@@ -237,10 +238,6 @@ class Log:
         self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir, disk=disk)
         self.last_recovery = self._load()
-
-    @property
-    def name(self) -> str:
-        return self.dir.name
 
     # --- opening and recovery ------------------------------------------------------------------
 
@@ -570,7 +567,7 @@ class Log:
         if found is None:
             return MemoryRecords(b"", where=self.name)
         segment, (start, end) = found
-        return MemoryRecords(segment.read_bytes(start, end - start), where=f"{self.name}/{segment.log_path.name}")
+        return MemoryRecords(segment.read_bytes(start, end - start), where=f"{self.name}/{segment.file_name}")
 
     def read_file_records(
         self,

@@ -81,7 +81,8 @@ class LogSegment:
         self.base_offset = base_offset
         self.index_interval_bytes = index_interval_bytes
         prefix = filename_prefix(base_offset)
-        self.log_path = self.dir / f"{prefix}{LOG_SUFFIX}"
+        self.file_name = f"{prefix}{LOG_SUFFIX}"
+        self.log_path = self.dir / self.file_name
         self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
         # Closes _fd once neither this segment nor an answer's FileRecords needs it.
         self._file: OpenFile | None = OpenFile(self._fd)
