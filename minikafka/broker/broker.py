@@ -454,6 +454,12 @@ class Broker(StateMachine):
     # --- dispatch --------------------------------------------------------------------------------------
 
     def on_message(self, src: NodeId, message: Any) -> None:
+        handler = self._HANDLERS.get(type(message))
+        if handler is not None and src not in self.controllers:
+            # Not the Raft client's (its messages are none of these) nor an answer from a
+            # controller: most of what a broker gets (produce, fetch), straight to its handler.
+            handler(self, src, message)
+            return
         if isinstance(message, Disconnected):  # the Raft client and the channel both need to know
             self.raft.handle(src, message)
             self.controller_channel.disconnected(message.node)
@@ -462,8 +468,7 @@ class Broker(StateMachine):
             self.transaction_coordinator.leader_unreachable(message.node)
         elif self.raft.handle(src, message) or self.controller_channel.handle_response(src, message):
             return
-        handler = self._HANDLERS.get(type(message))
-        if handler is not None:
+        elif handler is not None:
             handler(self, src, message)
 
     def _produce(self, src: NodeId, request: ProduceRequest) -> None:

@@ -452,12 +452,13 @@ class ReplicaManager:
                     continue
             # Out of range means outside the log, as in Kafka; a consumer between the HW and
             # the log end just gets nothing yet (a new leader learns the HW a fetch late).
-            if fp.fetch_offset < start or fp.fetch_offset > p.log_end_offset:
+            end = p.log_end_offset
+            if fp.fetch_offset < start or fp.fetch_offset > end:
                 parts.append(FetchPartitionResponse(*key, OFFSET_OUT_OF_RANGE, hw, start))
                 urgent = True
                 continue
             lso = -1 if follower else p.last_stable_offset
-            upper = p.log_end_offset if follower else (lso if request.isolation_level == 1 else hw)
+            upper = end if follower else (lso if request.isolation_level == 1 else hw)
             records = b""
             if budget > 0 and fp.fetch_offset < upper:
                 records = self._read_records(p, fp.fetch_offset, min(fp.partition_max_bytes, budget), upper)
