@@ -641,12 +641,8 @@ def _collector_paused() -> Iterator[None]:
         gc.collect(0)
 
 
+@_collector_paused()
 def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Report:
-    with _collector_paused():
-        return _run_collector_off(seed, params, record_history)
-
-
-def _run_collector_off(seed: int, params: ScheduleParams, record_history: bool) -> Report:
     rng = random.Random(f"faults/{seed}")
     partitions = params.partitions or rng.randint(1, 3)
     n_faults = params.faults if params.faults is not None else rng.randint(1, 4)
