@@ -89,6 +89,7 @@ class DelayedProduce:
 class DelayedFetch:
     src: object
     request: FetchRequest
+    keys: frozenset  # the (topic, partition)s it reads: what can wake it
 
 
 @dataclass
@@ -385,12 +386,16 @@ class ReplicaManager:
         if follower:
             for fp in request.partitions:
                 self._record_follower_fetch(request.replica_id, fp)
-        parts, size, urgent = self._read(request)
-        if urgent or size >= request.min_bytes or request.max_wait_ms <= 0:
-            self.node.send(src, FetchResponse(request.correlation_id, parts))
-            return
+        # A follower keeping up asks for what is not written yet: most fetches wait, and
+        # ``_answers_now`` tells so without building the answer ``_read`` would drop.
+        if request.max_wait_ms <= 0 or self._answers_now(request):
+            parts, size, urgent = self._read(request)
+            if urgent or size >= request.min_bytes or request.max_wait_ms <= 0:
+                self.node.send(src, FetchResponse(request.correlation_id, parts))
+                return
         ident = (src, request.correlation_id)
-        self.fetch_purgatory[ident] = DelayedFetch(src, request)
+        self.fetch_purgatory[ident] = DelayedFetch(
+            src, request, frozenset([(fp.topic, fp.partition) for fp in request.partitions]))
         self.node.set_timer(("fetch-expire", ident), request.max_wait_ms)
 
     def _record_follower_fetch(self, replica_id: int, fp: FetchPartition) -> None:
@@ -513,12 +518,14 @@ class ReplicaManager:
         return False
 
     def _wake_fetches(self, key: Key) -> None:
-        for ident, delayed in list(self.fetch_purgatory.items()):
-            if any((fp.topic, fp.partition) == key for fp in delayed.request.partitions) \
-                    and self._answers_now(delayed.request):
+        purgatory = self.fetch_purgatory
+        if not purgatory:
+            return
+        for ident, delayed in list(purgatory.items()):
+            if key in delayed.keys and self._answers_now(delayed.request):
                 parts, size, urgent = self._read(delayed.request)
                 if urgent or size >= delayed.request.min_bytes:
-                    del self.fetch_purgatory[ident]
+                    del purgatory[ident]
                     self.node.cancel_timer(("fetch-expire", ident))
                     self.node.send(delayed.src, FetchResponse(delayed.request.correlation_id, parts))
 
