@@ -79,8 +79,8 @@ _PATCH = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 _COMPRESSION_MASK = 0x07
 _TIMESTAMP_TYPE_BIT = 0x08
-_TRANSACTIONAL_BIT = 0x10
-_CONTROL_BIT = 0x20
+TRANSACTIONAL_BIT = 0x10
+CONTROL_BIT = 0x20
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -486,11 +486,11 @@ class RecordBatch:
 
     @property
     def is_transactional(self) -> bool:
-        return bool(self.attributes & _TRANSACTIONAL_BIT)
+        return bool(self.attributes & TRANSACTIONAL_BIT)
 
     @property
     def is_control_batch(self) -> bool:
-        return bool(self.attributes & _CONTROL_BIT)
+        return bool(self.attributes & CONTROL_BIT)
 
     @property
     def last_offset(self) -> int:
@@ -609,9 +609,9 @@ class RecordBatch:
         for rec, ts, delta in zip(recs, stamps, deltas):
             _encode_record(body, rec, delta, ts - base_ts)
         payload = compress(codec, bytes(body))
-        attributes = int(codec) | (_TRANSACTIONAL_BIT if is_transactional else 0)
+        attributes = int(codec) | (TRANSACTIONAL_BIT if is_transactional else 0)
         if is_control_batch:  # a transaction marker (see ``minikafka.broker.transaction_marker``)
-            attributes |= _CONTROL_BIT
+            attributes |= CONTROL_BIT
         if timestamp_type == TimestampType.LOG_APPEND_TIME:
             attributes |= _TIMESTAMP_TYPE_BIT
         header = HEADER.pack(

@@ -284,11 +284,8 @@ class Partition:
 
     def append_as_follower(self, records: bytes, leader_high_watermark: int) -> None:
         if records:
-            info = self.log.append(records, assign_offsets=False)
-            offset = info.first_offset
-            for b in MemoryRecords(records).batches():
-                self.producer_state.update(b.producer_id, b.producer_epoch, b.base_sequence, b.base_offset, b.last_offset)
-                self.producer_state.update_transaction(b, b.base_offset, b.last_offset)
+            self.log.append(records, assign_offsets=False)
+            self.producer_state.update_appended(records)
         self.high_watermark = min(leader_high_watermark, self.log.log_end_offset)
 
     def truncate_to(self, offset: int) -> None:

@@ -40,7 +40,7 @@ from minikafka.messages import (
     TRANSACTION_COORDINATOR_FENCED,
 )
 from minikafka.broker.transaction_marker import TransactionMarker
-from minikafka.records import NO_PRODUCER_ID, RecordBatch
+from minikafka.records import HEADER, LOG_OVERHEAD, NO_PRODUCER_ID, TRANSACTIONAL_BIT, RecordBatch
 
 BATCHES_KEPT = 5
 _SEQ_MOD = 2**31
@@ -149,6 +149,21 @@ class ProducerStateManager:
             entry = self.producers[producer_id] = ProducerStateEntry(epoch)
         last_seq = (first_seq + last_offset - first_offset) % _SEQ_MOD
         entry.batches.append((first_seq, last_seq, first_offset, last_offset))
+
+    def update_appended(self, records: bytes) -> None:
+        """Remember every batch of ``records``, which a follower's log has just appended
+        under the leader's offsets (so each batch is whole, its CRC checked). Headers are
+        all ``update`` needs; only a transactional batch is read whole (a marker's record
+        says commit or abort). Every fetch a follower answers comes this way."""
+        position, total = 0, len(records)
+        while position < total:
+            (base, length, _, _, _, attributes, last_delta, _, _, producer_id, epoch, first_seq,
+             _) = HEADER.unpack_from(records, position)
+            end = position + LOG_OVERHEAD + length
+            self.update(producer_id, epoch, first_seq, base, base + last_delta)
+            if attributes & TRANSACTIONAL_BIT and producer_id != NO_PRODUCER_ID:
+                self.update_transaction(RecordBatch(memoryview(records)[position:end]), base, base + last_delta)
+            position = end
 
     def rebuild(self, log) -> None:
         """Derive the state from the log's batch headers (after a restart or truncation)."""
