@@ -358,3 +358,28 @@ def test_a_broker_short_of_file_descriptors_takes_new_partitions_offline_and_goe
         assert all(produce_to(c, 1, "after", p, batch(p)).error == NO_ERROR for p in range(3))
     finally:
         c.close()
+
+
+def test_a_fetch_from_a_partition_gone_offline_is_answered_at_once_not_parked(tmp_path):
+    """A partition can go offline on a broker that still hosts it (``mark_offline``: its
+    metadata could not be applied). A fetch that finds nothing to read waits up to
+    ``max_wait_ms``, but one naming such a partition gets KAFKA_STORAGE_ERROR at once:
+    the check that parks a fetch must see every error ``_read`` would answer."""
+    from minikafka.messages import FetchPartition, FetchRequest
+
+    c = Cluster(1, seed=3, dir=tmp_path / "c")
+    try:
+        c.create_topic("t", 1, 1)
+        assert produce_to(c, 1, "t", 0, batch(0)).error == NO_ERROR
+        rm = c.broker(1).replica_manager
+        end = rm.partitions[("t", 0)].log_end_offset
+        rm.mark_offline(("t", 0), "injected: a metadata record could not be applied")
+        sent_at = c.now
+        corr = c.world.call_node(c.admin_id, lambda node: node.request(
+            1, lambda k: FetchRequest(k, -1, 60_000, 1, (FetchPartition("t", 0, end),))))
+        admin = c.world.nodes[c.admin_id]
+        assert c.world.run_until(lambda: corr in admin.responses, 120_000)
+        assert admin.responses[corr].partitions[0].error == KAFKA_STORAGE_ERROR
+        assert c.now - sent_at < 60_000  # answered, not expired: simulated time, one round trip
+    finally:
+        c.close()

@@ -497,9 +497,11 @@ class ReplicaManager:
             return True
         follower = request.replica_id != CONSUMER_REPLICA_ID
         can_read = request.max_bytes > 0  # no batch is read before the first one found
+        partitions, offline = self.partitions, self.offline_partitions
         for fp in request.partitions:
-            p = self.partitions.get((fp.topic, fp.partition))
-            if p is None or not p.is_leader:
+            key = (fp.topic, fp.partition)
+            p = partitions.get(key)
+            if p is None or not p.is_leader or key in offline:
                 return True
             if fp.current_leader_epoch >= 0 and fp.current_leader_epoch != p.leader_epoch:
                 return True
