@@ -542,6 +542,7 @@ class Log:
         base = max(self.log_end_offset, base_offset or 0)
         if self.active_segment.size == 0:
             return self.active_segment
+        self.active_segment.on_become_inactive()
         segment = self._new_segment_object(base)
         segment.next_offset = base
         self._add_segment(segment)
@@ -568,6 +569,22 @@ class Log:
             return MemoryRecords(b"", where=self.name)
         segment, (start, end) = found
         return MemoryRecords(segment.read_bytes(start, end - start), where=f"{self.name}/{segment.file_name}")
+
+    def read_bytes(
+        self,
+        offset: int,
+        max_bytes: int = 1024 * 1024,
+        *,
+        max_offset: int | None = None,
+        min_one_message: bool = True,
+    ) -> bytes:
+        """What ``read`` returns, as plain bytes: what a broker sends on without looking
+        inside (a fetch answer), so no ``MemoryRecords`` is made for it."""
+        found = self._span(offset, max_bytes, max_offset, min_one_message)
+        if found is None:
+            return b""
+        segment, (start, end) = found
+        return segment.read_bytes(start, end - start)
 
     def read_file_records(
         self,

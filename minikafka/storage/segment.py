@@ -22,6 +22,10 @@ back to back exactly as producers sent them (offsets patched), ``.index`` and
   past that position and cuts the file at the first torn or corrupt batch.
 - ``flush`` is the only durability point: ``flushed_size`` tells how much of the file a
   crash cannot take away.
+- The active segment keeps the bytes of its last append (up to ``TAIL_BYTES``) until the next
+  append, a truncation or a roll: followers and consumers keeping up ask for exactly those,
+  and are served them (and the headers that locate them) without a ``pread`` each. Anything
+  that changes the file's size without an append drops them, so they are never stale.
 
 Only this file and ``index.py`` touch segment files, and they write and fsync only through
 the log directory's ``Disk`` (``disk.py``, where faults are injected); nothing here reads a
@@ -50,6 +54,7 @@ TIME_INDEX_SUFFIX = ".timeindex"
 # the first 27 bytes of a batch, all that is needed to walk a log and find an offset.
 _WALK = struct.Struct(">qiibIhi")
 _IOV_MAX = 1024  # Linux's limit on buffers per writev call
+TAIL_BYTES = 16 * 1024  # the largest append kept in memory for the reads that follow it
 
 
 def filename_prefix(offset: int) -> str:
@@ -101,6 +106,7 @@ class LogSegment:
         # consumers keeping up), where the sparse index would make each one walk every batch
         # header written since its last entry, one pread each.
         self._walk_from: tuple[int, int] | None = None
+        self._tail: tuple[int, bytes] | None = None  # (position, what the last append wrote there)
 
     # --- writing -----------------------------------------------------------------------------
 
@@ -133,11 +139,12 @@ class LogSegment:
         # the error says so (recovery at the next start cuts the torn tail by its CRC).
         os.ftruncate(self._fd, size)
         self.size = size
+        self._tail = None
         self.offset_index.truncate_to_entries(offset_entries)
         self.time_index.truncate_to_entries(time_entries)
 
     def _append(self, pieces: Sequence[bytes | memoryview], batches: Sequence[tuple[int, int, int]]) -> None:
-        position = self.size
+        position = start = self.size
         offset_entries = []
         time_entries = []
         ends_below = self.next_offset  # the batch about to be written is the first to reach it
@@ -161,6 +168,7 @@ class LogSegment:
         for entry in time_entries:
             self.time_index.maybe_append(*entry)
         self.next_offset = batches[-1][1] + 1
+        self._tail = (start, b"".join(pieces)) if position - start <= TAIL_BYTES else None
 
     def _write_all(self, pieces: Sequence[bytes | memoryview], total: int) -> None:
         writev = self.disk.writev
@@ -186,7 +194,7 @@ class LogSegment:
 
     def _walk_header(self, position: int) -> tuple[int, int, int] | None:
         """(base offset, last offset, size) of the batch at ``position``, or None past the end."""
-        head = os.pread(self._fd, _WALK.size, position)
+        head = self._from_tail(position, _WALK.size) or os.pread(self._fd, _WALK.size, position)
         if len(head) < _WALK.size:
             return None
         base, length, _, _, _, _, last_delta = _WALK.unpack(head)
@@ -266,7 +274,21 @@ class LogSegment:
             position += size
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return os.pread(self._fd, size, position)
+        return self._from_tail(position, size) or os.pread(self._fd, size, position)
+
+    def _from_tail(self, position: int, size: int) -> bytes | None:
+        """Bytes [position, position + size) from the last append's, if it wrote them all."""
+        tail = self._tail
+        if tail is None or position < tail[0] or position + size > self.size or tail[0] + len(tail[1]) != self.size:
+            return None
+        start = position - tail[0]
+        data = tail[1]
+        return data if start == 0 and size == len(data) else data[start : start + size]
+
+    def on_become_inactive(self) -> None:
+        """The log rolled past this segment (Kafka's ``onBecomeInactiveSegment``): its
+        last append's bytes are read from the file from now on."""
+        self._tail = None
 
     def find_offset_by_timestamp(self, timestamp: int) -> tuple[int, int] | None:
         """(timestamp, offset) of the first record whose timestamp is >= ``timestamp``."""
@@ -414,6 +436,7 @@ class LogSegment:
     def _truncate_file(self, position: int) -> None:
         if self._walk_from is not None and self._walk_from[1] >= position:
             self._walk_from = None  # it pointed at bytes that are gone
+        self._tail = None
         os.ftruncate(self._fd, position)
         self.size = position
         self.flushed_size = min(self.flushed_size, position)
