@@ -415,7 +415,13 @@ class ReplicaManager:
     def _diverging(p: Partition, fp: FetchPartition) -> tuple[int, int] | None:
         if fp.last_fetched_epoch < 0 or fp.fetch_offset == 0:
             return None
-        epoch, end = p.log.leader_epoch_cache.end_offset_for(fp.last_fetched_epoch, p.log_end_offset)
+        cache = p.log.leader_epoch_cache
+        if fp.last_fetched_epoch == cache.latest_epoch:
+            # A follower of the current epoch (every fetch but the first after an
+            # election): that epoch ends at our log end, as ``end_offset_for`` would say.
+            end = p.log_end_offset
+            return None if fp.fetch_offset <= end else (fp.last_fetched_epoch, end)
+        epoch, end = cache.end_offset_for(fp.last_fetched_epoch, p.log_end_offset)
         if epoch < 0:
             return (-1, p.log.log_start_offset)
         if epoch != fp.last_fetched_epoch or end < fp.fetch_offset:
@@ -478,7 +484,7 @@ class ReplicaManager:
 
     def _read_records(self, p: Partition, offset: int, max_bytes: int, upper: int) -> bytes | FileRecords:
         if self.file_records_min_bytes is None:
-            return bytes(p.log.read(offset, max_bytes, max_offset=upper))
+            return p.log.read_bytes(offset, max_bytes, max_offset=upper)
         found = p.log.read_file_records(offset, max_bytes, max_offset=upper)
         if found is None:
             return b""

@@ -1035,7 +1035,7 @@ class KafkaRaftClient:
             replica.sent_high_watermark = self.high_watermark
         records = b""
         if req.fetch_offset < self.log.log_end_offset:
-            records = bytes(self.log.read(req.fetch_offset, self.fetch_max_bytes))
+            records = self.log.read_bytes(req.fetch_offset, self.fetch_max_bytes)
         self.host.send(src, RaftFetchResponse(
             req.correlation_id, NO_ERROR, self.node_id, self.epoch, self.high_watermark,
             self.log.log_start_offset, records,
