@@ -636,3 +636,24 @@ def test_a_new_log_costs_no_fsync_and_its_first_flush_moves_the_checkpoint(tmp_p
     log.close()
     reopened = Log(tmp_path / "t-0", {})
     assert reopened.recovery_point == end and reopened.log_end_offset == end
+
+
+def test_reads_after_a_truncation_never_see_the_bytes_of_the_append_it_removed(tmp_path):
+    """The active segment serves the reads that follow an append from that append's bytes;
+    a truncation and a new append of the same size at the same place must not bring the
+    old bytes back, and a segment rolled past reads its file."""
+    log = Log(tmp_path / "t-0", {"segment.bytes": 10_000})
+    log.append(batch(3))
+    end = log.log_end_offset
+    log.append([Record(b"k", b"old" * 50, 2_000)])
+    assert log.read(end).records()[0].value == b"old" * 50
+    log.truncate_to(end)
+    assert log.read_bytes(0) == bytes(log.read(0)) and log.log_end_offset == end
+    log.append([Record(b"k", b"new" * 50, 2_000)])
+    assert log.read(end).records()[0].value == b"new" * 50
+    segment = log.active_segment
+    assert log.read_bytes(end) == segment.log_path.read_bytes()[segment.translate_offset(end)[0]:]
+    log.roll()
+    log.append([Record(b"k", b"next", 2_000)])
+    assert log.read(end).records()[0].value == b"new" * 50
+    assert log.read(end + 1).records()[0].value == b"next"
