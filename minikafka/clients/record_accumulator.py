@@ -52,11 +52,7 @@ from minikafka.topic import TopicPartition
 
 def _varint_size(value: int) -> int:
     v = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF  # zig-zag, as the encoder does
-    size = 1
-    while v >= 0x80:
-        v >>= 7
-        size += 1
-    return size
+    return (v.bit_length() + 6) // 7 or 1  # 7 bits a byte; 0 takes one byte too
 
 
 def _bytes_size(b: bytes | None) -> int:
