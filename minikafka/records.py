@@ -292,6 +292,9 @@ def encode_varint(value: int, out: bytearray) -> None:
     out.append(v)
 
 
+_ZIGZAG = [(u >> 1) ^ -(u & 1) for u in range(0x80)]  # the value of each one-byte varint
+
+
 def decode_varint(buf: bytes | memoryview, pos: int) -> tuple[int, int]:
     """Read a zig-zag varint at ``pos``; return (value, position after it)."""
     shift = 0
@@ -383,19 +386,39 @@ def _decode_records(
     """Decode ``count`` records; ``where`` locates the batch in error messages."""
     records = []
     pos = 0
+    size = len(data)
+    # Every consumer and reader decodes every record here. Most of a record's varints are
+    # one byte (lengths below 64, small deltas): those are read in place, the others (and
+    # a varint at the very end of the data, for decode_varint's error) by decode_varint.
     try:
         for i in range(count):
-            length, pos = decode_varint(data, pos)
+            u = data[pos] if pos < size else 0x80
+            if u < 0x80:
+                length, pos = _ZIGZAG[u], pos + 1
+            else:
+                length, pos = decode_varint(data, pos)
             end = pos + length
-            if length < 0 or end > len(data):
-                raise ValueError(f"record {i} claims {length} bytes, only {len(data) - pos} left")
+            if length < 0 or end > size:
+                raise ValueError(f"record {i} claims {length} bytes, only {size - pos} left")
             pos += 1  # attributes
-            ts_delta, pos = decode_varint(data, pos)
-            off_delta, pos = decode_varint(data, pos)
+            u = data[pos] if pos < size else 0x80
+            if u < 0x80:
+                ts_delta, pos = _ZIGZAG[u], pos + 1
+            else:
+                ts_delta, pos = decode_varint(data, pos)
+            u = data[pos] if pos < size else 0x80
+            if u < 0x80:
+                off_delta, pos = _ZIGZAG[u], pos + 1
+            else:
+                off_delta, pos = decode_varint(data, pos)
             fields = []
             for _ in range(2):
-                n, pos = decode_varint(data, pos)
-                fields.append(None if n < 0 else bytes(data[pos : pos + n]))
+                u = data[pos] if pos < size else 0x80
+                if u < 0x80:
+                    n, pos = _ZIGZAG[u], pos + 1
+                else:
+                    n, pos = decode_varint(data, pos)
+                fields.append(None if n < 0 else data[pos : pos + n])
                 pos += max(n, 0)
             nheaders, pos = decode_varint(data, pos)
             headers = []
