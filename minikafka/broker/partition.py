@@ -237,12 +237,13 @@ class Partition:
     def maybe_increment_high_watermark(self) -> bool:
         if not self.is_leader:
             return False
-        offsets = [self.log.log_end_offset]
+        new_hw = self.log.log_end_offset  # the least log end offset in the (maximal) ISR
         for r in self.maximal_isr:
             if r != self.broker_id:
                 replica = self.followers.get(r)
-                offsets.append(replica.log_end_offset if replica else -1)
-        new_hw = min(offsets)
+                end = replica.log_end_offset if replica else -1
+                if end < new_hw:
+                    new_hw = end
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True

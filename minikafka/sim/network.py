@@ -79,9 +79,12 @@ class Network:
         link = self.links.get((src, dst), self.default) if self.links else self.default
         if link.loss and self.rng.random() < link.loss:
             return None
-        delay = link.latency_ms + (self.rng.randint(0, link.jitter_ms) if link.jitter_ms else 0)
-        at = max(now + delay, self._last_arrival.get((src, dst), 0))  # FIFO per link
-        self._last_arrival[(src, dst)] = at
+        at = now + link.latency_ms + (self.rng.randint(0, link.jitter_ms) if link.jitter_ms else 0)
+        pair = (src, dst)
+        last = self._last_arrival.get(pair, 0)
+        if last > at:
+            at = last  # FIFO per link: never before a message sent earlier
+        self._last_arrival[pair] = at
         return at
 
     def describe(self) -> list[tuple[str, str]]:
