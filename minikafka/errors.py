@@ -338,6 +338,13 @@ class MemberIdRequiredError(BrokerResponseError):
     message = "MEMBER_ID_REQUIRED"
 
 
+class OffsetNotAvailableError(BrokerResponseError):
+    """A new leader's high watermark is still behind the start of its epoch: ask again."""
+    errno = 78
+    message = "OFFSET_NOT_AVAILABLE"
+    retriable = True
+
+
 class GroupMaxSizeReachedError(BrokerResponseError):
     errno = 81
     message = "GROUP_MAX_SIZE_REACHED"

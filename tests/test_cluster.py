@@ -34,6 +34,7 @@ from minikafka.messages import (
     NOT_ENOUGH_REPLICAS,
     NOT_ENOUGH_REPLICAS_AFTER_APPEND,
     NOT_LEADER_OR_FOLLOWER,
+    OFFSET_NOT_AVAILABLE,
     OUT_OF_ORDER_SEQUENCE_NUMBER,
     REQUEST_TIMED_OUT,
     TOPIC_ALREADY_EXISTS,
@@ -293,6 +294,33 @@ def test_a_consumer_fetch_between_the_hw_and_the_leo_is_empty_not_out_of_range(m
     assert rep(c, b).log_end_offset == 2 and rep(c, b).high_watermark < 2
     part, got = fetch(c, 2)
     assert (part.error, got) == (NO_ERROR, [])
+
+
+def test_a_new_leader_whose_hw_lags_its_epoch_start_answers_latest_offset_not_available(make_cluster):
+    """ListOffsets "latest" is the high watermark; a new leader's is what it heard as a
+    follower, possibly below what the old leader answered (a consumer or a Spark query that
+    had read to 2 would see the log shrink to 0 and call it data loss). Kafka answers
+    OFFSET_NOT_AVAILABLE (78, retriable) until the HW reaches the start of the leader's
+    epoch, for "latest" and for a timestamp found nowhere below it; "earliest" is answered."""
+    c = make_cluster()
+    c.create_topic("t", 1, 3)
+    a, (b, other) = roles(c)
+    assert produce(c, [b"m0", b"m1"]).error == NO_ERROR
+    c.partition([b], [other])
+    c.kill(a)
+    wait(c, lambda: leading(c, b), 20_000, "b leads")
+    assert rep(c, b).high_watermark < 2 == rep(c, b).log_end_offset
+
+    def list_offsets(timestamp):
+        return request(c, b, lambda k: ListOffsetsRequest(k, (("t", 0, timestamp),))).partitions[0][2:]
+
+    assert list_offsets(-1) == (OFFSET_NOT_AVAILABLE, -1, -1)
+    assert list_offsets(10**13) == (OFFSET_NOT_AVAILABLE, -1, -1)  # after every record
+    assert list_offsets(-2) == (NO_ERROR, -1, 0)
+    c.heal()  # the other follower fetches from b: the HW reaches b's log end
+    wait(c, lambda: rep(c, b).high_watermark == 2, 20_000, "b's HW at 2")
+    assert list_offsets(-1) == (NO_ERROR, -1, 2)
+    assert list_offsets(10**13) == (NO_ERROR, -1, -1)
 
 
 def test_followers_high_watermark_follows_the_leaders(make_cluster):

@@ -94,6 +94,7 @@ from minikafka.messages import (
     OffsetForLeaderEpochRequest,
     OffsetDeleteRequest,
     OffsetForLeaderEpochResponse,
+    OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
@@ -576,10 +577,16 @@ class Broker(StateMachine):
         out = []
         for topic, partition, timestamp in request.partitions:
             p = self.replica_manager.partitions.get((topic, partition))
+            # A new leader knows the high watermark only as a follower last heard it: until its
+            # own reaches the start of its epoch, "latest" could go backwards. Kafka answers
+            # OFFSET_NOT_AVAILABLE (retriable) then, for "latest" and for a time not found below it.
+            lagging = p is not None and p.leader_epoch_start_offset > p.high_watermark
             if p is None or not p.is_leader:
                 out.append((topic, partition, self._not_here(topic, partition, p), -1, -1))
             elif timestamp == EARLIEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.log.log_start_offset))
+            elif timestamp == LATEST_TIMESTAMP and lagging:
+                out.append((topic, partition, OFFSET_NOT_AVAILABLE, -1, -1))
             elif timestamp == LATEST_TIMESTAMP:  # read_committed: what such a consumer can reach
                 latest = p.last_stable_offset if request.isolation_level == 1 else p.high_watermark
                 out.append((topic, partition, NO_ERROR, -1, latest))
@@ -591,7 +598,9 @@ class Broker(StateMachine):
                     # partition with the error; the request and connection go on.
                     out.append((topic, partition, CORRUPT_MESSAGE, -1, -1))
                     continue
-                if found is None or found[1] >= p.high_watermark:
+                if (found is None or found[1] >= p.high_watermark) and lagging:
+                    out.append((topic, partition, OFFSET_NOT_AVAILABLE, -1, -1))
+                elif found is None or found[1] >= p.high_watermark:
                     out.append((topic, partition, NO_ERROR, -1, -1))
                 else:
                     out.append((topic, partition, NO_ERROR, found[0], found[1]))

@@ -45,7 +45,7 @@ PLAIN_SETTINGS = frozenset({"client_id", "isolation_level", "request_timeout_ms"
 RETRIABLE = {3: "UNKNOWN_TOPIC_OR_PARTITION", 5: "LEADER_NOT_AVAILABLE", 6: "NOT_LEADER_OR_FOLLOWER",
              7: "REQUEST_TIMED_OUT", 13: "NETWORK_EXCEPTION", 14: "COORDINATOR_LOAD_IN_PROGRESS",
              56: "KAFKA_STORAGE_ERROR", 74: "FENCED_LEADER_EPOCH", 75: "UNKNOWN_LEADER_EPOCH",
-             89: "OFFSET_NOT_AVAILABLE"}
+             78: "OFFSET_NOT_AVAILABLE"}
 # Names for error messages (minikafka.messages.ERROR_NAMES has them all, but importing it costs
 # ~0.1 s, the kind of start-up cost this module exists to avoid).
 _NAMES = {**RETRIABLE, 29: "TOPIC_AUTHORIZATION_FAILED", 35: "UNSUPPORTED_VERSION",
