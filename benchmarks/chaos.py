@@ -117,9 +117,15 @@ class Load(threading.Thread):
         """A new producer for the sends to come. The old one is kept until ``stop``: once the
         brokers it knows are restarted it delivers what it holds, and its sends are judged with
         the rest (closing it now would need kafka-python's close(timeout=0), which raises
-        instead of abandoning what is pending)."""
+        instead of abandoning what is pending).
+
+        The new producer bootstraps from the running brokers only: kafka-python picks a
+        bootstrap server at random and backs off exponentially (up to 30 s) after each refused
+        connection, so with two dead servers of three its bootstrap could time out (it did,
+        one CI run in three) before it ever tried the live one."""
         self.retired.append(self.producer)
-        self.producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, **self.config)
+        live = ",".join(f"{cluster.host}:{cluster.ports[b]}" for b in cluster.broker_ids if cluster.alive(b))
+        self.producer = KafkaProducer(bootstrap_servers=live, **self.config)
 
     def run(self) -> None:
         while not self.stopping.is_set():
