@@ -10,11 +10,12 @@ PYTHON ?= python3.11
 VENV   := .venv
 PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
+# pytest workers for make test (tests/conftest.py says what each runs, heaviest first)
 JOBS   ?= 2
 # Playwright drives Debian's Chromium (.ci/ensure-chromium); it must never fetch a browser of its own.
 export PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD := 1
 
-.PHONY: install test test-fast lab bench exercises check grade release clean
+.PHONY: install test test-fast durations lab bench exercises check grade release clean
 
 # nbconvert in .venv saves only the widgets a notebook shows (minikafka/widget_state.py), so a
 # lecture re-executed with `jupyter nbconvert --execute` keeps no closed dashboard's widgets.
@@ -36,11 +37,17 @@ $(STAMP): pyproject.toml
 	@sh .ci/ensure-chromium
 	@touch $(STAMP)
 
+# The 30 slowest steps are listed at the end of every run, so each one shows where the time goes.
 test: $(STAMP) $(NBCONVERT_CONFIG)
-	$(PY) -m pytest
+	$(PY) -m pytest -n $(JOBS) --durations=30
 
+# The inner loop: no notebooks, no Spark, no browser, no long campaign.
 test-fast: $(STAMP) $(NBCONVERT_CONFIG)
-	$(PY) -m pytest -m "not notebooks"
+	$(PY) -m pytest -n $(JOBS) -m "not notebooks and not spark and not browser and not slow"
+
+# The whole suite, then tests/durations.json rewritten with what each unit of work took.
+durations: $(STAMP) $(NBCONVERT_CONFIG)
+	$(PY) -m pytest -n $(JOBS) --store-durations
 
 # Rooted at the repository so exercises/ is reachable too; the file browser opens on notebooks/.
 # .venv/bin goes first on PATH so `minikafka check ...` works in JupyterLab's terminal and in `!` cells.

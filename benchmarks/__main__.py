@@ -21,6 +21,11 @@ BENCHMARKS = {
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 
 
+def default_names(quick: bool) -> list[str]:
+    """What a run without NAMEs runs: every benchmark; --quick leaves the notebooks out."""
+    return [n for n in BENCHMARKS if not (quick and n == "notebooks")]
+
+
 def to_markdown(sections: list[Section], about: list[tuple[str, str]], command: str, seconds: float) -> str:
     """The report: the machine, a summary of the targets, then one table per benchmark."""
     def table(columns: list[str], rows: list[list[str]]) -> list[str]:
@@ -63,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error(f"unknown benchmark(s) {', '.join(unknown)}; choose from {', '.join(BENCHMARKS)}")
     if args.repeats is not None and args.repeats < 1:
         parser.error("--repeats must be at least 1")
-    names = args.names or [n for n in BENCHMARKS if not (args.quick and n == "notebooks")]
+    names = args.names or default_names(args.quick)
     repeats = args.repeats or (1 if args.quick else 5)
     out = args.out or (None if args.quick else RESULTS)
 

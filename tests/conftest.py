@@ -1,11 +1,28 @@
 """Shared pytest setup.
 
 `pytest` runs nbval over notebooks/ and solutions/ (see [tool.pytest.ini_options]). Every nbval item
-(one notebook cell) gets the `notebooks` marker here, so `pytest -m "not notebooks"` (make
-test-fast) starts no kernel at all.
+(one notebook cell) gets the `notebooks` marker here, so `pytest -m "not notebooks"` starts no
+kernel at all.
+
+`make test` runs the suite on both cores (pytest-xdist, `-n 2`) with the scheduler below. Its
+unit of work is what must stay in one process, in order: a notebook (one kernel, its cells in
+turn), a test module that defines a fixture living longer than one test (one cluster, one Spark
+session, made once), else a single test. Units start heaviest first, by the seconds each took in
+a recorded run (tests/durations.json, rewritten by `make durations`), so that the long ones do not
+come last; a unit the file does not know counts as short.
 """
 
+from __future__ import annotations
+
+import ast
+import functools
+import json
+import re
+from pathlib import Path
+
 import pytest
+
+DURATIONS = Path(__file__).with_name("durations.json")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection sees the items
@@ -15,6 +32,71 @@ def pytest_collection_modifyitems(items):
             item.add_marker(pytest.mark.notebooks)
 
 
+ROOT = Path(__file__).resolve().parents[1]
+SHARED_SCOPES = {"module", "package", "session"}
+
+
+@functools.cache
+def _sharing_tests(path: str) -> frozenset[str] | None:
+    """The test functions of a module that use, directly or through other fixtures, one of the
+    module's own fixtures living longer than one test; None if every test of it may (an
+    autouse one, a test class) or the file cannot be read."""
+    try:
+        tree = ast.parse((ROOT / path).read_text())
+    except (OSError, SyntaxError):
+        return None
+    if any(isinstance(node, ast.ClassDef) and node.name.startswith("Test") for node in tree.body):
+        return None
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+
+    def fixture_options(function) -> dict | None:
+        for decorator in function.decorator_list:
+            if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.fixture":
+                return {k.arg: getattr(k.value, "value", None) for k in decorator.keywords}
+        return None
+
+    fixtures = {name: options for name, f in functions.items() if (options := fixture_options(f)) is not None}
+    if any(o.get("autouse") and o.get("scope") in SHARED_SCOPES for o in fixtures.values()):
+        return None
+
+    @functools.cache
+    def shares(name: str) -> bool:
+        if fixtures.get(name, {}).get("scope") in SHARED_SCOPES:
+            return True
+        return any(shares(arg.arg) for arg in functions[name].args.args if arg.arg in fixtures)
+
+    return frozenset(name for name, f in functions.items()
+                     if name.startswith("test") and name not in fixtures and shares(name))
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work a test belongs to (see the module's docstring), from its nodeid: the
+    scheduler sees nodeids only. (xdist's own `--dist loadgroup` marks groups by renaming
+    nodeids, which pytest 9.2's nodeids no longer show.)"""
+    path, _, rest = nodeid.partition("::")
+    if path.endswith(".ipynb"):
+        return path
+    sharing = _sharing_tests(path)
+    if sharing is None or rest.split("[", 1)[0] in sharing:
+        return path
+    return nodeid
+
+
+# Work that takes most of the machine while it starts, one at a time: a JVM (the Spark tests, the
+# capstone notebook, its check and grading) and a browser with JupyterLab. Two of a kind at once
+# on two cores would starve each other; one beside anything else is fine.
+HEAVY_KINDS = {"jvm": re.compile(r"spark|capstone"), "browser": re.compile(r"test_browser")}
+
+
+def heavy_kind(unit: str) -> str | None:
+    return next((kind for kind, pattern in HEAVY_KINDS.items() if pattern.search(unit)), None)
+
+
+def pytest_addoption(parser):
+    parser.addoption("--store-durations", action="store_true",
+                     help=f"write each unit of work's seconds to {DURATIONS.name} (the scheduler's order)")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Each phase's report on the item (``item.rep_call``...), so that a fixture's teardown
@@ -22,3 +104,62 @@ def pytest_runtest_makereport(item, call):
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+
+
+_seconds: dict[str, float] = {}
+
+
+def pytest_runtest_logreport(report):
+    _seconds[unit_of(report.nodeid)] = _seconds.get(unit_of(report.nodeid), 0.0) + report.duration
+
+
+def pytest_sessionfinish(session):
+    if session.config.getoption("store_durations") and not hasattr(session.config, "workerinput"):
+        table = {unit: round(s, 1) for unit, s in sorted(_seconds.items()) if s >= 0.5}
+        DURATIONS.write_text(json.dumps(table, indent=0, sort_keys=True) + "\n")
+
+
+try:
+    from xdist.scheduler import LoadScopeScheduling
+except ImportError:  # pytest-xdist is in the dev extra; without it the suite runs in one process
+    LoadScopeScheduling = None
+
+if LoadScopeScheduling is not None:
+    class UnitScheduling(LoadScopeScheduling):
+        """xdist's scope scheduling with our units (``unit_of``): the heaviest started first,
+        never two of one heavy kind at once, and a worker given its next unit only when it is
+        down to its last test (xdist's default queues ahead, which can leave a long unit
+        waiting behind another on a busy worker)."""
+
+        def __init__(self, config, log=None):
+            super().__init__(config, log)
+            self.seconds = json.loads(DURATIONS.read_text()) if DURATIONS.is_file() else {}
+            self.order: list[str] | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+        def _assign_work_unit(self, node) -> None:
+            """The heaviest unit left whose kind (``heavy_kind``) no other worker is running;
+            the heaviest of all if every unit left is of a running kind."""
+            if self.order is None:
+                self.order = sorted(self.workqueue, key=lambda unit: -self.seconds.get(unit, 0.0))
+            self.order = [unit for unit in self.order if unit in self.workqueue]
+            running = {heavy_kind(unit) for other, work in self.assigned_work.items() if other is not node
+                       for unit, done in work.items() if not all(done.values())} - {None}
+            pick = next((unit for unit in self.order if heavy_kind(unit) not in running), self.order[0])
+            self.workqueue.move_to_end(pick, last=False)
+            super()._assign_work_unit(node)
+
+        def _reschedule(self, node) -> None:
+            if node.shutting_down:
+                return
+            if not self.workqueue:
+                node.shutdown()
+                return
+            if self._pending_of(self.assigned_work[node]) > 1:
+                return
+            self._assign_work_unit(node)
+
+    def pytest_xdist_make_scheduler(config, log):
+        return UnitScheduling(config, log)
