@@ -73,6 +73,7 @@ from minikafka.errors import (
     NotCoordinatorError,
     NotEnoughReplicasError,
     NotLeaderForPartitionError,
+    OffsetNotAvailableError,
     RequestTimedOutError,
     UnknownMemberIdError,
     UnknownTopicOrPartitionError,
@@ -122,7 +123,7 @@ GROUP_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
 # Failures that say "ask again, maybe elsewhere" rather than "no".
 _RETRIABLE = (KafkaConnectionError, KafkaTimeoutError, CoordinatorNotAvailableError, NotCoordinatorError,
               CoordinatorLoadInProgressError, LeaderNotAvailableError, NotLeaderForPartitionError,
-              RequestTimedOutError, NotEnoughReplicasError)
+              RequestTimedOutError, NotEnoughReplicasError, OffsetNotAvailableError)
 _COORDINATOR_MOVED = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_LOAD_IN_PROGRESS)
 
 
