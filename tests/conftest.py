@@ -110,7 +110,8 @@ _seconds: dict[str, float] = {}
 
 
 def pytest_runtest_logreport(report):
-    _seconds[unit_of(report.nodeid)] = _seconds.get(unit_of(report.nodeid), 0.0) + report.duration
+    unit = unit_of(report.nodeid)
+    _seconds[unit] = _seconds.get(unit, 0.0) + report.duration
 
 
 def pytest_sessionfinish(session):

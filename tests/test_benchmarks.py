@@ -87,7 +87,6 @@ def test_chaos_benchmark_in_its_quick_mode(tmp_path):
     if str(REPO) not in sys.path:
         sys.path.insert(0, str(REPO))
     from benchmarks import chaos
-
     from benchmarks.__main__ import to_markdown
 
     section = chaos.run(tmp_path, quick=True, repeats=1)

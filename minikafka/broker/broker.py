@@ -598,10 +598,8 @@ class Broker(StateMachine):
                     # partition with the error; the request and connection go on.
                     out.append((topic, partition, CORRUPT_MESSAGE, -1, -1))
                     continue
-                if (found is None or found[1] >= p.high_watermark) and lagging:
-                    out.append((topic, partition, OFFSET_NOT_AVAILABLE, -1, -1))
-                elif found is None or found[1] >= p.high_watermark:
-                    out.append((topic, partition, NO_ERROR, -1, -1))
+                if found is None or found[1] >= p.high_watermark:
+                    out.append((topic, partition, OFFSET_NOT_AVAILABLE if lagging else NO_ERROR, -1, -1))
                 else:
                     out.append((topic, partition, NO_ERROR, found[0], found[1]))
         self.send(src, ListOffsetsResponse(request.correlation_id, tuple(out)))
