@@ -83,3 +83,60 @@ def test_the_guide_lists_each_exercise_with_its_title_and_points(solution):
     text = " ".join(guide_sections()[solution.name[:2]].split())      # one line, single spaces
     for exercise, title in titles.items():
         assert f"{exercise}: {title} ({points[exercise]}" in text, f"{solution.name}: {exercise}"
+
+
+# A figure the prose reads off an output is written in backticks, as the output shows it, with its
+# unit: "`pos-1`'s request left at `17 ms`". Such a figure must be in the text output of the code
+# cells right around its markdown cell (the run of code cells just before it, or just after it),
+# so prose and output cannot drift apart when a lecture is re-run with other numbers.
+QUOTED_FIGURE = re.compile(r"`(-?\d[\d,]*(?:\.\d+)?) ?(ms|s|min|records?|rows?|bytes|KiB|MiB|batches|"
+                           r"windows|alerts|messages|partitions)`")
+
+
+def text_output(cell):
+    parts = []
+    for out in cell.get("outputs", []):
+        parts.append("".join(out.get("text", "")))
+        parts.append("".join(out.get("data", {}).get("text/plain", "")))
+    return "".join(parts)
+
+
+def neighbouring_outputs(cells_, index):
+    """Text output of the run of code cells just before and just after markdown cell `index`."""
+    found = []
+    for step in (-1, 1):
+        i = index + step
+        while 0 <= i < len(cells_) and cells_[i]["cell_type"] == "code":
+            found.append(text_output(cells_[i]))
+            i += step
+    return "\n".join(found)
+
+
+def figure_in(number, text):
+    plain = number.replace(",", "")
+    pattern = rf"(?<![\d.]){re.escape(plain)}(?![\d]|\.\d)"
+    return re.search(pattern, text.replace(",", "")) is not None
+
+
+@pytest.mark.parametrize("path", LECTURES + SOLUTIONS, ids=lambda p: str(p.relative_to(ROOT)))
+def test_figures_quoted_from_an_output_are_in_that_output(path):
+    cells_ = json.loads(path.read_text(encoding="utf-8"))["cells"]
+    wrong = []
+    for i, cell in enumerate(cells_):
+        if cell["cell_type"] != "markdown":
+            continue
+        outputs = neighbouring_outputs(cells_, i)
+        for m in QUOTED_FIGURE.finditer("".join(cell["source"])):
+            if not figure_in(m.group(1), outputs):
+                wrong.append(f"cell {i}: `{m.group(1)} {m.group(2)}` is in no output of the code cells around it")
+    assert wrong == []
+
+
+def test_the_figure_check_catches_a_number_the_output_does_not_show():
+    cells_ = [{"cell_type": "code", "outputs": [{"text": ["  17 ms  ProduceRequest  sent, and LOST\n",
+                                                         "together: 1,138 records\n"]}]},
+              {"cell_type": "markdown", "source": ["left at `11 ms`, arrived at `17 ms`, `1138 records`"]}]
+    outputs = neighbouring_outputs(cells_, 1)
+    found = {m.group(1): figure_in(m.group(1), outputs) for m in QUOTED_FIGURE.finditer(cells_[1]["source"][0])}
+    assert found == {"11": False, "17": True, "1138": True}
+    assert not figure_in("1.5", "15 s") and not figure_in("5", "15 s") and figure_in("14.8", "at 14.8 s")
