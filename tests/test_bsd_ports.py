@@ -113,7 +113,8 @@ def test_under_the_stand_in_a_launched_node_binds_next_to_its_reservation_and_a_
 
 
 def test_a_process_started_with_the_stand_in_binds_by_bsd_rule(bsd_rule):
-    said = subprocess.run([sys.executable, "-c", "import socket; print(getattr(socket.socket.bind, 'bsd_rule', False))"],
+    said = subprocess.run([sys.executable, "-c",
+                           "import socket; print(getattr(socket.socket.bind, 'bsd_rule', False))"],
                           capture_output=True, text=True, timeout=60)
     assert said.stdout.strip() == "True", said.stderr
 
