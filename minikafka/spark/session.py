@@ -37,11 +37,11 @@ the notebook: Jupyter forwards a kernel's file descriptors to whichever cell is 
 JVM chatter would land in random cells. Errors still reach the notebook as exceptions.
 
 That file, the workers' launcher and the fork server's socket live in a folder of this
-process's own (``_work``: mode 0700, in the temporary folder, under a name no one can guess),
-never at a fixed name in ``/tmp``: on a machine that many students share (a JupyterHub), a
-name made of a pid could be another user's stale file (their process had our pid once: we
-could not write it) or a file or symlink planted there on purpose (we would run their
-launcher, or write through their symlink).
+process's own (``_work``: mode 0700, in the temporary folder, under a name no one can guess,
+removed when the process exits), never at a fixed name in ``/tmp``: on a machine that many
+students share (a JupyterHub), a name made of a pid could be another user's stale file
+(their process had our pid once: we could not write it) or a file or symlink planted there
+on purpose (we would run their launcher, or write through their symlink).
 
 The session is created once per Python process (Spark's ``getOrCreate``), so calling
 ``session()`` again returns the same one; the source is registered each time (cheap).
@@ -74,7 +74,8 @@ _fork_server: subprocess.Popen | None = None
 
 
 def _own_folder() -> Path:
-    """``_work``, made if missing (mode 0700); refused if something else is there."""
+    """``_work``, made if missing (mode 0700) and removed when this process exits; refused if
+    something else is there."""
     try:
         _work.mkdir(mode=0o700)
     except FileExistsError:  # made by this process before (or by the one it was forked from)
@@ -82,7 +83,14 @@ def _own_folder() -> Path:
         if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
             raise PermissionError(f"{_work} is not a private folder of this user: Spark's files are "
                                   "not written there") from None
+    else:
+        atexit.register(_remove_own_folder, os.getpid())
     return _work
+
+
+def _remove_own_folder(maker: int) -> None:
+    if os.getpid() == maker:  # not in a process forked from the maker
+        shutil.rmtree(_work, ignore_errors=True)
 
 
 class JavaNotFoundError(RuntimeError):
