@@ -1,7 +1,8 @@
 """Two students on one machine (a JupyterHub): each is a Unix user of their own, and at the
 same moment each launches a 3-broker cluster, produces and consumes through it, and checks an
 exercise with ``minikafka check``. Nothing collides: no port, no file in the shared /tmp, no
-file one of them made that the other then needs to write.
+file one of them made that the other then needs to write. And what one student leaves in /tmp
+(a stale file, a symlink) never becomes a file of the other's Spark session.
 
 The students are made here with ``useradd`` and removed after (so: root only, Linux only).
 Their commands run through ``tests/fixtures/hub_user.py``, which shares /tmp, the network and
@@ -31,7 +32,6 @@ LAUNCH_PY = ROOT / "minikafka" / "course" / "_launch.py"
 SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 NOTEBOOK = "01-the-log.ipynb"
 NAMES = ("minikafka-hub-ada", "minikafka-hub-bo")
-
 
 
 def _closed_to_others(path: Path) -> Path | None:
