@@ -170,6 +170,8 @@ def run_server(args) -> int:
     except IllegalArgumentError as e:
         print(f"minikafka server: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        return _port_taken("server", e, "--port" if args.controller_quorum_voters else "--port, --controller-port")
 
 
 def _run_server(args) -> int:
@@ -200,6 +202,20 @@ def run_controller(args) -> int:
     except IllegalArgumentError as e:
         print(f"minikafka controller: {e}", file=sys.stderr)
         return 2
+    except OSError as e:
+        return _port_taken("controller", e, "--port")
+
+
+def _port_taken(command: str, e: OSError, flags: str) -> int:
+    """A listener's port is taken (by another server; on a shared machine, perhaps another
+    user's): one line that says so, not a traceback. Any other OSError is raised again."""
+    import errno
+
+    if e.errno != errno.EADDRINUSE:
+        raise e
+    print(f"minikafka {command}: {e.strerror} (another process listens there: another server, or on a "
+          f"shared machine another user's): choose free ports ({flags})", file=sys.stderr)
+    return 2
 
 
 def _run_controller(args) -> int:

@@ -68,6 +68,18 @@ def test_cluster_up_refuses_ports_in_use_with_one_clear_line(busy_port):
     assert "Traceback" not in proc.stderr
 
 
+def test_a_server_on_a_port_in_use_says_so_in_one_line(busy_port, tmp_path):
+    """Kafka's default port, 9092, may be another server's (on a shared machine, another
+    user's): the second one says which port to change, with no traceback."""
+    proc = subprocess.run([sys.executable, "-m", "minikafka.cli", "server", "--port", str(busy_port),
+                           "--log-dir", str(tmp_path / "data")], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 2
+    last = proc.stderr.strip().splitlines()[-1]
+    assert last.startswith("minikafka server: error while attempting to bind on address")
+    assert f"{busy_port}" in last and "address already in use" in last and "--port, --controller-port" in last
+    assert "Traceback" not in proc.stderr
+
+
 def test_cluster_up_help_documents_every_flag():
     out = subprocess.run([sys.executable, "-m", "minikafka.cli", "cluster", "up", "--help"],
                          capture_output=True, text=True, timeout=60).stdout

@@ -289,3 +289,33 @@ def test_spark_workers_import_the_installed_pyspark_not_the_zips_spark_puts_firs
     monkeypatch.delenv("SPARK_HOME")
     monkeypatch.setattr(session, "_launcher", tmp_path / "no such folder" / "python")
     assert session.worker_python() == sys.executable
+
+
+def test_the_sessions_files_live_in_a_folder_of_this_process_removed_when_it_exits():
+    """Not at fixed names in /tmp, where another user of a shared machine could have left a
+    file or a symlink first (issue 33; tests/test_shared_machine.py plays the two users)."""
+    import json
+    import os
+    import stat
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    said = subprocess.run([sys.executable, "-c", (
+        "import importlib, json, os\n"
+        "session = importlib.import_module('minikafka.spark.session')\n"
+        "folder = session._own_folder()\n"
+        "st = folder.lstat()\n"
+        "print(json.dumps({'folder': str(folder), 'mode': st.st_mode, 'uid': st.st_uid,\n"
+        "                  'parents': sorted({str(p.parent) for p in (session.log_file, session._launcher,\n"
+        "                                                             session._fork_socket)}),\n"
+        "                  'python': session.worker_python(), 'pid': os.getpid()}))")],
+        capture_output=True, text=True, timeout=120)
+    assert said.returncode == 0, said.stderr
+    got = json.loads(said.stdout)
+    folder = Path(got["folder"])
+    assert got["mode"] == stat.S_IFDIR | 0o700 and got["uid"] == os.getuid()
+    assert got["parents"] == [str(folder)]
+    assert folder.name.startswith(f"minikafka-spark-{got['pid']}-") and len(folder.name) > 30  # not guessable
+    assert got["python"] in (str(folder / "python"), sys.executable)
+    assert not folder.exists()  # removed at exit

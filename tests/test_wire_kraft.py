@@ -23,7 +23,7 @@ from kafka.admin import NewTopic  # noqa: E402
 
 from minikafka.checker import LOST_WRITE, History, analyse  # noqa: E402
 from minikafka.tools.metadata_quorum import describe_quorum  # noqa: E402
-from minikafka.wire.process import free_port, launch, reserve_port, wait_for_port  # noqa: E402
+from minikafka.wire.process import PORTS_RESERVED_ENV, free_port, launch, reserve_port, wait_for_port  # noqa: E402
 
 from wire_helpers import NumberedProducer, now_ms, read_partitions, tolerant, wait_until  # noqa: E402
 
@@ -141,10 +141,13 @@ def test_a_whole_cluster_restarted_on_the_same_dir_brings_every_topic_and_record
 
 
 def _server(port: int, log_dir, controller_port: int) -> subprocess.Popen:
+    # Its ports are this test's reservations: it binds next to them as a launched node does
+    # (SO_REUSEPORT, which BSD needs; see minikafka.wire.process).
     proc = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "server", "--port", str(port),
                              "--controller-port", str(controller_port), "--log-dir", str(log_dir),
                              "--exit-with-parent"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, PORTS_RESERVED_ENV: "1"})
     wait_for_port("127.0.0.1", port, 30, proc)
     return proc
 

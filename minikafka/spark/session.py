@@ -36,6 +36,13 @@ The JVM's own output (its start-up warnings, log lines) goes to a file, ``log_fi
 the notebook: Jupyter forwards a kernel's file descriptors to whichever cell is running, so
 JVM chatter would land in random cells. Errors still reach the notebook as exceptions.
 
+That file, the workers' launcher and the fork server's socket live in a folder of this
+process's own (``_work``: mode 0700, in the temporary folder, under a name no one can guess,
+removed when the process exits), never at a fixed name in ``/tmp``: on a machine that many
+students share (a JupyterHub), a name made of a pid could be another user's stale file
+(their process had our pid once: we could not write it) or a file or symlink planted there
+on purpose (we would run their launcher, or write through their symlink).
+
 The session is created once per Python process (Spark's ``getOrCreate``), so calling
 ``session()`` again returns the same one; the source is registered each time (cheap).
 """
@@ -45,7 +52,9 @@ from __future__ import annotations
 import atexit
 import os
 import re
+import secrets
 import shutil
+import stat
 import subprocess
 import sys
 import tempfile
@@ -53,13 +62,35 @@ from pathlib import Path
 from typing import Any, Mapping
 
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
-log_file = Path(tempfile.gettempdir()) / f"minikafka-spark-{os.getpid()}.log"  # the JVM's stdout and stderr
-_launcher = Path(tempfile.gettempdir()) / f"minikafka-spark-python-{os.getpid()}"
+# This process's own folder (see the module docstring), made when first needed (_own_folder).
+_work = Path(tempfile.gettempdir()) / f"minikafka-spark-{os.getpid()}-{secrets.token_hex(8)}"
+log_file = _work / "jvm.log"  # the JVM's stdout and stderr
+_launcher = _work / "python"
 # fork_server: each streaming query's stream-reader process, forked from one that has imported it.
 STREAM_RUNNER = "pyspark.sql.streaming.python_streaming_source_runner"
 FORK_LAUNCHER = Path(__file__).with_name("fork_launcher.py")
-_fork_socket = Path(tempfile.gettempdir()) / f"minikafka-spark-fork-{os.getpid()}.sock"
+_fork_socket = _work / "fork.sock"
 _fork_server: subprocess.Popen | None = None
+
+
+def _own_folder() -> Path:
+    """``_work``, made if missing (mode 0700) and removed when this process exits; refused if
+    something else is there."""
+    try:
+        _work.mkdir(mode=0o700)
+    except FileExistsError:  # made by this process before (or by the one it was forked from)
+        st = _work.lstat()
+        if not stat.S_ISDIR(st.st_mode) or st.st_uid != os.getuid() or st.st_mode & 0o077:
+            raise PermissionError(f"{_work} is not a private folder of this user: Spark's files are "
+                                  "not written there") from None
+    else:
+        atexit.register(_remove_own_folder, os.getpid())
+    return _work
+
+
+def _remove_own_folder(maker: int) -> None:
+    if os.getpid() == maker:  # not in a process forked from the maker
+        shutil.rmtree(_work, ignore_errors=True)
 
 
 class JavaNotFoundError(RuntimeError):
@@ -126,6 +157,7 @@ fi
 exec {_sh_quote(sys.executable)} "$@"
 """
     try:
+        _own_folder()
         if not _launcher.exists() or _launcher.read_text() != script:
             tmp = _launcher.with_suffix(".tmp")
             tmp.write_text(script)
@@ -181,6 +213,7 @@ def session(app_name: str = "minikafka", *, master: str = "local[2]",
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():
         builder = builder.config(key, value)
+    _own_folder()
     spark = _with_output_to(log_file, builder.getOrCreate)
     spark.sparkContext.setLogLevel("ERROR")
     register(spark)
@@ -196,6 +229,7 @@ def _start_fork_server() -> None:
         return
     if len(os.fsencode(str(_fork_socket))) > 100:  # longer than a Unix socket's path may be
         return
+    _own_folder()
     _fork_socket.unlink(missing_ok=True)
     # What Spark puts in its Python workers' environment (PythonWorkerFactory; the hash seed
     # from SparkContext): a fresh interpreter reads these at start, so the server must have them.

@@ -59,9 +59,29 @@ process that fails to start is reported with the last lines it wrote there.
 Ports are *reserved* for the cluster's lifetime: the launcher keeps a socket bound (not
 listening) on every port it hands out, so no other bind(0) and no outgoing connection's
 ephemeral port can take one between the choice and the child's bind, nor while a killed node
-waits for ``restart``. A node binds its port with SO_REUSEADDR next to the reservation
-(allowed: the reservation never listens), and a connection to a dead node's port is still
-refused, as a client expects of a broker that is down.
+waits for ``restart``. A node binds its listener on the same address and port next to the
+reservation, and a connection to a dead node's port is still refused (the reservation never
+listens), as a client expects of a broker that is down. Two socket rules decide whether that
+second bind is allowed:
+
+- Linux lets a socket with ``SO_REUSEADDR`` bind a port that another ``SO_REUSEADDR``
+  socket holds, as long as that one does not listen;
+- BSD (macOS, FreeBSD) does not: there ``SO_REUSEADDR`` only overlooks connections on the
+  port (TIME_WAIT), and a second socket may bind a port another socket holds only if *both*
+  set ``SO_REUSEPORT`` (and, as on Linux, belong to the same user).
+
+So the reservation sets ``SO_REUSEADDR`` and ``SO_REUSEPORT``, and a launched node sets both
+on its listeners (the launcher tells it so in ``MINIKAFKA_PORTS_RESERVED``): one code path,
+allowed by both rules, and exercised by every launch on Linux. Only a launched node does: a
+``minikafka server`` started by hand sets ``SO_REUSEADDR`` alone, so a second server on a port
+that one already listens on still fails with "address in use" instead of sharing the port
+(with ``SO_REUSEPORT`` on both, Linux would balance connections between them). The same-user
+rule keeps the students of a shared machine apart: one cannot bind a port another reserved.
+Why not the other designs: handing each node an already-bound socket (``pass_fds``) leaves
+the launcher holding a socket that listens once the node has called listen(), so a dead
+node's port would accept connections that nobody answers; a node binding port 0 and
+reporting it back could not get the same port back at ``restart``.
+(``tests/test_bsd_ports.py`` runs a cluster under BSD's rule, emulated on Linux.)
 """
 
 from __future__ import annotations
@@ -88,6 +108,8 @@ log = logging.getLogger("minikafka.wire")
 
 LOCALHOST = "127.0.0.1"
 LIFELINE_ENV = "MINIKAFKA_LIFELINE_FD"  # the child's end of the launching process's lifeline
+PORTS_RESERVED_ENV = "MINIKAFKA_PORTS_RESERVED"  # "1": the launcher holds this node's ports (SO_REUSEPORT)
+HAS_REUSE_PORT = hasattr(socket, "SO_REUSEPORT")  # BSD, macOS, Linux; not Windows
 MAIN_THREAD_ENV = "MINIKAFKA_LAUNCHED_FROM_MAIN_THREAD"  # "1": PR_SET_PDEATHSIG is safe too
 # The socket server's settings (NodeRuntime's), not the node's:
 SOCKET_REQUEST_MAX_BYTES = "socket.request.max.bytes"
@@ -279,6 +301,7 @@ def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, voters
     clients on ``port``, the other nodes on ``inter_broker_port`` (a free one if None; it is
     registered with the controller, so followers find it)."""
     node_config, server = split_config(config)
+    server["reuse_port"] = ports_reserved_by_launcher()
     secret = _need_secret(secret, f"broker {broker_id}")
     inter = 0 if inter_broker_port is None else inter_broker_port  # 0: the runtime binds a free one
     _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, server, secret))
@@ -288,6 +311,7 @@ def run_controller(node_id: int, host: str, port: int, log_dir: str | Path, vote
                    config: Mapping[str, Any] | None = None, *, secret: bytes | None = None) -> None:
     """Serve one controller (a voter of the metadata quorum) until killed (``minikafka controller``)."""
     node_config, server = split_config(config)
+    server["reuse_port"] = ports_reserved_by_launcher()
     if node_id not in voters:
         raise IllegalArgumentError(f"controller {node_id} is not one of the voters {sorted(voters)}")
     secret = _need_secret(secret, f"controller {node_id}")
@@ -305,6 +329,7 @@ def run_combined(broker_id: int, host: str, port: int, controller_port: int, log
     from minikafka.messages import CONTROLLER_ID
 
     node_config, server = split_config(config)
+    server["reuse_port"] = ports_reserved_by_launcher()
     secret = auth.generate() if secret is None else secret
     voters = {CONTROLLER_ID: (host, controller_port)}
     controller = _controller_runtime(CONTROLLER_ID, host, controller_port, Path(log_dir) / "controller", voters,
@@ -332,16 +357,25 @@ def free_port(host: str = LOCALHOST) -> int:
 def reserve_port(host: str = LOCALHOST, port: int = 0) -> socket.socket:
     """A socket bound to ``port`` (a free one if 0) that never listens: while it is open, the
     kernel hands that port to no other bind(0) and to no outgoing connection, while a server
-    binding it with SO_REUSEADDR (as ours do) still can. Bound before SO_REUSEADDR is set, so
-    that bind(0) picks a port nobody else holds."""
+    of the same user binding it with SO_REUSEADDR and SO_REUSEPORT (as launched nodes do,
+    see the module's header) still can. Bound before the options are set, so that bind(0)
+    picks a port nobody else holds, and a given port only if nobody holds it."""
     s = socket.socket()
     try:
         s.bind((host, port))
         s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        if HAS_REUSE_PORT:
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
     except OSError:
         s.close()
         raise
     return s
+
+
+def ports_reserved_by_launcher() -> bool:
+    """Whether this process's ports are held by its launcher's reservations (``reserve_port``),
+    so that its listeners must set SO_REUSEPORT to bind next to them (BSD's rule)."""
+    return os.environ.pop(PORTS_RESERVED_ENV, None) == "1" and HAS_REUSE_PORT
 
 
 def port_in_use(host: str, port: int) -> bool:
@@ -479,6 +513,7 @@ class LocalCluster:
     def _spawn(self, who: int) -> None:
         out = open(self.out_file(who), "ab")
         env = {**os.environ, LIFELINE_ENV: str(self._lifeline_read), auth.SECRET_ENV: self._secret.hex(),
+               PORTS_RESERVED_ENV: "1",
                MAIN_THREAD_ENV: "1" if threading.current_thread() is threading.main_thread() else "0"}
         proc = subprocess.Popen(self._command(who), stdout=out, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=False,

@@ -184,6 +184,7 @@ class NodeRuntime:
         context: Callable[[], Any] | None = None, resolve: Callable[[NodeId], tuple[str, int] | None] | None = None,
         listener: str = CLIENT_LISTENER, inter_node_port: int | None = None, secret: bytes | None = None,
         queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS, queued_max_request_bytes: int = -1,
+        reuse_port: bool = False,
     ) -> None:
         if listener not in (CLIENT_LISTENER, INTER_NODE_LISTENER):
             raise IllegalArgumentError(f"a listener is {CLIENT_LISTENER!r} or {INTER_NODE_LISTENER!r}, not {listener!r}")
@@ -194,6 +195,8 @@ class NodeRuntime:
         self.listener = listener  # what ``port`` is for
         self.inter_node_port = inter_node_port  # a second listener, for the other nodes (a broker's)
         self.secret = secret
+        # SO_REUSEPORT on the listeners of given ports: the launcher holds them (see wire/process.py)
+        self.reuse_port = reuse_port
         self.addresses: dict[NodeId, tuple[str, int]] = dict(addresses or {})
         self.clock = clock
         self.max_request_bytes = max_request_bytes
@@ -226,12 +229,14 @@ class NodeRuntime:
         self._loop = asyncio.get_running_loop()
         main_is_inter_node = self.listener == INTER_NODE_LISTENER
         self._server = await asyncio.start_server(
-            lambda r, w: self._serve(r, w, main_is_inter_node), self.host, self.port, reuse_address=True)
+            lambda r, w: self._serve(r, w, main_is_inter_node), self.host, self.port, reuse_address=True,
+            reuse_port=self.reuse_port and self.port != 0)
         if self.port == 0:
             self.port = self._server.sockets[0].getsockname()[1]
         if self.inter_node_port is not None:
             self._inter_node_server = await asyncio.start_server(
-                lambda r, w: self._serve(r, w, True), self.host, self.inter_node_port, reuse_address=True)
+                lambda r, w: self._serve(r, w, True), self.host, self.inter_node_port, reuse_address=True,
+                reuse_port=self.reuse_port and self.inter_node_port != 0)
             if self.inter_node_port == 0:  # a free port, taken at bind (no window for another to take it)
                 self.inter_node_port = self._inter_node_server.sockets[0].getsockname()[1]
                 if hasattr(self.node, "inter_broker_port"):  # registered with the controller at node.start
