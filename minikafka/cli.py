@@ -164,7 +164,13 @@ def _cluster_secret(args) -> bytes | None:
 
 def run_server(args) -> int:
     from .errors import IllegalArgumentError
+    from .platform import PlatformNotSupported, require_real_processes
 
+    try:
+        require_real_processes(f"`minikafka {args.command}`")
+    except PlatformNotSupported as e:
+        print(f"minikafka {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return _run_server(args)
     except IllegalArgumentError as e:
@@ -194,7 +200,13 @@ def _run_server(args) -> int:
 
 def run_controller(args) -> int:
     from .errors import IllegalArgumentError
+    from .platform import PlatformNotSupported, require_real_processes
 
+    try:
+        require_real_processes(f"`minikafka {args.command}`")
+    except PlatformNotSupported as e:
+        print(f"minikafka {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return _run_controller(args)
     except IllegalArgumentError as e:
@@ -220,10 +232,14 @@ def run_cluster(args) -> int:
     from .wire.process import LocalCluster
 
     from .errors import IllegalArgumentError
+    from .platform import PlatformNotSupported
 
     try:
         cluster = LocalCluster(args.brokers, controllers=args.controllers, base_port=args.base_port,
                                host=args.host, dir=args.dir, config=_overrides(args))
+    except PlatformNotSupported as e:
+        print(f"minikafka cluster up: {e}", file=sys.stderr)
+        return 2
     except (IllegalArgumentError, OSError) as e:
         print(f"minikafka cluster up: {e}", file=sys.stderr)
         return 1
