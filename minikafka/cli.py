@@ -86,15 +86,20 @@ def _sanitize_file(args, root: Path) -> Path | None:
 def run_check(args) -> int:
     from .course.gradebook import format_check, format_json
     from .course.grade import NotGradable, Settings, check_file
+    from .course.sandbox import SandboxError, weaker_isolation
+    from .platform import sandbox_missing
 
     if not args.notebook.is_file():
         print(f"error: {args.notebook} does not exist", file=sys.stderr)
         return 2
     root = project_root(args.notebook.resolve().parent)
     settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget)
+    missing = sandbox_missing()
+    if missing:  # said once, before the run: the check is the grader's, its cage is weaker here
+        print(weaker_isolation(missing), file=sys.stderr, flush=True)
     try:
         result = check_file(args.notebook, settings)
-    except NotGradable as exc:
+    except (NotGradable, SandboxError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_json([result]) if args.json else format_check(result), end="")
