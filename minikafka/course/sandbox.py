@@ -231,8 +231,17 @@ class _StderrTail:
         return [line for line in self._data.decode(errors="replace").splitlines() if line.strip()]
 
 
-# What a kernel writes when a fork or a new thread is refused for the process limit (EAGAIN).
-_NPROC_SIGNS = ("Resource temporarily unavailable", "can't start new thread", "EAGAIN")
+# What a kernel writes when a fork is refused (EAGAIN: the process limit), or a thread, which
+# pthread_create refuses with EAGAIN for the process limit and for a stack the memory limit
+# cannot map alike.
+_FORK_REFUSED = ("Resource temporarily unavailable", "EAGAIN")
+_THREAD_REFUSED = ("can't start new thread",)
+# ... and when an allocation or a library's mapping is refused under the memory limit.
+_MEMORY_REFUSED = ("MemoryError", "failed to map segment", "Cannot allocate memory")
+
+
+def _size(n: int) -> str:
+    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / 1024 ** 2:g} MiB"
 
 
 class Sandbox:
@@ -336,11 +345,11 @@ class Sandbox:
         if self.limits.cpu_seconds is not None:
             parts.append(f"CPU {self.limits.cpu_seconds} s (RLIMIT_CPU)")
         if self.limits.memory_bytes is not None:
-            parts.append(f"memory {self.limits.memory_bytes / GiB:g} GiB per process (RLIMIT_AS)")
+            parts.append(f"memory {_size(self.limits.memory_bytes)} per process (RLIMIT_AS)")
         if self.process_limit is not None:
             parts.append(self._nproc_text())
         if self.limits.file_bytes is not None:
-            parts.append(f"files of {self.limits.file_bytes / 1024 ** 2:g} MiB (RLIMIT_FSIZE)")
+            parts.append(f"files of {_size(self.limits.file_bytes)} (RLIMIT_FSIZE)")
         return ", ".join(parts) or "no limits"
 
     def _nproc_text(self) -> str:
@@ -350,11 +359,18 @@ class Sandbox:
 
     def limit_hit(self, text: str) -> str | None:
         """The limit that `text` (an error, the kernel's last words) shows was hit, or None."""
-        if self.process_limit is not None and any(sign in text for sign in _NPROC_SIGNS):
+        memory = (None if self.limits.memory_bytes is None or self.missing else
+                  f"{_size(self.limits.memory_bytes)} per process (RLIMIT_AS)")
+        if self.process_limit is not None and any(sign in text for sign in _FORK_REFUSED):
             return f"the sandbox's process limit was reached: {self._nproc_text()}"
-        if self.limits.memory_bytes is not None and not self.missing and "MemoryError" in text:
-            return (f"the sandbox's memory limit was reached: {self.limits.memory_bytes / GiB:g} GiB "
-                    "per process (RLIMIT_AS)")
+        if any(sign in text for sign in _THREAD_REFUSED):
+            if self.process_limit is not None and memory:
+                return f"the sandbox's process or memory limit was reached: {self._nproc_text()}; {memory}"
+            if self.process_limit is not None or memory:
+                return (f"the sandbox's process limit was reached: {self._nproc_text()}" if memory is None
+                        else f"the sandbox's memory limit was reached: {memory}")
+        if memory and any(sign in text for sign in _MEMORY_REFUSED):
+            return f"the sandbox's memory limit was reached: {memory}"
         return None
 
     def death_note(self, wait: float = 0.0) -> str:
