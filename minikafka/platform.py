@@ -22,6 +22,7 @@ stand-in for Windows that runs here).
   Windows; where neither exists, a lock that holds within this process only.
 - ``raise_open_files_limit``/``open_files``: ``resource`` (RLIMIT_NOFILE) and
   ``/proc/self/fd``; None elsewhere (no limit known, nothing counted, nothing refused).
+- ``ram_dir``: /dev/shm where it is writable; None elsewhere.
 - ``is_root``, ``current_uid``, ``user_ids`` (``pwd``), ``threads_of`` (``/proc``): False or
   None where there are no Unix users or no /proc.
 - ``pause``/``resume``: SIGSTOP/SIGCONT; ``PlatformNotSupported`` where there is no SIGSTOP.
@@ -186,6 +187,13 @@ def open_files() -> int | None:
         return None
 
 
+def ram_dir() -> str | None:
+    """A folder in RAM that this process may write (Linux's /dev/shm), for logs that fsync on
+    every append; None elsewhere (the system's temporary folder is used instead)."""
+    shm = "/dev/shm"
+    return shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
+
+
 # --- users and processes -----------------------------------------------------------------------
 
 def is_root() -> bool:
@@ -275,11 +283,11 @@ def require_real_processes(what: str = "real broker processes") -> None:
     why = real_processes_missing()
     if why is not None:
         raise PlatformNotSupported(f"{what} cannot run here ({why}): real broker processes need Linux or "
-                                   f"macOS; {WSL_HINT}. Notebooks 00-08, Cluster() and `minikafka check` "
-                                   "run here as they are.")
+                                   f"macOS; {WSL_HINT}. The simulated Cluster() (notebooks 00-08, but for 08's "
+                                   "section on real processes) and `minikafka check` run here as they are.")
 
 
 __all__ = ["O_BINARY", "PlatformNotSupported", "WSL_HINT", "current_uid", "fsync_dir", "is_root", "lock",
-           "open_files", "raise_open_files_limit",
+           "open_files", "raise_open_files_limit", "ram_dir",
            "pause", "pread", "real_processes_missing", "require_real_processes", "resume",
            "sandbox_missing", "threads_of", "try_lock", "user_ids", "writev"]
