@@ -86,15 +86,20 @@ def _sanitize_file(args, root: Path) -> Path | None:
 def run_check(args) -> int:
     from .course.gradebook import format_check, format_json
     from .course.grade import NotGradable, Settings, check_file
+    from .course.sandbox import SandboxError, weaker_isolation
+    from .platform import sandbox_missing
 
     if not args.notebook.is_file():
         print(f"error: {args.notebook} does not exist", file=sys.stderr)
         return 2
     root = project_root(args.notebook.resolve().parent)
     settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget)
+    missing = sandbox_missing()
+    if missing:  # said once, before the run: the check is the grader's, its cage is weaker here
+        print(weaker_isolation(missing), file=sys.stderr, flush=True)
     try:
         result = check_file(args.notebook, settings)
-    except NotGradable as exc:
+    except (NotGradable, SandboxError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     print(format_json([result]) if args.json else format_check(result), end="")
@@ -164,7 +169,13 @@ def _cluster_secret(args) -> bytes | None:
 
 def run_server(args) -> int:
     from .errors import IllegalArgumentError
+    from .platform import PlatformNotSupported, require_real_processes
 
+    try:
+        require_real_processes(f"`minikafka {args.command}`")
+    except PlatformNotSupported as e:
+        print(f"minikafka {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return _run_server(args)
     except IllegalArgumentError as e:
@@ -196,7 +207,13 @@ def _run_server(args) -> int:
 
 def run_controller(args) -> int:
     from .errors import IllegalArgumentError
+    from .platform import PlatformNotSupported, require_real_processes
 
+    try:
+        require_real_processes(f"`minikafka {args.command}`")
+    except PlatformNotSupported as e:
+        print(f"minikafka {args.command}: {e}", file=sys.stderr)
+        return 2
     try:
         return _run_controller(args)
     except IllegalArgumentError as e:
@@ -236,10 +253,14 @@ def run_cluster(args) -> int:
     from .wire.process import LocalCluster
 
     from .errors import IllegalArgumentError
+    from .platform import PlatformNotSupported
 
     try:
         cluster = LocalCluster(args.brokers, controllers=args.controllers, base_port=args.base_port,
                                host=args.host, dir=args.dir, config=_overrides(args))
+    except PlatformNotSupported as e:
+        print(f"minikafka cluster up: {e}", file=sys.stderr)
+        return 2
     except (IllegalArgumentError, OSError) as e:
         print(f"minikafka cluster up: {e}", file=sys.stderr)
         return 1

@@ -85,6 +85,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from minikafka import platform
 from minikafka.checker.analysis import ANOMALIES, Anomaly, Report, _table, analyse
 from minikafka.checker.history import History, Send
 from minikafka.checker.reader import Reader, final_read, start_reader
@@ -745,9 +746,7 @@ def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_hi
 
 
 def _scratch_dir() -> str:
-    shm = "/dev/shm"
-    ram = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-    return tempfile.mkdtemp(prefix="minikafka-schedule-", dir=ram)
+    return tempfile.mkdtemp(prefix="minikafka-schedule-", dir=platform.ram_dir())
 
 
 # --- a campaign -----------------------------------------------------------------------------------------

@@ -35,7 +35,6 @@ the logs through the storage layer; it never looks at the clients' internal stat
 
 from __future__ import annotations
 
-import os
 import random
 import shutil
 import tempfile
@@ -43,6 +42,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence
 
+from minikafka import platform
 from minikafka.node import StateMachine
 from minikafka.raft.client import LEADER, CommittedRecord, KafkaRaftClient, NotLeaderError
 from minikafka.sim.world import World
@@ -431,9 +431,7 @@ class RaftHarness:
 
 def _scratch_dir() -> str:
     # In RAM when we can: a schedule fsyncs on every append and every vote.
-    shm = "/dev/shm"
-    ram = shm if os.path.isdir(shm) and os.access(shm, os.W_OK) else None
-    return tempfile.mkdtemp(prefix="minikafka-raft-", dir=ram)
+    return tempfile.mkdtemp(prefix="minikafka-raft-", dir=platform.ram_dir())
 
 
 def run_raft_schedule(

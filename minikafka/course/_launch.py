@@ -19,7 +19,9 @@ This process, still with the grader's privileges, builds the cage and then execs
    exits with the kernel's status.
 
 It is run by path with `-I -S` so nothing from the submission's reach (site-packages, the
-current folder, PYTHON* variables) is imported before the cage is closed.
+current folder, PYTHON* variables) is imported before the cage is closed. It is Unix-only (fork,
+setsid, fcntl, resource) and stdlib-only, so it cannot use `minikafka.platform`: the sandbox runs
+it only where `platform.sandbox_missing()` is empty, and starts the kernel without it elsewhere.
 """
 
 import ctypes

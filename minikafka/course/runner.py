@@ -7,7 +7,9 @@ submission writes to disk is ever read. Each cell gets at most `cell_timeout` se
 run at most `budget` seconds. On a timeout the kernel is interrupted (KeyboardInterrupt) and the
 run goes on with the next cell; a kernel that ignores the interrupt, or dies (os._exit, a
 segfault, the memory limit), ends the run, and every later cell is reported not run with the
-reason.
+reason. Where an error or a death shows that a sandbox limit was hit (a fork refused with EAGAIN
+under the process limit, a MemoryError under the memory limit), the reason names that limit
+(`Sandbox.limit_hit`, `Sandbox.death_note`).
 
 The outcome of a cell is a `CellRun`: outputs (nbformat output dicts, streams coalesced as nbval
 does), and `status`: "ok", "error", "timeout" or "not run", with `reason` in words.
@@ -73,6 +75,9 @@ def _collect(box, msg_id: str, deadline: float, run: CellRun) -> bool:
             if out.output_type == "error":
                 run.status = "error"
                 run.reason = f"{out.ename}: {out.evalue}"
+                hit = box.limit_hit(run.reason)
+                if hit:
+                    run.reason += f" ({hit})"
 
 
 class _KernelDied(Exception):
@@ -107,7 +112,8 @@ def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) ->
                     stopped = "not run: the kernel did not stop after a timeout"
         except _KernelDied:
             run.status = "died"
-            run.reason = "the kernel died while running this cell (os._exit, a crash or a resource limit)"
+            run.reason = ("the kernel died while running this cell (os._exit, a crash or a resource limit). "
+                          + box.death_note(wait=1.0))
             stopped = "not run: the kernel had died"
         run.outputs[:] = coalesce_streams(run.outputs)
         run.seconds = time.monotonic() - began

@@ -16,7 +16,20 @@ kill(-1) then only ever touch that one submission. A user is taken with an exclu
 /run/minikafka-grade/userN.lock, held until the sandbox is closed, so graders running at the same
 time on one machine (two terminals, a test suite) never share a user, and so never kill each
 other's kernels. Without root the kernel runs as the grader's user; `isolation()` says in words
-what is then weaker, and the grader prints it.
+what is then weaker, and the grader prints it. The process limit (RLIMIT_NPROC) then counts every
+process and thread of that user, the student's desktop included: it is set to what the user runs
+when the sandbox starts plus the submission's own allowance, and left off where that cannot be
+counted (no /proc), so a browser's hundreds of threads never kill the kernel.
+
+Where the OS lacks the launcher's Unix mechanisms (Windows: no fork, no rlimits, no fcntl; see
+`minikafka.platform.sandbox_missing`), the kernel is started directly, in the scratch folder with
+the same environment, over TCP on 127.0.0.1 instead of ipc sockets; the grading is the same, the
+cage is not, and `isolation()` says so in one line.
+
+When a limit is hit, the student is told which: a kernel that dies before it answers, or a cell
+whose fork or thread fails with EAGAIN, or a kernel that dies in a cell, is reported with the
+limits in force and the last lines the kernel wrote to its stderr (kept in memory, never a file
+the submission can reach).
 
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
@@ -25,21 +38,22 @@ or expected output in reach of the student's code.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import os
-import pwd
 import shutil
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from jupyter_client.manager import KernelManager
 from nbval.kernel import CURRENT_ENV_KERNEL_NAME, NbvalKernelspecManager
+
+from minikafka import platform
 
 LAUNCHER = Path(__file__).with_name("_launch.py")
 USER_PREFIX = "minikafka-sandbox"
@@ -48,6 +62,11 @@ RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, 
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the repository: minikafka/course/sandbox.py
 GiB = 1024 ** 3
+# Windows needs these to start a Python at all (sockets, randomness); passed on where they exist.
+OS_ESSENTIALS = ("SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "PROCESSOR_ARCHITECTURE", "NUMBER_OF_PROCESSORS")
+# Windows' per-user folders: pointed at the scratch folder, as HOME and TMPDIR are.
+USER_FOLDERS = ("USERPROFILE", "TEMP", "TMP", "APPDATA", "LOCALAPPDATA")
+STDERR_KEPT = 4096  # bytes of the kernel's stderr kept for the message when it dies
 
 
 @dataclass(frozen=True)
@@ -55,7 +74,7 @@ class Limits:
     """Per-submission resource limits (None: no limit)."""
     cpu_seconds: int | None = 600      # CPU time of the kernel process and its children, each
     memory_bytes: int | None = 4 * GiB  # address space per process
-    processes: int | None = 256        # processes + threads of the sandbox user
+    processes: int | None = 256        # processes + threads of the submission (on top of what its user runs)
     file_bytes: int | None = 512 * 1024 ** 2  # largest file it may write
     network: bool = False              # False: a network namespace with only loopback
 
@@ -70,21 +89,26 @@ class Limits:
         return cls(**{**asdict(cls()), **meta})
 
 
+class SandboxError(RuntimeError):
+    """The sandboxed kernel could not start; the message says why, and which limit if one was hit."""
+
+
 def is_root() -> bool:
-    return os.geteuid() == 0
+    return platform.is_root()
 
 
 def _ensure_user(number: int) -> tuple[int, int]:
     name = f"{USER_PREFIX}{number}"
-    try:
-        entry = pwd.getpwnam(name)
-    except KeyError:
+    ids = platform.user_ids(name)
+    if ids is None:
         done = subprocess.run(["useradd", "--system", "--no-create-home", "--user-group",
                                "--shell", "/usr/sbin/nologin", name], capture_output=True, text=True)
         if done.returncode not in (0, 9):  # 9: created meanwhile by another grader
             raise RuntimeError(f"cannot create the sandbox user {name}: {done.stderr.strip()}")
-        entry = pwd.getpwnam(name)
-    return entry.pw_uid, entry.pw_gid
+        ids = platform.user_ids(name)
+        if ids is None:
+            raise RuntimeError(f"the sandbox user {name} was created but cannot be found")
+    return ids
 
 
 def take_user() -> tuple[int, int, int] | None:
@@ -92,14 +116,12 @@ def take_user() -> tuple[int, int, int] | None:
 
     The lock (an flock on RUN_DIR/userN.lock) is released by closing the fd.
     """
-    if not is_root():
+    if not is_root() or platform.sandbox_missing():
         return None
     RUN_DIR.mkdir(mode=0o711, exist_ok=True)
     for number in range(MAX_USERS):
         fd = os.open(RUN_DIR / f"user{number}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
+        if not platform.try_lock(fd):
             os.close(fd)
             continue
         try:
@@ -113,12 +135,38 @@ def take_user() -> tuple[int, int, int] | None:
 
 def isolation() -> str:
     """The isolation this grader can give, in words (printed with the results)."""
+    missing = platform.sandbox_missing()
+    if missing:
+        return weaker_isolation(missing)
     if is_root():
         return ("sandbox: an unprivileged user per submission, own PID/mount/network namespaces, "
                 "references and other submissions hidden, rlimits")
     return ("sandbox (not root): own process group and rlimits; namespaces only if this OS "
             "allows unprivileged user namespaces; the kernel runs as your user, so files it can "
             "read you can read (run the grader as root for full isolation)")
+
+
+def weaker_isolation(missing: list[str]) -> str:
+    """The one line said where the Unix sandbox cannot run (e.g. on Windows)."""
+    return (f"sandbox: weaker isolation on this OS (it lacks {', '.join(missing)}): each notebook runs in a "
+            "fresh kernel in an empty scratch folder and is graded as on Linux, but as your user, without "
+            "process, memory or CPU limits, and what it starts may outlive the run")
+
+
+def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, int | None]:
+    """(RLIMIT_NPROC for a kernel running as `uid`, the processes and threads `uid` runs now).
+
+    The kernel's RLIMIT_NPROC counts every process and thread of its real user, not only the
+    submission's: with the grader's own user that includes the student's desktop (a browser alone
+    runs hundreds of threads). So the limit is what the user runs now, a quarter more for what
+    the desktop may start meanwhile, plus the submission's `allowance`; None (no limit) where
+    the user's threads cannot be counted, rather than a limit that kills the kernel at start."""
+    if allowance is None:
+        return None, None
+    running = platform.threads_of(uid) if uid is not None else None
+    if running is None:
+        return None, None
+    return running + running // 4 + allowance, running
 
 
 def _kill_user(uid: int) -> None:
@@ -140,17 +188,7 @@ def _kill_user(uid: int) -> None:
 
 
 def _processes_of(uid: int) -> int:
-    try:
-        return sum(_owned_by(uid, p) for p in os.listdir("/proc") if p.isdigit())
-    except OSError:  # no /proc (macOS)
-        return 0
-
-
-def _owned_by(uid: int, pid: str) -> bool:
-    try:
-        return os.stat(f"/proc/{pid}").st_uid == uid
-    except OSError:
-        return False
+    return platform.threads_of(uid) or 0
 
 
 class _SandboxedKernelManager(KernelManager):
@@ -159,6 +197,51 @@ class _SandboxedKernelManager(KernelManager):
     def format_kernel_cmd(self, extra_arguments=None):
         return [*self.launcher_argv, sys.executable, "-m", "ipykernel_launcher", "-f",
                 self.connection_file]
+
+
+class _StderrTail:
+    """The last STDERR_KEPT bytes a process writes to the write end of a pipe (``fd``), read by a
+    daemon thread so that the process never blocks on a full pipe."""
+
+    def __init__(self) -> None:
+        self._read, self.fd = os.pipe()
+        self._data = b""
+        self._thread = threading.Thread(target=self._drain, daemon=True, name="sandbox-stderr")
+        self._thread.start()
+
+    def _drain(self) -> None:
+        try:
+            while chunk := os.read(self._read, 65536):
+                self._data = (self._data + chunk)[-STDERR_KEPT:]
+        except OSError:
+            pass
+        finally:
+            os.close(self._read)
+
+    def started(self) -> None:
+        """The process holds the write end now: ours goes, so the pipe ends when the process does."""
+        if self.fd is not None:
+            os.close(self.fd)
+            self.fd = None
+
+    def lines(self, wait: float = 0.0) -> list[str]:
+        """Its last lines (after waiting up to `wait` seconds for the process's end of the pipe)."""
+        if wait:
+            self._thread.join(wait)
+        return [line for line in self._data.decode(errors="replace").splitlines() if line.strip()]
+
+
+# What a kernel writes when a fork is refused (EAGAIN: the process limit), or a thread, which
+# pthread_create refuses with EAGAIN for the process limit and for a stack the memory limit
+# cannot map alike.
+_FORK_REFUSED = ("Resource temporarily unavailable", "EAGAIN")
+_THREAD_REFUSED = ("can't start new thread",)
+# ... and when an allocation or a library's mapping is refused under the memory limit.
+_MEMORY_REFUSED = ("MemoryError", "failed to map segment", "Cannot allocate memory")
+
+
+def _size(n: int) -> str:
+    return f"{n / GiB:g} GiB" if n >= GiB else f"{n / 1024 ** 2:g} MiB"
 
 
 class Sandbox:
@@ -174,6 +257,10 @@ class Sandbox:
         self.scratch: Path | None = None
         self.manager: KernelManager | None = None
         self.client = None
+        self.missing = platform.sandbox_missing()  # empty: the Unix launcher cages the kernel
+        self.process_limit: int | None = None     # the kernel's RLIMIT_NPROC, as set
+        self.processes_before: int | None = None  # what its user ran when it started
+        self._stderr: _StderrTail | None = None
 
     def __enter__(self) -> "Sandbox":
         try:
@@ -198,39 +285,102 @@ class Sandbox:
         self.scratch = Path(tempfile.mkdtemp(prefix="minikafka-sandbox-", dir=base))
         if self.user:
             os.chown(self.scratch, *self.user)
-        env = {"PATH": os.path.dirname(sys.executable) + ":/usr/bin:/bin", "HOME": str(self.scratch),
+        env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]),
+               "HOME": str(self.scratch),
                "TMPDIR": str(self.scratch), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "MPLBACKEND": "module://matplotlib_inline.backend_inline",
                "JAVA_HOME": os.environ.get("JAVA_HOME", ""), "PYDEVD_DISABLE_FILE_VALIDATION": "1",
+               **{name: os.environ[name] for name in OS_ESSENTIALS if name in os.environ},
+               **{name: str(self.scratch) for name in USER_FOLDERS if name in os.environ},
                **self.extra_env}
         limits = asdict(self.limits)
-        if limits["processes"] is not None and not self.user:
-            # Without a user of its own the limit counts the grader's processes too.
-            limits["processes"] += _processes_of(os.getuid()) * 4
-        config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
-                  "scratch": str(self.scratch), "env": env, "limits": limits,
-                  "network": self.limits.network, "hide": [str(p) for p in self.hide],
-                  "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
-                  # Kept reachable inside a private /tmp: the project and its virtualenv (a CI
-                  # clone may live in /tmp); solutions/ stays covered (hidden before this).
-                  "keep": sorted({str(PROJECT_ROOT.resolve()), str(Path(sys.prefix).resolve())}),
-                  # The interpreter may live where the sandbox user cannot go (pyenv under /root).
-                  "expose": sorted({str(Path(sys.base_prefix).resolve()),
-                                    str(Path(sys.executable).resolve().parent)})}
-        manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
-                                          kernel_spec_manager=NbvalKernelspecManager(),
-                                          transport="ipc", ip=str(self.scratch / "zmq"),
-                                          connection_file=str(self.scratch / "kernel.json"))
-        manager.launcher_argv = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
+        if self.user:
+            self.process_limit = limits["processes"]
+        elif not self.missing:
+            # Without a user of its own the limit counts the grader's user's processes and threads too.
+            self.process_limit, self.processes_before = process_limit(limits["processes"], platform.current_uid())
+            limits["processes"] = self.process_limit
+        if self.missing:  # no launcher: the kernel is started directly, over TCP (see the header)
+            manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
+                                              kernel_spec_manager=NbvalKernelspecManager(),
+                                              transport="tcp", ip="127.0.0.1",
+                                              connection_file=str(self.scratch / "kernel.json"))
+        else:
+            config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
+                      "scratch": str(self.scratch), "env": env, "limits": limits,
+                      "network": self.limits.network, "hide": [str(p) for p in self.hide],
+                      "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
+                      # Kept reachable inside a private /tmp: the project and its virtualenv (a CI
+                      # clone may live in /tmp); solutions/ stays covered (hidden before this).
+                      "keep": sorted({str(PROJECT_ROOT.resolve()), str(Path(sys.prefix).resolve())}),
+                      # The interpreter may live where the sandbox user cannot go (pyenv under /root).
+                      "expose": sorted({str(Path(sys.base_prefix).resolve()),
+                                        str(Path(sys.executable).resolve().parent)})}
+            manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
+                                              kernel_spec_manager=NbvalKernelspecManager(),
+                                              transport="ipc", ip=str(self.scratch / "zmq"),
+                                              connection_file=str(self.scratch / "kernel.json"))
+            manager.launcher_argv = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
         self.manager = manager
         manager.write_connection_file()
         if self.user:
             os.chown(manager.connection_file, *self.user)
+        self._stderr = _StderrTail()
         manager.start_kernel(cwd=str(self.scratch), env=env, stdout=subprocess.DEVNULL,
-                             stderr=subprocess.DEVNULL)
+                             stderr=self._stderr.fd)
+        self._stderr.started()
         self.client = manager.client()
         self.client.start_channels()
-        self.client.wait_for_ready(timeout=self.startup_timeout)
+        try:
+            self.client.wait_for_ready(timeout=self.startup_timeout)
+        except RuntimeError as exc:  # "Kernel died before replying to kernel_info", or its timeout
+            raise SandboxError(f"the sandboxed kernel did not start ({exc}). "
+                               f"{self.death_note(wait=2.0)}") from None
+
+    def limits_text(self) -> str:
+        """The limits in force, in words."""
+        if self.missing:
+            return "no limits (this OS has no rlimits)"
+        parts = []
+        if self.limits.cpu_seconds is not None:
+            parts.append(f"CPU {self.limits.cpu_seconds} s (RLIMIT_CPU)")
+        if self.limits.memory_bytes is not None:
+            parts.append(f"memory {_size(self.limits.memory_bytes)} per process (RLIMIT_AS)")
+        if self.process_limit is not None:
+            parts.append(self._nproc_text())
+        if self.limits.file_bytes is not None:
+            parts.append(f"files of {_size(self.limits.file_bytes)} (RLIMIT_FSIZE)")
+        return ", ".join(parts) or "no limits"
+
+    def _nproc_text(self) -> str:
+        whose = "the sandbox user" if self.user else "your user"
+        before = "" if self.processes_before is None else f"; it ran {self.processes_before} when this kernel started"
+        return f"{self.process_limit} processes and threads of {whose} (RLIMIT_NPROC{before})"
+
+    def limit_hit(self, text: str) -> str | None:
+        """The limit that `text` (an error, the kernel's last words) shows was hit, or None."""
+        memory = (None if self.limits.memory_bytes is None or self.missing else
+                  f"{_size(self.limits.memory_bytes)} per process (RLIMIT_AS)")
+        if self.process_limit is not None and any(sign in text for sign in _FORK_REFUSED):
+            return f"the sandbox's process limit was reached: {self._nproc_text()}"
+        if any(sign in text for sign in _THREAD_REFUSED):
+            if self.process_limit is not None and memory:
+                return f"the sandbox's process or memory limit was reached: {self._nproc_text()}; {memory}"
+            if self.process_limit is not None or memory:
+                return (f"the sandbox's process limit was reached: {self._nproc_text()}" if memory is None
+                        else f"the sandbox's memory limit was reached: {memory}")
+        if memory and any(sign in text for sign in _MEMORY_REFUSED):
+            return f"the sandbox's memory limit was reached: {memory}"
+        return None
+
+    def death_note(self, wait: float = 0.0) -> str:
+        """Why the kernel may have died, for the student: its last words and the limit they name,
+        else every limit in force."""
+        said = self._stderr.lines(wait) if self._stderr else []
+        last = " / ".join(said[-3:])
+        hit = self.limit_hit("\n".join(said))
+        words = f"Its last words: {last}. " if last else ""
+        return words + (f"Likely cause: {hit}." if hit else f"The sandbox's limits: {self.limits_text()}.")
 
     def alive(self) -> bool:
         return bool(self.manager and self.manager.is_alive())
@@ -252,6 +402,8 @@ class Sandbox:
                 pass
             self.manager.cleanup_resources()
             self.manager = None
+        if self._stderr is not None:
+            self._stderr.started()  # if the kernel never started, our write end is still open
         if self.user:
             _kill_user(self.user[0])
         if self.scratch is not None:

@@ -26,12 +26,12 @@ Writes are the only I/O here, and nothing reads a clock.
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Sequence
 
 from minikafka.errors import IllegalStateError
+from minikafka.platform import fsync_dir
 from minikafka.storage.disk import OS_DISK, Disk
 
 QUORUM_STATE_FILE = "quorum-state"
@@ -88,11 +88,7 @@ class QuorumStateStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         # Atomic: a crash leaves the old state or the new one; a failed write leaves the old.
         self.disk.replace_file(self.path, json.dumps(body, separators=(",", ":")).encode())
-        fd = os.open(self.dir, os.O_RDONLY)
-        try:
-            os.fsync(fd)  # and the rename itself survives a power loss
-        finally:
-            os.close(fd)
+        fsync_dir(self.dir)  # and the rename itself survives a power loss
         self.writes += 1
 
 

@@ -31,6 +31,8 @@ import os
 from pathlib import Path
 from typing import Sequence
 
+from minikafka.platform import O_BINARY, writev
+
 
 class Disk:
     """Pass-through to the OS, unless told to fail (``full``, ``fsync_fails``)."""
@@ -43,7 +45,7 @@ class Disk:
     def writev(self, fd: int, pieces: Sequence[bytes | memoryview]) -> int:
         if self.full:
             self._fill_up(fd, pieces)
-        return os.writev(fd, pieces)
+        return writev(fd, pieces)
 
     def write(self, fd: int, data: bytes | memoryview) -> int:
         if self.full:
@@ -58,7 +60,7 @@ class Disk:
     def write_file(self, path: Path, data: bytes, *, durable: bool = True) -> None:
         """Create (or empty) ``path`` and write ``data`` to it, fsynced if ``durable``. A
         failed write or fsync removes the file and raises ``OSError``."""
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | O_BINARY, 0o644)
         try:
             view = memoryview(data)
             while view:

@@ -28,6 +28,7 @@ import os
 import weakref
 
 from minikafka.errors import KafkaStorageError
+from minikafka.platform import pread
 
 
 class OpenFile:
@@ -62,7 +63,7 @@ class FileRecords:
     def read(self, position: int = 0, size: int | None = None) -> bytes:
         """``size`` bytes from ``position`` within these records (all of them by default)."""
         size = self.size - position if size is None else size
-        data = os.pread(self._file.fd, size, self.position + position)
+        data = pread(self._file.fd, size, self.position + position)
         if len(data) != size:
             raise KafkaStorageError(
                 f"{self.where}: {self.size} bytes at byte {self.position} were read for an answer, "

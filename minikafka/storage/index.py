@@ -32,6 +32,7 @@ import struct
 from pathlib import Path
 
 from minikafka.errors import IllegalStateError
+from minikafka.platform import O_BINARY
 from minikafka.storage.disk import OS_DISK, Disk
 
 
@@ -48,7 +49,7 @@ class _SparseIndex:
         self._load()
         # Unbuffered: an entry is on the file (or its write failed) when ``_append`` returns,
         # so a failed write is seen by the append that made it and can be undone there.
-        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND | O_BINARY, 0o644)
 
     # The subclasses say which column is the search key.
     def _decode(self, a: int, b: int) -> tuple[int, int]:

@@ -73,6 +73,7 @@ from minikafka.records import (
     as_memory_records,
     crc32c,
 )
+from minikafka.platform import fsync_dir
 from minikafka.topic import TopicPartition
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords
@@ -117,14 +118,6 @@ def complete_swap(dir: Path, base: int) -> None:
     os.replace(dir / f"{prefix}{LOG_SUFFIX}{SWAP_SUFFIX}", dir / f"{prefix}{LOG_SUFFIX}")
     fsync_dir(dir)
 
-
-def fsync_dir(dir: Path) -> None:
-    """Make renames and deletions in ``dir`` durable."""
-    fd = os.open(dir, os.O_RDONLY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
 
 
 @dataclass(frozen=True)

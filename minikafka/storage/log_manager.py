@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterator, Mapping
 from minikafka.errors import KafkaStorageError
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
 from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.platform import open_files, raise_open_files_limit
 from minikafka.storage.log import Log, LogConfig, wall_clock_ms
 from minikafka.topic import TopicPartition
 
@@ -45,31 +46,8 @@ storage_log = logging.getLogger("minikafka.storage")
 FDS_PER_LOG = 3  # measured: a log holds its active segment's .log, .index and .timeindex open
 
 
-def descriptor_limit() -> int | None:
-    """This process's limit of open files (``ulimit -n``), None where there is none. The soft
-    limit is raised to the hard one first, as Kafka's JVM does at start (``-XX:+MaxFDLimit``,
-    on by default): a desktop's soft 1,024 would otherwise be the limit."""
-    try:
-        import resource
-
-        soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
-        if soft != resource.RLIM_INFINITY and (hard == resource.RLIM_INFINITY or soft < hard):
-            try:
-                wanted = hard if hard != resource.RLIM_INFINITY else max(soft, 1 << 20)
-                resource.setrlimit(resource.RLIMIT_NOFILE, (wanted, hard))
-                soft = wanted
-            except (OSError, ValueError):  # e.g. macOS caps it below the hard limit: keep the soft one
-                pass
-    except (ImportError, OSError, ValueError):
-        return None
-    return None if soft == resource.RLIM_INFINITY or soft <= 0 else soft
-
-
-def descriptors_in_use() -> int | None:
-    try:
-        return len(os.listdir("/proc/self/fd"))
-    except OSError:  # no /proc (macOS): no count, no refusal
-        return None
+# This process's limit of open files and how many it holds: see platform.py.
+descriptor_limit, descriptors_in_use = raise_open_files_limit, open_files
 METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: kept by the Raft client, never a partition
 
 

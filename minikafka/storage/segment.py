@@ -41,6 +41,7 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 from minikafka.errors import CorruptRecordError, KafkaStorageError
+from minikafka.platform import O_BINARY, pread
 from minikafka.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords, OpenFile
@@ -88,7 +89,7 @@ class LogSegment:
         prefix = filename_prefix(base_offset)
         self.file_name = f"{prefix}{LOG_SUFFIX}"
         self.log_path = self.dir / self.file_name
-        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND, 0o644)
+        self._fd = os.open(self.log_path, os.O_RDWR | os.O_CREAT | os.O_APPEND | O_BINARY, 0o644)
         # Closes _fd once neither this segment nor an answer's FileRecords needs it.
         self._file: OpenFile | None = OpenFile(self._fd)
         self.size = os.fstat(self._fd).st_size
@@ -194,7 +195,7 @@ class LogSegment:
 
     def _walk_header(self, position: int) -> tuple[int, int, int] | None:
         """(base offset, last offset, size) of the batch at ``position``, or None past the end."""
-        head = self._from_tail(position, _WALK.size) or os.pread(self._fd, _WALK.size, position)
+        head = self._from_tail(position, _WALK.size) or pread(self._fd, _WALK.size, position)
         if len(head) < _WALK.size:
             return None
         base, length, _, _, _, _, last_delta = _WALK.unpack(head)
@@ -224,7 +225,7 @@ class LogSegment:
         """Whole batches from the one holding ``offset``, at most ``max_size`` bytes (but at
         least one batch if ``min_one_message``), never past ``max_position``."""
         span = self.span(offset, max_size, max_position, min_one_message)
-        return b"" if span is None else os.pread(self._fd, span[1] - span[0], span[0])
+        return b"" if span is None else pread(self._fd, span[1] - span[0], span[0])
 
     def span(
         self, offset: int, max_size: int, max_position: int | None = None, min_one_message: bool = True
@@ -244,14 +245,14 @@ class LogSegment:
             return start, limit
         end = max(start, self.offset_index.floor_position(budget))
         while end + LOG_OVERHEAD <= budget:
-            (length,) = struct.unpack(">i", os.pread(self._fd, 4, end + 8))
+            (length,) = struct.unpack(">i", pread(self._fd, 4, end + 8))
             if end + LOG_OVERHEAD + length > budget:
                 break
             end += LOG_OVERHEAD + length
         if end == start:  # the first batch alone is over budget
             if not min_one_message:
                 return None
-            (length,) = struct.unpack(">i", os.pread(self._fd, 4, start + 8))
+            (length,) = struct.unpack(">i", pread(self._fd, 4, start + 8))
             end = start + LOG_OVERHEAD + length
             if end > limit:
                 return None
@@ -266,15 +267,15 @@ class LogSegment:
         """(position, batch) for every batch from ``start_position``; for tools and notebooks."""
         position = start_position
         while position + LOG_OVERHEAD <= self.size:
-            (length,) = struct.unpack(">i", os.pread(self._fd, 4, position + 8))
+            (length,) = struct.unpack(">i", pread(self._fd, 4, position + 8))
             size = LOG_OVERHEAD + length
             yield position, RecordBatch(
-                os.pread(self._fd, size, position), where=f"{self.log_path.name} at byte {position}"
+                pread(self._fd, size, position), where=f"{self.log_path.name} at byte {position}"
             )
             position += size
 
     def read_bytes(self, position: int, size: int) -> bytes:
-        return self._from_tail(position, size) or os.pread(self._fd, size, position)
+        return self._from_tail(position, size) or pread(self._fd, size, position)
 
     def _from_tail(self, position: int, size: int) -> bytes | None:
         """Bytes [position, position + size) from the last append's, if it wrote them all."""
@@ -357,7 +358,7 @@ class LogSegment:
         epochs: list[tuple[int, int]] = []
         while position < self.size:
             where = f"{self.log_path.name} at byte {position}"
-            head = os.pread(self._fd, HEADER_SIZE, position)
+            head = pread(self._fd, HEADER_SIZE, position)
             if len(head) < HEADER_SIZE:
                 problem = f"{where}: torn write: {len(head)} bytes, less than a batch header"
                 break
@@ -377,7 +378,7 @@ class LogSegment:
                 break
             if verify_crc and base + last_delta >= verify_from_offset:
                 try:
-                    RecordBatch(os.pread(self._fd, size, position), where=where).validate()
+                    RecordBatch(pread(self._fd, size, position), where=where).validate()
                 except CorruptRecordError as e:
                     problem = str(e)
                     break
@@ -393,7 +394,7 @@ class LogSegment:
             self.time_index.truncate_to_offset(self.next_offset)
             self.max_timestamp, self.offset_of_max_timestamp = self.time_index.last_entry
         if self.first_batch_max_timestamp is None and position > 0:
-            self.first_batch_max_timestamp = HEADER.unpack(os.pread(self._fd, HEADER_SIZE, 0))[8]
+            self.first_batch_max_timestamp = HEADER.unpack(pread(self._fd, HEADER_SIZE, 0))[8]
         return ScanResult(position, self.size - position, problem, tuple(epochs))
 
     def _index_existing(self, size: int, last_offset: int, max_timestamp: int, position: int) -> None:

@@ -101,6 +101,7 @@ import time
 from pathlib import Path
 from typing import Any, Mapping
 
+from minikafka import platform
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError
 from minikafka.wire import auth
 
@@ -411,6 +412,7 @@ class LocalCluster:
                  startup_timeout_s: float = 60.0) -> None:
         from minikafka.messages import controller_ids
 
+        platform.require_real_processes("launch() and `minikafka cluster up`")  # before anything starts
         if not isinstance(brokers, int) or brokers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
         if not isinstance(controllers, int) or controllers < 1:
@@ -594,7 +596,7 @@ class LocalCluster:
         proc = self._proc(who)
         if proc.poll() is not None:
             raise IllegalArgumentError(f"node {who} is not running")
-        proc.send_signal(signal.SIGCONT)  # a paused process must be able to die
+        platform.resume(proc)  # a paused process must be able to die
         proc.kill()
         proc.wait()
 
@@ -620,10 +622,10 @@ class LocalCluster:
 
     def pause(self, who: Any) -> None:
         """SIGSTOP: the process is alive but does nothing (no heartbeats, no answers)."""
-        self._proc(who).send_signal(signal.SIGSTOP)
+        platform.pause(self._proc(who))
 
     def resume(self, who: Any) -> None:
-        self._proc(who).send_signal(signal.SIGCONT)
+        platform.resume(self._proc(who))
 
     def close(self) -> None:
         if self._closed:
@@ -631,7 +633,7 @@ class LocalCluster:
         self._closed = True
         for proc in self._procs.values():
             if proc.poll() is None:
-                proc.send_signal(signal.SIGCONT)
+                platform.resume(proc)
                 proc.kill()
         for proc in self._procs.values():
             try:
