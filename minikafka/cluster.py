@@ -31,9 +31,8 @@ from __future__ import annotations
 import itertools
 import shutil
 import tempfile
-from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from minikafka.broker.broker import Broker
 from minikafka.storage.disk import Disk
@@ -234,23 +233,23 @@ class Cluster:
         """Let ``ms`` milliseconds of simulated time pass."""
         if ms < 0:
             raise IllegalArgumentError(f"time only moves forward: advance(ms={ms})")
-        with self._stopping_on_rule_error():
+        try:
             self.world.advance(ms)
+        except RuleError as e:
+            raise self._stopped(e) from None
         return self
 
     def run_until(self, done: Callable[[], bool], timeout_ms: int) -> bool:
-        with self._stopping_on_rule_error():
-            return self.world.run_until(done, timeout_ms)
-
-    @contextmanager
-    def _stopping_on_rule_error(self) -> Iterator[None]:
-        """A student's rule broke (``RuleError``): close the cluster, then let the error out,
-        without the simulator's frames (its message says all there is to say)."""
         try:
-            yield
+            return self.world.run_until(done, timeout_ms)
         except RuleError as e:
-            self.close()
-            raise e.with_traceback(None) from None
+            raise self._stopped(e) from None
+
+    def _stopped(self, error: RuleError) -> RuleError:
+        """A student's rule broke: the cluster is closed (the guard did it), and the error goes
+        out without the simulator's frames (its message says all there is to say)."""
+        self.close()
+        return error.with_traceback(None)
 
     # --- consumers -----------------------------------------------------------------------------------------
 

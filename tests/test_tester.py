@@ -136,3 +136,11 @@ def test_bad_arguments_are_refused_by_name(kwargs, message):
     with pytest.raises(IllegalArgumentError) as e:
         judge(**kwargs)
     assert message in str(e.value)
+
+
+def test_a_schedule_with_rules_replays_by_name():
+    from minikafka.checker.campaign import _params
+
+    params = _params(rules={"high_watermark": hw_never_moves}, acks="all")
+    assert params.rules == (("high_watermark", hw_never_moves),)
+    assert params.call(5) == "run_schedule(seed=5, rules={'high_watermark': hw_never_moves})"
