@@ -363,12 +363,12 @@ class Cluster:
         # A broker restarted a moment ago is back only once it has caught up with the metadata
         # log and been unfenced (a few round trips): wait for that, as `kafka-topics` would
         # retry, so that it counts among the brokers the replicas can go to.
-        self.world.run_until(lambda: self._ready([b for b in self.broker_ids if self.world.alive(b)]), 10_000)
+        self.run_until(lambda: self._ready([b for b in self.broker_ids if self.world.alive(b)]), 10_000)
         admin = self.world.nodes[self.admin_id]
         corr = self.world.call_node(
             self.admin_id, lambda node: node.request(self._any_live_broker(), lambda c: CreateTopicsRequest(c, (topic,)))
         )
-        if not self.world.run_until(lambda: corr in admin.responses, timeout_ms):
+        if not self.run_until(lambda: corr in admin.responses, timeout_ms):
             raise KafkaTimeoutError(f"no answer to CreateTopics({name!r}) within {timeout_ms} ms")
         response: CreateTopicsResponse = admin.responses.pop(corr)
         _, error, message = response.results[0]
@@ -380,7 +380,7 @@ class Cluster:
                 (name, p) in self.world.nodes[b].partition_states
                 for b in self.broker_ids if self.world.alive(b) for p in range(partitions)
             )
-        self.world.run_until(known_everywhere, timeout_ms)
+        self.run_until(known_everywhere, timeout_ms)
 
     def topics(self) -> list[str]:
         return sorted(self.image.topic_ids)

@@ -337,7 +337,9 @@ class Rules:
                     else _Guarded(rule, fn, node, clock, self.trace, budget_s))
 
     def __repr__(self) -> str:
-        return f"<Rules: {', '.join(self.custom) or 'all Kafka'}'s{' (yours)' if self.custom else ''}>"
+        if not self.custom:
+            return "<Rules: Kafka's>"
+        return f"<Rules: yours for {', '.join(self.custom)}; Kafka's for the rest>"
 
 
 def validate(overrides: Mapping[str, Callable] | None) -> dict[str, Callable]:
