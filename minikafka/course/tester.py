@@ -24,8 +24,9 @@ Each schedule is judged on four things:
    lets the high watermark move ("unacknowledged-while-healthy") is caught here.
 
 After the random schedules come named *scenarios*, the cases random faults rarely line up
-(``SCENARIOS``): a follower rejoining the ISR while the controller is slow (KIP-497), where a
-high watermark that ignores the pending ISR loses acknowledged records.
+(``SCENARIOS``), both KIP-497's: a follower rejoining the ISR while the controller is slow,
+where a high watermark over the committed ISR alone loses acknowledged records, and a follower
+dropped while the controller is unreachable, where one over the proposed ISR alone does.
 
 The first failing schedule is then *shrunk*: the same seed is run again with fewer faults, one
 partition, a shorter run and fewer records, keeping each change under which it still fails.
@@ -313,7 +314,55 @@ def rejoin_while_the_controller_is_slow(rules: Mapping[str, Callable], seed: int
 
 
 rejoin_while_the_controller_is_slow.title = "a follower rejoins the ISR while the controller is slow (KIP-497)"
-SCENARIOS = (rejoin_while_the_controller_is_slow,)
+
+
+def drop_while_the_controller_is_unreachable(rules: Mapping[str, Callable], seed: int = 0) -> Finding | None:
+    """KIP-497's other half. A follower F (the next leader in replica order) is cut off from the
+    leader, and a moment later the leader is cut off from the controller: its proposal to drop
+    F never arrives, so F stays in the committed ISR. Writes stream in until the controller
+    fences the silent leader and F becomes leader. Kafka's rule counted F (committed) all along,
+    so nothing past F's log end was acknowledged; a high watermark over the proposed ISR alone
+    acknowledged records F never had."""
+    config = {**CAMPAIGN_BROKER_CONFIG, "broker.session.timeout.ms": 6_000, "replica.socket.timeout.ms": 10_000,
+              "min.insync.replicas": 2}
+    notes: list[tuple[int, str]] = []
+    with run_cluster(3, seed=seed, config=config, record_history=False, rules=dict(rules)) as cluster, \
+            _quiet_clients():
+        def note(text: str) -> None:
+            notes.append((cluster.now, text))
+
+        cluster.create_topic(TOPIC, 1, 3)
+        leader, f, x = cluster.partition_state(TOPIC, 0).replicas
+        workload = Workload(cluster, TOPIC, **{**CAMPAIGN_PRODUCER_CONFIG, "acks": "all", "enable_idempotence": True})
+
+        def write_until(done: Callable[[], bool], timeout_ms: int, every_ms: int = 10) -> None:
+            end = cluster.now + timeout_ms
+            while cluster.now < end and not done():
+                workload.send()
+                cluster.advance(every_ms)
+
+        write_until(lambda: False, 300)
+        cluster.partition([f], [leader])
+        note(f"cut {f} off from {leader} (leader of {TOPIC}-0)")
+        write_until(lambda: False, 1_000)
+        cluster.partition([leader], ["controller"])
+        note(f"cut {leader} off from the controller")
+        write_until(lambda: cluster.partition_state(TOPIC, 0).leader not in (-1, leader), 15_000)
+        note(f"{cluster.partition_state(TOPIC, 0).leader} leads")
+        cluster.kill(leader)
+        note(f"kill {leader}")
+        write_until(lambda: False, 500)
+        report = workload.finish()
+        report.faults = notes
+        finding = _finding(seed, report, None, cluster.rule_trace)
+    if finding is not None:
+        finding.scenario = drop_while_the_controller_is_unreachable.title
+    return finding
+
+
+drop_while_the_controller_is_unreachable.title = ("a follower is dropped while the controller is unreachable "
+                                                  "(KIP-497)")
+SCENARIOS = (rejoin_while_the_controller_is_slow, drop_while_the_controller_is_unreachable)
 
 
 def _drawn(seed: int) -> tuple[int, int]:
