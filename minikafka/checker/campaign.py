@@ -45,6 +45,10 @@ the campaign's arguments replays schedule ``s`` exactly, and ``fault_campaign`` 
 adds up its schedules' reports. Schedule seeds come from the campaign's seed
 (``schedule_seeds``), so a campaign is reproducible too.
 
+``rules={name: function}`` runs the brokers on a student's rules (``minikafka.rules``) instead of
+Kafka's, and ``_run``'s ``epilogue`` runs more checks on the settled cluster: both are what the
+course's tester (``minikafka.course.tester.judge``) adds to a schedule.
+
 Simulated time is cheap but not free, so schedules are short (a few simulated seconds)
 and the cluster's timeouts are scaled down to match (``CAMPAIGN_BROKER_CONFIG``: a dead
 broker is noticed after 1.5 s, a lagging follower leaves the ISR after 1.5 s, logs are
