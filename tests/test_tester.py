@@ -45,6 +45,11 @@ def hw_over_the_proposed_isr_alone(hw, leader, leader_leo, follower_leos, isr, p
     return max(hw, min([leader_leo] + [follower_leos.get(b, -1) for b in members if b != leader]))
 
 
+def hw_skips_followers_not_heard_from(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    leos = [follower_leos[b] for b in _members(isr, pending_isr) if b != leader and follower_leos.get(b, -1) >= 0]
+    return max(hw, min([leader_leo] + leos))
+
+
 def caught_up_only_at_the_leaders_end(last_caught_up_ms, fetch, previous_fetch):
     time_ms, fetch_offset, leader_leo = fetch
     return max(last_caught_up_ms, time_ms) if fetch_offset >= leader_leo else last_caught_up_ms
@@ -80,6 +85,7 @@ WRONG = [
     ("high_watermark", hw_never_moves, "stuck"),
     ("high_watermark", hw_ignores_the_pending_isr, "lost-write"),  # by a KIP-497 scenario
     ("high_watermark", hw_over_the_proposed_isr_alone, "lost-write"),  # by the other one
+    ("high_watermark", hw_skips_followers_not_heard_from, "lost-write"),  # by a new leader dying at once
     ("last_caught_up", caught_up_only_at_the_leaders_end, "isr-shrank-while-healthy"),
     ("last_caught_up", caught_up_by_offset_lag, "isr-shrank-while-healthy"),
     ("last_caught_up", caught_up_never_again, "isr-shrank-while-healthy"),
@@ -95,7 +101,7 @@ def test_kafkas_rules_pass_the_default_campaign_through_the_guard():
     yours = {name: (lambda fn: lambda *args: fn(*args))(fn) for name, fn in rules.items()}
     verdict = judge(yours)
     assert verdict.ok and verdict.passed == verdict.schedules == DEFAULT_SCHEDULES
-    assert str(verdict).startswith(f"0 anomalies in {DEFAULT_SCHEDULES} schedules (seed 0) and 2 scenarios; "
+    assert str(verdict).startswith(f"0 anomalies in {DEFAULT_SCHEDULES} schedules (seed 0) and 3 scenarios; "
                                    "your rules: high_watermark, last_caught_up, truncation_offset")
 
 
@@ -105,6 +111,7 @@ def test_a_classic_wrong_rule_is_caught_within_the_default_schedules(seam, rule,
     assert not verdict.ok and verdict.failure.kind == kind
     scenario = {hw_ignores_the_pending_isr: "a follower rejoins the ISR while the controller is slow (KIP-497)",
                 hw_over_the_proposed_isr_alone: "a follower is dropped while the controller is unreachable (KIP-497)",
+                hw_skips_followers_not_heard_from: "a new leader dies before its followers fetch from it",
                 }.get(rule)
     if scenario is not None:  # what random faults rarely line up: a scenario's case
         assert verdict.passed == DEFAULT_SCHEDULES and verdict.failure.scenario == scenario

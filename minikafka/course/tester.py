@@ -24,9 +24,11 @@ Each schedule is judged on four things:
    lets the high watermark move ("unacknowledged-while-healthy") is caught here.
 
 After the random schedules come named *scenarios*, the cases random faults rarely line up
-(``SCENARIOS``), both KIP-497's: a follower rejoining the ISR while the controller is slow,
-where a high watermark over the committed ISR alone loses acknowledged records, and a follower
-dropped while the controller is unreachable, where one over the proposed ISR alone does.
+(``SCENARIOS``): two of KIP-497's, a follower rejoining the ISR while the controller is slow
+(where a high watermark over the committed ISR alone loses acknowledged records) and a follower
+dropped while the controller is unreachable (where one over the proposed ISR alone does); and a
+new leader that dies before its followers fetch from it (where one that skips followers not
+heard from yet does).
 
 The first failing schedule is then *shrunk*: the same seed is run again with fewer faults, one
 partition, a shorter run and fewer records, keeping each change under which it still fails.
@@ -362,7 +364,65 @@ def drop_while_the_controller_is_unreachable(rules: Mapping[str, Callable], seed
 
 drop_while_the_controller_is_unreachable.title = ("a follower is dropped while the controller is unreachable "
                                                   "(KIP-497)")
-SCENARIOS = (rejoin_while_the_controller_is_slow, drop_while_the_controller_is_unreachable)
+
+
+def new_leader_dies_at_once(rules: Mapping[str, Callable], seed: int = 0) -> Finding | None:
+    """A new leader dies before its followers have fetched from it. Leader A's link to follower
+    C is slow, so C lags B; A is cut off and killed, B (next in replica order) leads, C's
+    fetches to B take 500 ms, and as soon as a reader has read from B past C's log end, B is
+    cut off and killed too: C leads, without those records. Kafka's rule keeps a new leader's
+    high watermark where it was until its followers' fetches say how far they are, so no reader
+    saw them and no write past C's log end was acknowledged; a rule that skips followers it
+    has not heard from yet (LEO -1) acknowledges writes, and shows records, that die with B."""
+    config = {**CAMPAIGN_BROKER_CONFIG, "min.insync.replicas": 2}
+    notes: list[tuple[int, str]] = []
+    with run_cluster(3, seed=seed, config=config, record_history=False, rules=dict(rules)) as cluster, \
+            _quiet_clients():
+        def note(text: str) -> None:
+            notes.append((cluster.now, text))
+
+        cluster.create_topic(TOPIC, 1, 3)
+        a, b, c = cluster.partition_state(TOPIC, 0).replicas
+        workload = Workload(cluster, TOPIC, **{**CAMPAIGN_PRODUCER_CONFIG, "acks": "all", "enable_idempotence": True})
+
+        def write_until(done: Callable[[], bool], timeout_ms: int, every_ms: int = 10) -> None:
+            end = cluster.now + timeout_ms
+            while cluster.now < end and not done():
+                workload.send()
+                cluster.advance(every_ms)
+
+        write_until(lambda: False, 300)
+        cluster.slow(a, c, 300)
+        note(f"{a} (leader of {TOPIC}-0) -> {c} slow (300 ms)")
+        write_until(lambda: False, 1_000)
+        cluster.partition([a], [b, c, "controller"])
+        cluster.kill(a)
+        note(f"cut {a} off and kill it; {c} -> {b} slow (500 ms)")
+        cluster.slow(c, b, 500)
+        c_end = cluster.replica(c, TOPIC, 0).log_end_offset
+        polls = workload.history.polls
+
+        def read_past_c() -> bool:
+            return cluster.partition_state(TOPIC, 0).leader == b and any(
+                p.records and p.records[-1][0] >= c_end for p in polls[-5:])
+        write_until(read_past_c, 10_000)
+        if cluster.partition_state(TOPIC, 0).leader == b:
+            cluster.partition([b], [a, c, "controller"])
+            cluster.kill(b)
+            note(f"{b} leads; a reader read past {c}'s log end ({c_end}); cut {b} off and kill it")
+        write_until(lambda: cluster.partition_state(TOPIC, 0).leader not in (-1, a, b), 15_000)
+        note(f"{cluster.partition_state(TOPIC, 0).leader} leads")
+        write_until(lambda: False, 500)
+        report = workload.finish()
+        report.faults = notes
+        finding = _finding(seed, report, None, cluster.rule_trace)
+    if finding is not None:
+        finding.scenario = new_leader_dies_at_once.title
+    return finding
+
+
+new_leader_dies_at_once.title = "a new leader dies before its followers fetch from it"
+SCENARIOS = (rejoin_while_the_controller_is_slow, drop_while_the_controller_is_unreachable, new_leader_dies_at_once)
 
 
 def _drawn(seed: int) -> tuple[int, int]:
