@@ -16,6 +16,12 @@ cut and mend network links; ``fill_disk``/``fail_fsync`` break a broker machine'
 partitions' logs write; the metadata log copy is not on it). Clients (``KafkaProducer``, the checker's readers) are nodes
 too, added with ``add_client``.
 
+``Cluster(..., rules={"high_watermark": my_fn})`` runs every broker on a student's rule in
+place of Kafka's (``minikafka.rules``): each broker calls it, under guard, where it would call
+the reference. A rule that raises, hangs or returns nonsense raises ``RuleError`` out of
+``advance``/``run_until`` (and whatever runs the world for a client), after the cluster is
+closed; ``rule_trace`` counts the calls and keeps those whose answer differed from Kafka's.
+
 Same seed, same run: ``Cluster(brokers=3, seed=7)`` always places replicas, elects
 leaders and loses messages in the same way, so every output in a notebook is reproducible.
 """
@@ -46,6 +52,7 @@ from minikafka.messages import (
     controller_ids,
 )
 from minikafka.node import NodeId, StateMachine
+from minikafka.rules import REFERENCE, RuleError, Rules, RuleTrace, validate as validate_rules
 from minikafka.sim import World
 
 
@@ -84,12 +91,15 @@ class Cluster:
         record_history: bool = True,
         controllers: int = 1,
         raft_history: Any = None,
+        rules: Mapping[str, Callable] | None = None,
     ) -> None:
         if not isinstance(brokers, int) or brokers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
         if not isinstance(controllers, int) or controllers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 controller, not {controllers!r}")
         self.seed = seed
+        self.rules = validate_rules(rules)  # {rule name: the student's function}; {}: Kafka's
+        self.rule_trace = RuleTrace(on_error=lambda error: self.close())
         self.config = BrokerConfig(config)
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-") if dir is None else dir)
@@ -109,7 +119,7 @@ class Cluster:
         for b in self.broker_ids:
             self.world.add(b, self._broker_factory(b))
         self.admin_id = self.add_client("admin", AdminNode)
-        if not self.world.run_until(self._ready, 60_000):
+        if not self.run_until(self._ready, 60_000):
             raise KafkaTimeoutError("the brokers did not register with the controller")
 
     def _next_incarnation(self, broker_id: int) -> int:
@@ -129,8 +139,14 @@ class Cluster:
             self._incarnations[broker_id] = self._next_incarnation(broker_id)
             return Broker(broker_id, self.dir / f"broker-{broker_id}", self.config,
                           incarnation=self._incarnations[broker_id], controllers=tuple(self.controller_ids),
-                          seed=self.seed, raft_history=self.raft_history, disk=self.disks[broker_id])
+                          seed=self.seed, raft_history=self.raft_history, disk=self.disks[broker_id],
+                          rules=self._rules_for(broker_id))
         return make
+
+    def _rules_for(self, broker_id: int) -> Rules:
+        if not self.rules:
+            return REFERENCE
+        return Rules(self.rules, node=broker_id, clock=lambda: self.world.now, trace=self.rule_trace)
 
     def _ready(self, brokers: Iterable[int] | None = None) -> bool:
         """An active controller, and every broker (of ``brokers``) registered in its current
@@ -217,11 +233,23 @@ class Cluster:
         """Let ``ms`` milliseconds of simulated time pass."""
         if ms < 0:
             raise IllegalArgumentError(f"time only moves forward: advance(ms={ms})")
-        self.world.advance(ms)
+        try:
+            self.world.advance(ms)
+        except RuleError as e:
+            raise self._stopped(e) from None
         return self
 
     def run_until(self, done: Callable[[], bool], timeout_ms: int) -> bool:
-        return self.world.run_until(done, timeout_ms)
+        try:
+            return self.world.run_until(done, timeout_ms)
+        except RuleError as e:
+            raise self._stopped(e) from None
+
+    def _stopped(self, error: RuleError) -> RuleError:
+        """A student's rule broke: the cluster is closed (the guard did it), and the error goes
+        out without the simulator's frames (its message says all there is to say)."""
+        self.close()
+        return error.with_traceback(None)
 
     # --- consumers -----------------------------------------------------------------------------------------
 
@@ -335,12 +363,12 @@ class Cluster:
         # A broker restarted a moment ago is back only once it has caught up with the metadata
         # log and been unfenced (a few round trips): wait for that, as `kafka-topics` would
         # retry, so that it counts among the brokers the replicas can go to.
-        self.world.run_until(lambda: self._ready([b for b in self.broker_ids if self.world.alive(b)]), 10_000)
+        self.run_until(lambda: self._ready([b for b in self.broker_ids if self.world.alive(b)]), 10_000)
         admin = self.world.nodes[self.admin_id]
         corr = self.world.call_node(
             self.admin_id, lambda node: node.request(self._any_live_broker(), lambda c: CreateTopicsRequest(c, (topic,)))
         )
-        if not self.world.run_until(lambda: corr in admin.responses, timeout_ms):
+        if not self.run_until(lambda: corr in admin.responses, timeout_ms):
             raise KafkaTimeoutError(f"no answer to CreateTopics({name!r}) within {timeout_ms} ms")
         response: CreateTopicsResponse = admin.responses.pop(corr)
         _, error, message = response.results[0]
@@ -352,7 +380,7 @@ class Cluster:
                 (name, p) in self.world.nodes[b].partition_states
                 for b in self.broker_ids if self.world.alive(b) for p in range(partitions)
             )
-        self.world.run_until(known_everywhere, timeout_ms)
+        self.run_until(known_everywhere, timeout_ms)
 
     def topics(self) -> list[str]:
         return sorted(self.image.topic_ids)

@@ -55,6 +55,7 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.broker.controller_channel import NodeToControllerChannelManager
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.broker.replica_manager import ReplicaManager
+from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.broker.transaction_coordinator import TransactionCoordinator
 from minikafka.broker.transaction_state_manager import TRANSACTION_STATE_TOPIC
@@ -154,8 +155,9 @@ class Broker(StateMachine):
     def __init__(self, broker_id: int, log_dir: Path | str, config: BrokerConfig, *, incarnation: int = 0,
                  advertised: tuple[str, int] | None = None, inter_broker_port: int = 0, controllers: tuple[int, ...] = (CONTROLLER_ID,),
                  seed: int = 0, raft_history: Any = None, disk: Disk = OS_DISK,
-                 file_records_min_bytes: int | None = None) -> None:
+                 file_records_min_bytes: int | None = None, rules: Rules = REFERENCE) -> None:
         super().__init__(broker_id)
+        self.rules = rules  # the decisions its partitions make (minikafka.rules): Kafka's by default
         # On the wire: record sets this large are answered unread, for the runtime to sendfile
         # (see storage/file_records.py); None in the simulated world, whose messages are bytes.
         self.file_records_min_bytes = file_records_min_bytes
@@ -216,7 +218,7 @@ class Broker(StateMachine):
 
     def on_start(self) -> None:
         self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk)
-        self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config)
+        self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config, self.rules)
         self.replica_manager.file_records_min_bytes = self.file_records_min_bytes
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)

@@ -33,6 +33,10 @@ On a follower: ``append_as_follower`` keeps the leader's offsets; the HW is the 
 capped by the local LEO; ``truncate_to`` cuts a divergent log at the point its leader epochs
 say it diverged (KIP-101), never just at the HW.
 
+The decisions themselves are rules (``minikafka.rules``), called through ``self.rules``:
+``high_watermark`` in ``maybe_increment_high_watermark`` and ``last_caught_up`` in
+``update_follower_fetch_state``. Kafka's are the default; a student's can take their place.
+
 No I/O beyond the partition's own ``Log``, and no clock: ``now`` is passed in.
 """
 
@@ -53,6 +57,7 @@ from minikafka.messages import (
     PartitionState,
 )
 from minikafka.records import MemoryRecords
+from minikafka.rules import REFERENCE, Rules
 from minikafka.storage import Log
 
 
@@ -75,8 +80,10 @@ class PartitionConfig:
 
 
 class Partition:
-    def __init__(self, topic: str, partition: int, broker_id: int, log: Log, config: PartitionConfig) -> None:
+    def __init__(self, topic: str, partition: int, broker_id: int, log: Log, config: PartitionConfig,
+                 rules: Rules = REFERENCE) -> None:
         self.topic = topic
+        self.rules = rules
         self.partition = partition
         self.broker_id = broker_id
         self.log = log
@@ -225,25 +232,22 @@ class Partition:
         if replica is None:
             return False
         leader_leo = self.log.log_end_offset
-        if fetch_offset >= leader_leo:
-            replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, now)
-        elif fetch_offset >= replica.last_fetch_leader_leo:
-            replica.last_caught_up_time_ms = max(replica.last_caught_up_time_ms, replica.last_fetch_time_ms)
+        previous = None if replica.last_fetch_leader_leo < 0 else (
+            replica.last_fetch_time_ms, replica.log_end_offset, replica.last_fetch_leader_leo)
+        replica.last_caught_up_time_ms = self.rules.last_caught_up(
+            replica.last_caught_up_time_ms, (now, fetch_offset, leader_leo), previous)
         replica.last_fetch_leader_leo = leader_leo
         replica.last_fetch_time_ms = now
         replica.log_end_offset = fetch_offset
         return self.maybe_increment_high_watermark()
 
     def maybe_increment_high_watermark(self) -> bool:
+        """Ask the high-watermark rule (the least LEO in the maximal ISR); True if the HW moved."""
         if not self.is_leader:
             return False
-        new_hw = self.log.log_end_offset  # the least log end offset in the (maximal) ISR
-        for r in self.maximal_isr:
-            if r != self.broker_id:
-                replica = self.followers.get(r)
-                end = replica.log_end_offset if replica else -1
-                if end < new_hw:
-                    new_hw = end
+        new_hw = self.rules.high_watermark(
+            self.high_watermark, self.broker_id, self.log.log_end_offset,
+            {r: f.log_end_offset for r, f in self.followers.items()}, self.isr, self.pending_isr)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True

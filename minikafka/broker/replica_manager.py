@@ -28,6 +28,9 @@ Theory of operation
   leader's as its fetches bring it. Changed topic configs reach every running log and
   partition at once (``apply_topic_configs``).
 
+- Where a follower cuts a divergent log is a rule (``minikafka.rules.truncation_offset``),
+  asked through ``self.rules`` (Kafka's by default), as ``Partition`` asks its own.
+
 This class does no I/O of its own: it sends and sets timers through its broker node.
 """
 
@@ -40,6 +43,7 @@ from minikafka.broker.config import BrokerConfig
 from minikafka.broker.partition import Partition
 from minikafka.errors import CorruptRecordError, InvalidRecordError, KafkaStorageError, MessageSizeTooLargeError
 from minikafka.broker.transaction_marker import TransactionMarker
+from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import INTERNAL_TOPICS
 from minikafka.messages import (
     CORRUPT_MESSAGE,
@@ -102,8 +106,10 @@ class Fetcher:
 
 
 class ReplicaManager:
-    def __init__(self, node, broker_id: int, log_manager: LogManager, config: BrokerConfig) -> None:
-        self.node = node  # the Broker state machine: send(), set_timer(), now, live_brokers
+    def __init__(self, node, broker_id: int, log_manager: LogManager, config: BrokerConfig,
+                 rules: Rules = REFERENCE) -> None:
+        self.node = node
+        self.rules = rules  # the Broker state machine: send(), set_timer(), now, live_brokers
         self.broker_id = broker_id
         self.log_manager = log_manager
         self.config = config
@@ -138,7 +144,7 @@ class ReplicaManager:
         if p is None:
             log = self.log_manager.get_or_create_log(topic, partition, self.config.log_config(topic_configs))
             p = self.partitions[key] = Partition(
-                topic, partition, self.broker_id, log, self.config.partition_config(topic_configs)
+                topic, partition, self.broker_id, log, self.config.partition_config(topic_configs), self.rules
             )
         return p
 
@@ -644,10 +650,8 @@ class ReplicaManager:
                 continue
             if part.diverging_epoch is not None:
                 epoch, end = part.diverging_epoch
-                my_epoch, my_end = p.log.leader_epoch_cache.end_offset_for(epoch, p.log_end_offset)
-                # No epoch of ours at or below the leader's: all we have diverges.
-                target = min(end, my_end) if my_epoch >= 0 else p.log.log_start_offset
-                p.truncate_to(max(target, 0))
+                p.truncate_to(self.rules.truncation_offset(
+                    epoch, end, p.log.leader_epoch_cache.entries(), p.log_end_offset, p.log.log_start_offset))
             elif part.error == OFFSET_OUT_OF_RANGE and part.log_start_offset > p.log_end_offset:
                 p.log.truncate_fully_and_start_at(part.log_start_offset)
                 p.producer_state.rebuild(p.log)

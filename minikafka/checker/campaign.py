@@ -45,6 +45,10 @@ the campaign's arguments replays schedule ``s`` exactly, and ``fault_campaign`` 
 adds up its schedules' reports. Schedule seeds come from the campaign's seed
 (``schedule_seeds``), so a campaign is reproducible too.
 
+``rules={name: function}`` runs the brokers on a student's rules (``minikafka.rules``) instead of
+Kafka's, and ``_run``'s ``epilogue`` runs more checks on the settled cluster: both are what the
+course's tester (``minikafka.course.tester.judge``) adds to a schedule.
+
 Simulated time is cheap but not free, so schedules are short (a few simulated seconds)
 and the cluster's timeouts are scaled down to match (``CAMPAIGN_BROKER_CONFIG``: a dead
 broker is noticed after 1.5 s, a lagging follower leaves the ISR after 1.5 s, logs are
@@ -301,6 +305,7 @@ class ScheduleParams:
     producer_config: tuple = ()
     workload: str = "produce"  # or "transactions" / "at-least-once": read-process-write (rpw_workload)
     inputs: int = 120  # read-process-write: the input values, written before the faults
+    rules: tuple = ()  # (rule name, function) pairs: a student's rules run the brokers (minikafka.rules)
 
     def __post_init__(self) -> None:
         def positive(name: str, value: Any, minimum: int = 1) -> None:
@@ -341,12 +346,22 @@ class ScheduleParams:
         args = [f"seed={seed}"]
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
-            if value != getattr(defaults, name):
+            if name == "rules" and value:  # the functions by name: the caller has them
+                named = ", ".join(f"{rule!r}: {getattr(fn, '__name__', rule)}" for rule, fn in value)
+                args.append(f"rules={{{named}}}")
+            elif value != getattr(defaults, name):
                 args.append(f"{name}={dict(value) if name.endswith('config') else value!r}")
         return f"run_schedule({', '.join(args)})"
 
 
 def _params(**kwargs: Any) -> ScheduleParams:
+    rules = kwargs.get("rules")
+    if rules is not None and not isinstance(rules, tuple):
+        from minikafka.rules import validate
+
+        kwargs["rules"] = tuple(sorted(validate(rules).items()))
+    elif rules is None:
+        kwargs["rules"] = ()
     for name in ("config", "producer_config"):
         value = kwargs.get(name)
         if value is not None and not isinstance(value, tuple):
@@ -643,7 +658,8 @@ def _collector_paused() -> Iterator[None]:
 
 
 @_collector_paused()
-def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Report:
+def _run(seed: int, params: ScheduleParams, record_history: bool = False,
+         epilogue: Callable[[Cluster, Report], None] | None = None) -> Report:
     rng = random.Random(f"faults/{seed}")
     partitions = params.partitions or rng.randint(1, 3)
     n_faults = params.faults if params.faults is not None else rng.randint(1, 4)
@@ -656,7 +672,8 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
         return _run_rpw(seed, params, rng, partitions, n_faults, {**RPW_BROKER_CONFIG, **config},
                         producer_config, record_history)
     with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history,
-                     controllers=params.controllers) as cluster, _quiet_clients(params.disk_faults):
+                     controllers=params.controllers, rules=dict(params.rules)) as cluster, \
+            _quiet_clients(params.disk_faults):
         cluster.create_topic(TOPIC, partitions, params.replication_factor)
         workload = Workload(cluster, TOPIC, **producer_config)
         clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
@@ -674,6 +691,8 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False) -> Rep
         report.faults = nemesis.log
         report.fault_counts = Counter(nemesis.applied)
         report.params = params
+        if epilogue is not None:  # the judge's own checks, on the settled cluster
+            epilogue(cluster, report)
         if record_history:
             report.cluster = cluster
         return report
@@ -721,7 +740,7 @@ def _run_rpw(seed: int, params: ScheduleParams, rng: random.Random, partitions: 
 
 @contextmanager
 def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_history: bool,
-                controllers: int = 1) -> Iterator[Cluster]:
+                controllers: int = 1, rules: Mapping[str, Callable] | None = None) -> Iterator[Cluster]:
     """A simulated cluster for one seeded run, closed when the run ends.
 
     Its logs live in RAM when we can: a campaign fsyncs thousands of times and a disk makes
@@ -733,7 +752,7 @@ def run_cluster(brokers: int, *, seed: int, config: Mapping[str, Any], record_hi
     from minikafka.checker.raft import RaftHistory
 
     cluster = Cluster(brokers, seed=seed, config=config, record_history=record_history, dir=scratch,
-                      controllers=controllers, raft_history=RaftHistory())
+                      controllers=controllers, raft_history=RaftHistory(), rules=rules)
     keep = False
     try:
         yield cluster

@@ -21,6 +21,8 @@ and optionally `time_budget`, `cell_timeout` (seconds) and `limits` (sandbox.Lim
 and `references` ({"Exercise 1": ["minikafka.partitioner:murmur2"], ...}: the package's own
 implementation of an exercise, which the grader fails the exercise for running inside the
 student's functions).
+`judge(rules, schedules=N, seed=S)` (`tester.py`) is the tester: a fault campaign on a cluster
+whose brokers run a student's rules (`minikafka.rules`), with a verdict a notebook shows.
 Exercise notebooks carry, in each checked cell's metadata `minikafka.expected`, the outputs it
 must produce: `minikafka check` compares against those, which saving in Jupyter never changes.
 """
@@ -30,3 +32,13 @@ CHECK_TAG = "check"
 HIDDEN_TAG = "hidden"
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"
+
+
+def __getattr__(name: str):
+    """``minikafka.course.judge``: the tester (``tester.py``), imported when first asked for (it
+    brings the simulated cluster and the checker, which the grader's own modules never need)."""
+    if name in ("judge", "Verdict"):
+        from minikafka.course import tester
+
+        return getattr(tester, name)
+    raise AttributeError(f"module 'minikafka.course' has no attribute {name!r}")

@@ -1,0 +1,162 @@
+"""The tester (``minikafka.course.judge``): a student's rules run the cluster and a fault campaign
+judges it. Kafka's rules pass the default campaign; the classic wrong rules students write are
+each caught within it, with a verdict that names what went wrong."""
+
+from __future__ import annotations
+
+import pytest
+
+from minikafka import rules as R
+from minikafka.course import judge
+from minikafka.course.tester import DEFAULT_SCHEDULES, _drawn, run_judged
+from minikafka.errors import IllegalArgumentError
+
+
+def _members(isr, pending_isr):
+    return set(isr) | set(pending_isr or ())
+
+
+# --- the classic wrong rules, per seam ----------------------------------------------------------------
+
+
+def hw_is_the_leaders_log_end(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    return leader_leo
+
+
+def hw_takes_the_max(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    leos = [leader_leo] + [follower_leos.get(b, -1) for b in _members(isr, pending_isr) if b != leader]
+    return max(hw, max(leos))
+
+
+def hw_forgets_it_never_goes_back(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    return min([leader_leo] + [follower_leos.get(b, -1) for b in _members(isr, pending_isr) if b != leader])
+
+
+def hw_never_moves(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    return hw
+
+
+def hw_ignores_the_pending_isr(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    return max(hw, min([leader_leo] + [follower_leos.get(b, -1) for b in isr if b != leader]))
+
+
+def hw_over_the_proposed_isr_alone(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    members = isr if pending_isr is None else pending_isr
+    return max(hw, min([leader_leo] + [follower_leos.get(b, -1) for b in members if b != leader]))
+
+
+def hw_skips_followers_not_heard_from(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+    leos = [follower_leos[b] for b in _members(isr, pending_isr) if b != leader and follower_leos.get(b, -1) >= 0]
+    return max(hw, min([leader_leo] + leos))
+
+
+def caught_up_only_at_the_leaders_end(last_caught_up_ms, fetch, previous_fetch):
+    time_ms, fetch_offset, leader_leo = fetch
+    return max(last_caught_up_ms, time_ms) if fetch_offset >= leader_leo else last_caught_up_ms
+
+
+def caught_up_by_offset_lag(last_caught_up_ms, fetch, previous_fetch):  # Kafka's old replica.lag.max.messages
+    time_ms, fetch_offset, leader_leo = fetch
+    return max(last_caught_up_ms, time_ms) if leader_leo - fetch_offset <= 5 else last_caught_up_ms
+
+
+def caught_up_never_again(last_caught_up_ms, fetch, previous_fetch):
+    return last_caught_up_ms
+
+
+def truncate_never(leader_epoch, leader_end_offset, follower_epochs, follower_leo, follower_log_start):
+    return follower_leo
+
+
+def truncate_at_the_later_end(leader_epoch, leader_end_offset, follower_epochs, follower_leo, follower_log_start):
+    my_epoch, my_end = R.end_offset_for(follower_epochs, leader_epoch, follower_leo)
+    return min(max(leader_end_offset, my_end), follower_leo) if my_epoch >= 0 else follower_log_start
+
+
+def truncate_at_own_epoch_end(leader_epoch, leader_end_offset, follower_epochs, follower_leo, follower_log_start):
+    my_epoch, my_end = R.end_offset_for(follower_epochs, leader_epoch, follower_leo)
+    return my_end if my_epoch >= 0 else follower_log_start
+
+
+WRONG = [
+    ("high_watermark", hw_is_the_leaders_log_end, "lost-write"),
+    ("high_watermark", hw_takes_the_max, "lost-write"),
+    ("high_watermark", hw_forgets_it_never_goes_back, "rule-error"),
+    ("high_watermark", hw_never_moves, "stuck"),
+    ("high_watermark", hw_ignores_the_pending_isr, "lost-write"),  # by a KIP-497 scenario
+    ("high_watermark", hw_over_the_proposed_isr_alone, "lost-write"),  # by the other one
+    ("high_watermark", hw_skips_followers_not_heard_from, "lost-write"),  # by a new leader dying at once
+    ("last_caught_up", caught_up_only_at_the_leaders_end, "isr-shrank-while-healthy"),
+    ("last_caught_up", caught_up_by_offset_lag, "isr-shrank-while-healthy"),
+    ("last_caught_up", caught_up_never_again, "isr-shrank-while-healthy"),
+    ("truncation_offset", truncate_never, "stuck"),
+    ("truncation_offset", truncate_at_the_later_end, "stuck"),
+    ("truncation_offset", truncate_at_own_epoch_end, "stuck"),
+]
+
+
+def test_kafkas_rules_pass_the_default_campaign_through_the_guard():
+    rules = {name: rule.reference for name, rule in R.RULES.items()}
+    # The reference itself is not guarded; wrap it so the campaign runs the student's path.
+    yours = {name: (lambda fn: lambda *args: fn(*args))(fn) for name, fn in rules.items()}
+    verdict = judge(yours)
+    assert verdict.ok and verdict.passed == verdict.schedules == DEFAULT_SCHEDULES
+    assert str(verdict).startswith(f"0 anomalies in {DEFAULT_SCHEDULES} schedules (seed 0) and 3 scenarios; "
+                                   "your rules: high_watermark, last_caught_up, truncation_offset")
+
+
+@pytest.mark.parametrize("seam, rule, kind", WRONG, ids=[r.__name__ for _, r, _ in WRONG])
+def test_a_classic_wrong_rule_is_caught_within_the_default_schedules(seam, rule, kind):
+    verdict = judge({seam: rule}, shrinking=False)
+    assert not verdict.ok and verdict.failure.kind == kind
+    scenario = {hw_ignores_the_pending_isr: "a follower rejoins the ISR while the controller is slow (KIP-497)",
+                hw_over_the_proposed_isr_alone: "a follower is dropped while the controller is unreachable (KIP-497)",
+                hw_skips_followers_not_heard_from: "a new leader dies before its followers fetch from it",
+                }.get(rule)
+    if scenario is not None:  # what random faults rarely line up: a scenario's case
+        assert verdict.passed == DEFAULT_SCHEDULES and verdict.failure.scenario == scenario
+        assert str(verdict).startswith(f'FAILED: the scenario "{scenario}" (after {DEFAULT_SCHEDULES} '
+                                       'schedules passed): lost-write')
+    else:
+        assert verdict.passed < DEFAULT_SCHEDULES
+    assert verdict.failure.rule_calls[seam] > 0
+
+
+def test_the_verdict_shows_the_shrunk_schedule_as_a_timeline():
+    verdict = judge({"high_watermark": hw_is_the_leaders_log_end}, schedules=5)
+    f = verdict.failure
+    text = str(verdict)
+    assert text.startswith(f"FAILED: schedule 1 of 5 (seed {f.seed}; shrunk: ")
+    assert "lost-write" in text.splitlines()[0]
+    _, drawn_faults = _drawn(f.seed)
+    assert f.shrunk.get("faults", drawn_faults) < drawn_faults or f.shrunk  # made smaller
+    assert "nemesis: " in text and "Kafka's rule: " in text and "-> " in text
+    assert text.splitlines()[-1].startswith("then: lost-write: v-") and "acked at checked-" in text
+    # The shrunk schedule fails again when replayed with its arguments.
+    assert run_judged({"high_watermark": hw_is_the_leaders_log_end}, f.seed, **f.shrunk).kind == f.kind
+
+
+def test_a_rule_that_breaks_its_contract_is_the_verdict_with_its_call():
+    verdict = judge({"high_watermark": hw_forgets_it_never_goes_back}, schedules=3)
+    assert verdict.failure.kind == "rule-error"
+    assert "it moved the high watermark backwards" in verdict.failure.what
+    assert str(verdict).splitlines()[-1].startswith("then: rule-error: it moved the high watermark backwards")
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    (dict(rules={"high_water": hw_never_moves}), "no rule named 'high_water'"),
+    (dict(rules={"high_watermark": hw_never_moves}, schedules=0), "schedules must be an int >= 1, not 0"),
+    (dict(rules={"high_watermark": hw_never_moves}, seed="1"), "seed must be an int, not '1'"),
+])
+def test_bad_arguments_are_refused_by_name(kwargs, message):
+    with pytest.raises(IllegalArgumentError) as e:
+        judge(**kwargs)
+    assert message in str(e.value)
+
+
+def test_a_schedule_with_rules_replays_by_name():
+    from minikafka.checker.campaign import _params
+
+    params = _params(rules={"high_watermark": hw_never_moves}, acks="all")
+    assert params.rules == (("high_watermark", hw_never_moves),)
+    assert params.call(5) == "run_schedule(seed=5, rules={'high_watermark': hw_never_moves})"
