@@ -63,6 +63,7 @@ from minikafka.messages import (
     POLICY_VIOLATION,
     INVALID_REPLICATION_FACTOR,
     INVALID_TOPIC_EXCEPTION,
+    INELIGIBLE_REPLICA,
     INVALID_UPDATE_VERSION,
     NO_ERROR,
     NOT_CONTROLLER,
@@ -102,7 +103,6 @@ from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
 from minikafka.topic import validate_topic_name
 
-INELIGIBLE_REPLICA = 107
 PRODUCER_ID_BLOCK = 1000
 SESSION_CHECK_MS = 500
 EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."  # Kafka's PolicyViolationException

@@ -474,6 +474,38 @@ def test_hw_counts_a_rejoining_follower_while_its_expansion_is_in_flight(make_cl
     assert back in c.partition_state("t", 0).isr and p.high_watermark == 3
 
 
+def test_an_expansion_stays_pending_past_the_socket_timeout_until_the_controller_answers(make_cluster):
+    """The same, with AlterPartition's answer later than replica.socket.timeout.ms (1 s): the
+    controller may still commit the proposal, so the leader keeps it pending (and asks again)
+    instead of forgetting it and acknowledging writes the rejoining follower lacks."""
+    c = make_cluster(config={**LAG, "replica.socket.timeout.ms": 1_000})
+    c.create_topic("t", 1, 3)
+    leader, (back, fast) = roles(c)
+    produce(c, [b"m0"])
+    c.partition([leader], [back])
+    wait(c, lambda: back not in c.partition_state("t", 0).isr, 20_000, "it leaves the ISR")
+    produce(c, [b"m1"])
+    c.heal()
+    c.slow(leader, CONTROLLER_ID, 3_000)  # every AlterPartition takes 3 s to arrive
+    c.slow(leader, back, 400)
+    p = rep(c, leader)
+    wait(c, lambda: p.pending_isr is not None, 60_000, "an expansion is proposed")
+    proposed_at, epoch = c.now, c.partition_state("t", 0).partition_epoch
+    wait(c, lambda: c.now >= proposed_at + 1_100, 2_000, "past the socket timeout")
+    assert p.pending_isr is not None and back in p.pending_isr  # still pending, not forgotten
+    assert back not in c.partition_state("t", 0).isr
+    produce(c, [b"m2"], acks=1)
+    c.advance(50)
+    assert p.followers[fast].log_end_offset == p.log_end_offset == 3
+    assert p.high_watermark == p.followers[back].log_end_offset == 2  # the proposed member still counts
+    wait(c, lambda: p.pending_isr is None, 10_000, "the controller answers")
+    assert back in p.isr and c.partition_state("t", 0).isr == p.isr
+    assert c.partition_state("t", 0).partition_epoch == p.partition_epoch == epoch + 1  # committed once
+    sent = [e for e in c.world.history if e[1:] == ("recv", leader, CONTROLLER_ID, "AlterPartitionRequest")]
+    assert len(sent) >= 2  # sent again while the first was still on its way
+    wait(c, lambda: p.high_watermark == 3, 5_000, "the rejoined follower fetches m2")
+
+
 def test_min_insync_replicas_refuses_acks_all_but_not_acks_1(make_cluster):
     c = make_cluster()
     c.create_topic("t", 1, 3, config={"min.insync.replicas": 2})

@@ -28,7 +28,8 @@ same view as everyone else. From then on it serves:
   failed fsync takes the log dir offline and the broker stops heartbeating (Kafka halts), so
   the controller fences it and moves its leaders; a restart recovers it;
 - other brokers: Fetch from followers;
-- the controller: heartbeat and AlterPartition answers;
+- the controller: heartbeat and AlterPartition answers (through the controller channel; a
+  late answer to a request it no longer waits for is dropped);
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
@@ -83,7 +84,6 @@ from minikafka.messages import (
     AlterConfigsResponse,
     CreatePartitionsRequest,
     CreatePartitionsResponse,
-    AlterPartitionResponse,
     BrokerHeartbeatRequest,
     BrokerHeartbeatResponse,
     CreateTopicsRequest,
@@ -390,10 +390,15 @@ class Broker(StateMachine):
             for topic in sorted(self.topics):
                 self.replica_manager.apply_topic_configs(topic, dict(self.topics[topic].configs))
 
-    def send_to_controller(self, message: Any) -> None:
-        """A one-shot message to the active controller (AlterPartition: the replica manager
-        has its own timeout and proposes again)."""
-        self.send(self.controller_channel.target(), message)
+    def send_to_controller(self, make: Callable[[int], Any], on_response: Callable[[Any], None], *,
+                           retry_ms: int) -> int:
+        """A request to the active controller that is sent again every ``retry_ms`` until
+        answered (AlterPartition: the replica manager must learn its fate). Its correlation id,
+        for ``cancel_controller_request``."""
+        return self.controller_channel.send(make, on_response, timeout_ms=None, attempt_timeout_ms=retry_ms)
+
+    def cancel_controller_request(self, correlation_id: int) -> None:
+        self.controller_channel.cancel(correlation_id)
 
     def on_timer(self, key: Hashable) -> None:
         rm = self.replica_manager
@@ -441,8 +446,6 @@ class Broker(StateMachine):
         elif key == "offsets-expire":
             self.group_coordinator.expire_offsets()
             self.set_timer("offsets-expire", self.config["offsets.retention.check.interval.ms"])
-        elif key[0] == "alter-timeout":
-            rm.alter_timed_out(key[1])
         elif key == "txn-abort-timed-out":
             self.transaction_coordinator.abort_timed_out_transactions()
         elif key == "txn-markers":
@@ -465,9 +468,7 @@ class Broker(StateMachine):
             return
         if isinstance(message, Disconnected):  # the Raft client and the channel both need to know
             self.raft.handle(src, message)
-            self.controller_channel.disconnected(message.node)
-            if message.node in self.controllers:
-                self.replica_manager.controller_disconnected()
+            self.controller_channel.disconnected(message.node)  # AlterPartitions too: sent elsewhere
             self.transaction_coordinator.leader_unreachable(message.node)
         elif self.raft.handle(src, message) or self.controller_channel.handle_response(src, message):
             return
@@ -482,9 +483,6 @@ class Broker(StateMachine):
 
     def _fetch_response(self, src: NodeId, response: FetchResponse) -> None:
         self.replica_manager.handle_fetch_response(src, response)
-
-    def _alter_partition_response(self, src: NodeId, response: AlterPartitionResponse) -> None:
-        self.replica_manager.handle_alter_partition_response(response)
 
     def _drop_topic(self, topic: str) -> None:
         self.topics.pop(topic, None)
@@ -896,7 +894,6 @@ class Broker(StateMachine):
         CreatePartitionsRequest: _create_partitions,
         AlterConfigsRequest: _alter_configs,
         DescribeConfigsRequest: _describe_configs,
-        AlterPartitionResponse: _alter_partition_response,
         FindCoordinatorRequest: _find_coordinator,
         JoinGroupRequest: _group_request,
         SyncGroupRequest: _group_request,

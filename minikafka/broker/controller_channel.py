@@ -11,8 +11,16 @@ answer is ``NOT_CONTROLLER`` or the connection is refused, sends it again (after
 next voter when it names none. Until ``timeout_ms`` runs out: then the caller's
 ``on_timeout`` runs once and a late answer is dropped.
 
+Some requests must not be given up on: an AlterPartition may be committed by the controller
+after its sender stopped waiting, so the leader has to hear how it ended. Sent with
+``timeout_ms=None`` and an ``attempt_timeout_ms``, a request is sent again (to the controller
+active then) whenever an attempt goes unanswered that long, and never times out; only its
+caller can ``cancel`` it (Kafka's channel for AlterPartition retries the same way, with
+``retryTimeoutMs`` = forever).
+
 Each request keeps its correlation id across retries, so whatever answer comes back is
-matched to it; an answer from an attempt already given up on is dropped.
+matched to it, the first one delivered; an answer to a request already answered, timed out
+or cancelled is dropped.
 
 Never: answer a caller twice, or retry a request whose answer has been delivered.
 """
@@ -31,6 +39,7 @@ class _Pending:
     make: Callable[[int], Any]  # correlation id -> the request
     on_response: Callable[[Any], None]
     on_timeout: Callable[[], None] | None
+    attempt_timeout_ms: int | None = None  # send again when an attempt is unanswered this long
     sent_to: int | None = None
 
 
@@ -73,12 +82,29 @@ class NodeToControllerChannelManager:
         return self.controllers[0]
 
     def send(self, make: Callable[[int], Any], on_response: Callable[[Any], None], *,
-             timeout_ms: int, on_timeout: Callable[[], None] | None = None) -> int:
+             timeout_ms: int | None, on_timeout: Callable[[], None] | None = None,
+             attempt_timeout_ms: int | None = None) -> int:
+        """Send ``make(corr)`` to the active controller; ``on_response`` gets the answer. Its
+        correlation id, which ``cancel`` takes. ``timeout_ms=None``: never give up (then an
+        ``attempt_timeout_ms`` is needed, or a lost request would wait forever)."""
+        if timeout_ms is None and attempt_timeout_ms is None:
+            raise ValueError("a request without timeout_ms needs attempt_timeout_ms: "
+                             "it would wait forever for an answer that was lost")
         corr = next(self._correlation)
-        self._pending[corr] = _Pending(make, on_response, on_timeout)
-        self.node.set_timer(("controller-timeout", corr), timeout_ms)
+        self._pending[corr] = _Pending(make, on_response, on_timeout, attempt_timeout_ms)
+        if timeout_ms is not None:
+            self.node.set_timer(("controller-timeout", corr), timeout_ms)
         self._attempt(corr)
         return corr
+
+    def cancel(self, corr: int) -> None:
+        """The caller no longer wants an answer (nor retries): a late one is dropped."""
+        pending = self._pending.pop(corr, None)
+        if pending is not None:
+            self.node.cancel_timer(("controller-retry", corr))
+            self.node.cancel_timer(("controller-timeout", corr))
+            if pending.attempt_timeout_ms is not None:
+                self.node.cancel_timer(("controller-attempt", corr))
 
     def _attempt(self, corr: int) -> None:
         pending = self._pending.get(corr)
@@ -86,6 +112,13 @@ class NodeToControllerChannelManager:
             return
         pending.sent_to = self.target()
         self.node.send(pending.sent_to, pending.make(corr))
+        if pending.attempt_timeout_ms is not None:
+            self.node.set_timer(("controller-attempt", corr), pending.attempt_timeout_ms)
+
+    def _retry_later(self, corr: int, pending: _Pending) -> None:
+        self.node.set_timer(("controller-retry", corr), self.retry_backoff_ms)
+        if pending.attempt_timeout_ms is not None:
+            self.node.cancel_timer(("controller-attempt", corr))  # the retry sends it, and sets it again
 
     def pending_count(self) -> int:
         return len(self._pending)
@@ -105,11 +138,13 @@ class NodeToControllerChannelManager:
             return False
         if response_error(response) == NOT_CONTROLLER:
             self._refused.add(src)
-            self.node.set_timer(("controller-retry", corr), self.retry_backoff_ms)
+            self._retry_later(corr, pending)
             return True
         self._refused.discard(src)
         del self._pending[corr]
         self.node.cancel_timer(("controller-timeout", corr))
+        if pending.attempt_timeout_ms is not None:
+            self.node.cancel_timer(("controller-attempt", corr))
         pending.on_response(response)
         return True
 
@@ -121,19 +156,24 @@ class NodeToControllerChannelManager:
         for corr, pending in list(self._pending.items()):
             if pending.sent_to == node:
                 pending.sent_to = None
-                self.node.set_timer(("controller-retry", corr), self.retry_backoff_ms)
+                self._retry_later(corr, pending)
 
     def on_timer(self, key: Any) -> bool:
-        if not (isinstance(key, tuple) and key and key[0] in ("controller-retry", "controller-timeout")):
+        if not (isinstance(key, tuple) and key
+                and key[0] in ("controller-retry", "controller-timeout", "controller-attempt")):
             return False
         corr = key[1]
         if key[0] == "controller-retry":
             if len(self._refused) >= len(self.controllers):
                 self._refused.clear()  # everyone refused once: start over
             self._attempt(corr)
+        elif key[0] == "controller-attempt":
+            self._attempt(corr)  # no answer in time: send it again, to whoever is active now
         else:
             pending = self._pending.pop(corr, None)
             self.node.cancel_timer(("controller-retry", corr))
+            if pending is not None and pending.attempt_timeout_ms is not None:
+                self.node.cancel_timer(("controller-attempt", corr))
             if pending is not None and pending.on_timeout is not None:
                 pending.on_timeout()
         return True

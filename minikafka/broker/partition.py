@@ -19,6 +19,11 @@ On the leader:
   *proposed* here; the controller commits them (AlterPartition). Until it does, the HW is
   computed over the *maximal* ISR (committed plus proposed), so a replica leaving the ISR
   never lets the HW move ahead of what the controller believes (Kafka's KIP-497 rule).
+  A proposal stays pending until its fate is known: committed (``apply_isr_update``, from
+  the controller's answer or the metadata log), certainly refused (``isr_change_refused``),
+  or overtaken by a new leadership. Never on a mere timeout: a proposal whose answer is late
+  may still be committed, and a HW computed without it would acknowledge writes a member of
+  the ISR the controller commits does not have.
 - ``append_as_leader`` refuses acks=all writes with NOT_ENOUGH_REPLICAS while the ISR is
   smaller than ``min.insync.replicas``, and checks idempotent producers' sequences. A disk
   that refuses the write (full, failing) is KAFKA_STORAGE_ERROR: the log wrote nothing, so
@@ -166,6 +171,11 @@ class Partition:
             self.isr = state.isr
             self.replicas = state.replicas
             self.pending_isr = None
+
+    def isr_change_refused(self) -> None:
+        """The controller refused the pending proposal and it certainly was not applied
+        (INELIGIBLE_REPLICA): back to the committed ISR, free to propose afresh."""
+        self.pending_isr = None
 
     # --- the leader's write path -------------------------------------------------------------
 

@@ -22,7 +22,26 @@ Theory of operation
   goes back once every in-sync replica has it. A read_committed consumer reads below the
   last stable offset and is told which aborted transactions the range holds.
 - ISR changes are proposed to the controller with AlterPartition and applied when it
-  commits them (see ``Partition``).
+  commits them (see ``Partition``). A proposal stays pending until its fate is known (Kafka's
+  ``PendingExpandIsr``/``PendingShrinkIsr`` and ``AlterPartitionManager``): the request goes
+  through the controller channel, sent again to the active controller whenever an attempt
+  goes unanswered for ``replica.socket.timeout.ms`` (the controller may be slow, not gone,
+  and may still commit it), and is never forgotten on a timeout. Its answer:
+
+  ==========================  ===============================================================
+  NO_ERROR                    committed: the ISR it returns is applied
+  INELIGIBLE_REPLICA          certainly not applied (the partition epoch was right): back to
+                              the committed ISR, and a new proposal at the next check
+  FENCED_LEADER_EPOCH,        the controller knows a newer state (perhaps this very proposal,
+  INVALID_UPDATE_VERSION,     committed by an earlier attempt): stay pending until the
+  NOT_LEADER_OR_FOLLOWER,     metadata log brings it
+  UNKNOWN_TOPIC_OR_PARTITION
+  anything else               (REQUEST_TIMED_OUT: not committed *yet*) send it again
+  ==========================  ===============================================================
+
+  The metadata log settles it too: a committed ISR change (a ``PartitionChangeRecord``) or a
+  new leadership replaces the pending proposal, whose request is then cancelled; an answer
+  that comes after its proposal was replaced is dropped, whatever it says.
 - The log start offset: retention (``delete_old_segments``, on the broker's timer) moves it
   on each replica; DeleteRecords moves it on the leader, and a follower moves its own to the
   leader's as its fetches bring it. Changed topic configs reach every running log and
@@ -53,6 +72,8 @@ from minikafka.messages import (
     MESSAGE_TOO_LARGE,
     CONSUMER_REPLICA_ID,
     FENCED_LEADER_EPOCH,
+    INELIGIBLE_REPLICA,
+    INVALID_UPDATE_VERSION,
     INVALID_REQUIRED_ACKS,
     NO_ERROR,
     NOT_LEADER_OR_FOLLOWER,
@@ -97,6 +118,30 @@ class DelayedFetch:
 
 
 @dataclass
+class AlterPartitionItem:
+    """One ISR change proposed to the controller and not yet answered (Kafka's
+    ``AlterPartitionItem``): the partition and epochs it was proposed at, and its request's
+    correlation id in the controller channel."""
+
+    key: Key
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+    correlation_id: int = -1
+
+    def is_pending_on(self, p: Partition) -> bool:
+        """Whether ``p`` still waits for this proposal (nothing replaced it meanwhile)."""
+        return (p.is_leader and p.leader_epoch == self.leader_epoch
+                and p.partition_epoch == self.partition_epoch and p.pending_isr == self.new_isr)
+
+
+# AlterPartition refusals after which the leader waits for the metadata log: the controller
+# has a newer state of the partition, which may be this very proposal committed.
+WAIT_FOR_METADATA = frozenset({FENCED_LEADER_EPOCH, INVALID_UPDATE_VERSION, NOT_LEADER_OR_FOLLOWER,
+                               UNKNOWN_TOPIC_OR_PARTITION})
+
+
+@dataclass
 class Fetcher:
     """The follower's fetch session towards one leader."""
 
@@ -125,7 +170,7 @@ class ReplicaManager:
         # one request for a whole CreateTopics, not one per partition, each naming every
         # partition so far (2,000 partitions: ~1,300 requests of up to 1,300 partitions).
         self._fetches_due: dict[int, None] = {}
-        self.alter_in_flight: dict[int, Key] = {}
+        self.alter_in_flight: dict[Key, AlterPartitionItem] = {}  # at most one proposal per partition
         self._correlation = 0
         # Set by the wire runtime (never in the simulated world, whose messages are bytes):
         # record sets of at least this many bytes are answered as FileRecords, left in their
@@ -169,6 +214,10 @@ class ReplicaManager:
         return deleted
 
     def apply_partition_state(self, state: PartitionState, topic_configs: dict) -> None:
+        self._apply_partition_state(state, topic_configs)
+        self._drop_replaced_proposal((state.topic, state.partition))
+
+    def _apply_partition_state(self, state: PartitionState, topic_configs: dict) -> None:
         p = self.get_or_create_partition(state.topic, state.partition, topic_configs)
         key = p.key
         if state.leader == self.broker_id:
@@ -214,6 +263,7 @@ class ReplicaManager:
         self.offline_partitions.pop(key, None)
         p = self.partitions.pop(key, None)
         self._stop_fetching(key)
+        self._drop_replaced_proposal(key)
         if p is not None:
             self._complete_produces_for(key)  # NOT_LEADER_OR_FOLLOWER now that it is gone
             self._wake_fetches(key)
@@ -558,38 +608,47 @@ class ReplicaManager:
                 self._propose_isr(p, proposal)
 
     def _propose_isr(self, p: Partition, new_isr: tuple[int, ...]) -> None:
-        corr = self._next_correlation()
-        self.alter_in_flight[corr] = p.key
-        self.node.send_to_controller(AlterPartitionRequest(
-            corr, self.broker_id, p.topic, p.partition, p.leader_epoch, p.partition_epoch, new_isr
-        ))
-        self.node.set_timer(("alter-timeout", corr), self.config["replica.socket.timeout.ms"])
+        self._submit_alter(AlterPartitionItem(p.key, p.leader_epoch, p.partition_epoch, new_isr))
 
-    def handle_alter_partition_response(self, response: AlterPartitionResponse) -> None:
-        key = self.alter_in_flight.pop(response.correlation_id, None)
-        if key is None:
+    def _submit_alter(self, item: AlterPartitionItem) -> None:
+        """Send ``item`` to the active controller, again and again until it is answered."""
+        item.correlation_id = self.node.send_to_controller(
+            lambda corr: AlterPartitionRequest(corr, self.broker_id, *item.key, item.leader_epoch,
+                                               item.partition_epoch, item.new_isr),
+            lambda response: self._alter_partition_answered(item, response),
+            retry_ms=self.config["replica.socket.timeout.ms"])
+        self.alter_in_flight[item.key] = item
+
+    def _alter_partition_answered(self, item: AlterPartitionItem, response: AlterPartitionResponse) -> None:
+        if self.alter_in_flight.get(item.key) is not item:
+            return  # replaced meanwhile (its request was cancelled then)
+        del self.alter_in_flight[item.key]
+        p = self.partitions.get(item.key)
+        if p is None or not item.is_pending_on(p):
             return
-        self.node.cancel_timer(("alter-timeout", response.correlation_id))
-        p = self.partitions.get(key)
-        if p is None:
-            return
-        if response.error == NO_ERROR and response.state is not None:
+        if response.error == NO_ERROR:
+            if response.state is None:
+                return  # committed, but not said how: the metadata log will say
             p.apply_isr_update(response.state)
-        p.pending_isr = None  # committed, or refused: either way, propose afresh next time
-        self._on_high_watermark_maybe_changed(key, p.maybe_increment_high_watermark())
+        elif response.error == INELIGIBLE_REPLICA:
+            p.isr_change_refused()
+        elif response.error in WAIT_FOR_METADATA:
+            return  # pending until the metadata log says what became of the partition
+        else:
+            self._submit_alter(item)  # not decided yet (REQUEST_TIMED_OUT): ask again
+            return
+        self._on_high_watermark_maybe_changed(item.key, p.maybe_increment_high_watermark())
 
-    def controller_disconnected(self) -> None:
-        """A controller died or refused us: an AlterPartition sent to it gets no answer, so
-        every proposal in flight is forgotten and made again (to the active controller) at
-        the next ISR check."""
-        for corr in list(self.alter_in_flight):
-            self.alter_timed_out(corr)
-            self.node.cancel_timer(("alter-timeout", corr))
-
-    def alter_timed_out(self, corr: int) -> None:
-        key = self.alter_in_flight.pop(corr, None)
-        if key is not None and key in self.partitions:
-            self.partitions[key].pending_isr = None
+    def _drop_replaced_proposal(self, key: Key) -> None:
+        """The metadata log replaced this partition's pending proposal (a committed ISR, a new
+        leader or epoch, the topic gone): stop asking, and drop whatever answer comes."""
+        item = self.alter_in_flight.get(key)
+        if item is None:
+            return
+        p = self.partitions.get(key)
+        if p is None or not item.is_pending_on(p):
+            del self.alter_in_flight[key]
+            self.node.cancel_controller_request(item.correlation_id)
 
     # --- the follower side ----------------------------------------------------------------------------------
 
