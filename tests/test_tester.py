@@ -8,7 +8,8 @@ import pytest
 
 from minikafka import rules as R
 from minikafka.course import judge
-from minikafka.course.tester import DEFAULT_SCHEDULES, _drawn, run_judged
+from minikafka.checker.campaign import CAMPAIGN_BROKER_CONFIG
+from minikafka.course.tester import DEFAULT_SCHEDULES, SCENARIOS, _drawn, run_judged
 from minikafka.errors import IllegalArgumentError
 
 
@@ -103,6 +104,15 @@ def test_kafkas_rules_pass_the_default_campaign_through_the_guard():
     assert verdict.ok and verdict.passed == verdict.schedules == DEFAULT_SCHEDULES
     assert str(verdict).startswith(f"0 anomalies in {DEFAULT_SCHEDULES} schedules (seed 0) and 3 scenarios; "
                                    "your rules: high_watermark, last_caught_up, truncation_offset")
+
+
+@pytest.mark.parametrize("scenario", SCENARIOS, ids=[s.__name__ for s in SCENARIOS])
+def test_kafkas_rules_lose_nothing_in_a_scenario_with_the_campaigns_socket_timeout(scenario):
+    """The first scenario's AlterPartition takes 3 s to reach the controller, past the
+    campaign's replica.socket.timeout.ms: the leader keeps its proposal pending (asking again)
+    until answered, so nothing acknowledged is lost when the follower it proposed leads."""
+    assert CAMPAIGN_BROKER_CONFIG["replica.socket.timeout.ms"] < 3_000
+    assert scenario({name: rule.reference for name, rule in R.RULES.items()}) is None
 
 
 @pytest.mark.parametrize("seam, rule, kind", WRONG, ids=[r.__name__ for _, r, _ in WRONG])

@@ -265,12 +265,7 @@ def rejoin_while_the_controller_is_slow(rules: Mapping[str, Callable], seed: int
     in. The moment the controller commits F into the ISR, the leader is cut off and killed, and
     F becomes leader. Kafka's rule counted F (pending) all along, so F has every acknowledged
     record; a high watermark that ignores the pending ISR acknowledged records F never had."""
-    # The leader's AlterPartition must not time out while the controller is slow: minikafka's
-    # ReplicaManager forgets a proposal whose answer is late (alter_timed_out), while the controller
-    # may still commit it; Kafka keeps it pending until answered. (With the campaign's 1 s timeout
-    # the reference rules lose acknowledged records here: a ReplicaManager bug, not a rule's.)
-    config = {**CAMPAIGN_BROKER_CONFIG, "broker.session.timeout.ms": 6_000, "replica.socket.timeout.ms": 10_000,
-              "min.insync.replicas": 2}
+    config = {**CAMPAIGN_BROKER_CONFIG, "broker.session.timeout.ms": 6_000, "min.insync.replicas": 2}
     notes: list[tuple[int, str]] = []
     with run_cluster(3, seed=seed, config=config, record_history=False, rules=dict(rules)) as cluster, \
             _quiet_clients():
