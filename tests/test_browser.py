@@ -9,7 +9,7 @@ counters -- and every wait is for a state to appear (Playwright's ``expect``), n
 sleep. The window is a projector's: a 1280x720 viewport at device scale factor 1.5.
 
 The browser is Debian's ``/usr/bin/chromium`` (``.ci/ensure-chromium``, run by ``make
-install``); Playwright never downloads one (the Makefile sets
+test``); Playwright never downloads one (the Makefile sets
 PLAYWRIGHT_SKIP_BROWSER_DOWNLOAD=1 and nothing here runs ``playwright install``).
 Screenshots of each dashboard are written to ``tests/artifacts/`` (ignored by git), and a
 screenshot of the page to the same place whenever a test fails.
@@ -62,7 +62,7 @@ def _free_port() -> int:
 def lab(tmp_path_factory):
     """A JupyterLab server on a copy of the lectures; yields (base url, token)."""
     if not os.access(CHROMIUM, os.X_OK):
-        pytest.fail(f"{CHROMIUM} is missing: run `sh .ci/ensure-chromium` (make install does)")
+        pytest.fail(f"{CHROMIUM} is missing: run `sh .ci/ensure-chromium` (make test does)")
     root = tmp_path_factory.mktemp("lab")
     for name in ("03-brokers-and-cluster.ipynb", "04-replication-and-isr.ipynb", "06-consumer-groups.ipynb"):
         # Without their stored outputs: what the page shows is then what this run made.

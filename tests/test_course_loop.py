@@ -7,6 +7,7 @@ in a subprocess are marked `notebooks` (a few seconds each); the rest are quick.
 
 import copy
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -291,6 +292,52 @@ def test_the_release_has_no_solutions_and_no_hidden_checks(tmp_path, capsys):
     assert main(["release", str(out)]) == 2  # exists: refused without --force
     assert "use --force" in capsys.readouterr().err
 
+
+
+# -- the README's student commands, as written ---------------------------------------------------
+
+def readme_commands(heading):
+    "The shell block of the README's section `heading`, as a student would copy it."
+    text = (ROOT / "README.md").read_text(encoding="utf-8")
+    return re.search(r"```sh\n(.*?)```", text[text.index(f"\n{heading}\n"):], re.S).group(1)
+
+
+def fresh_shell():
+    "The environment of a new terminal: no virtualenv active, no `minikafka` on PATH."
+    env = {k: v for k, v in os.environ.items() if k not in ("VIRTUAL_ENV", "PYTHONPATH", "PYTHONHOME")}
+    env["PATH"] = os.pathsep.join(d for d in env["PATH"].split(os.pathsep)
+                                  if d and not (Path(d) / "minikafka").exists())
+    return env
+
+
+@pytest.mark.notebooks  # runs `minikafka check` on an untouched exercise: a kernel, seconds
+@pytest.mark.parametrize("where", ["repository", "release"])
+def test_the_readmes_student_commands_work_as_written_in_a_fresh_shell(tmp_path, where):
+    """In a folder laid out as the instructor's repository or as the release, with `.venv` the
+    virtualenv these tests run in, the README's block runs verbatim in `sh`: the check answers
+    (the untouched exercise fails) instead of `minikafka: not found`."""
+    if where == "repository":
+        folder = tmp_path / "repository"
+        folder.mkdir()
+        (folder / "exercises").symlink_to(ROOT / "exercises")  # resolves to this repository's root
+    else:
+        folder = tmp_path / "release"
+        assert main(["release", str(folder)]) == 0
+    (folder / ".venv").symlink_to(Path(sys.prefix), target_is_directory=True)
+    commands = readme_commands("## For students: exercises")
+    activate, check = [line for line in commands.splitlines() if line.strip()]
+    assert activate.startswith(". .venv/bin/activate") and check.startswith("minikafka check exercises/")
+
+    def run(script):
+        return subprocess.run(["sh", "-c", script], cwd=folder, env=fresh_shell(), capture_output=True,
+                              text=True, timeout=600)
+
+    without = run(check)  # what the README used to say: a new terminal does not know the command
+    assert without.returncode == 127 and "not found" in without.stderr
+    done = run(commands)
+    assert done.returncode == 1, done.stdout + done.stderr  # 1: the check ran and found failures
+    assert re.search(r"^FAIL  Exercise 1: ", done.stdout, re.M), done.stdout
+    assert re.search(r"^0 of \d+ exercises pass the checks in this notebook", done.stdout, re.M), done.stdout
 
 # -- pytest configuration -----------------------------------------------------------------------
 

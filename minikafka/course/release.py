@@ -4,10 +4,12 @@ Theory of operation: the instructor's repository holds solutions/ (reference cod
 grader-only checks) and everything students need. `release(root, out)` copies into `out` only
 what students get: the lectures (notebooks/), the exercises (exercises/, regenerated from
 solutions/ in memory first, so a stale folder cannot leak or miss anything), the package
-(minikafka/), the set-up files (pyproject.toml, Makefile, README.md, environment.yml, .ci/) and
-the nbval sanitize file the check uses. It never copies solutions/, tests/ (whose fixtures hold
-solutions too) or benchmarks/, and it refuses to finish if any solution marker or hidden check
-cell made it into the copy.
+(minikafka/), the set-up files (pyproject.toml, Makefile, README.md, environment.yml, the Binder
+configuration .binder/, and from .ci/ only what the students' make targets use) and the nbval
+sanitize file the check uses. The Makefile is the instructor's: in a copy without tests/ its test
+targets say so, and none of the students' targets (lab, check) needs Chromium or the dev extra.
+It never copies solutions/, tests/ (whose fixtures hold solutions too), benchmarks/ or the CI
+scripts, and it refuses to finish if any solution marker or hidden check cell made it into the copy.
 """
 
 from __future__ import annotations
@@ -19,7 +21,9 @@ from . import BEGIN_MARKER, HIDDEN_TAG
 from .exercises import render
 
 TOP_FILES = ["README.md", "pyproject.toml", "Makefile", "environment.yml", ".gitignore"]
-TREES = ["notebooks", "minikafka", ".ci"]
+TREES = ["notebooks", "minikafka", ".binder"]
+# What `make lab` and `make check` run from .ci/ (not the CI script, not the browser's installer).
+CI_FILES = ["ensure-graphviz", "jupyter_nbconvert_config.json"]
 _IGNORE = shutil.ignore_patterns("__pycache__", "*.pyc", ".ipynb_checkpoints", "*.egg-info")
 
 
@@ -46,6 +50,9 @@ def release(root: Path, out: Path, *, force: bool = False) -> int:
     for tree in TREES:
         if (root / tree).is_dir():
             shutil.copytree(root / tree, out / tree, ignore=_IGNORE)
+    (out / ".ci").mkdir()
+    for name in CI_FILES:
+        shutil.copy2(root / ".ci" / name, out / ".ci" / name)
     (out / "exercises").mkdir()
     for name, text in exercises.items():
         (out / "exercises" / name).write_bytes(text.encode("utf-8"))
