@@ -87,6 +87,7 @@ from wire_helpers import (  # noqa: E402
     header_only_frame,
     isr_of,
     kill_all,
+    known_everywhere,
     leader_of,
     metadata_request,
     now_ms,
@@ -140,6 +141,7 @@ def new_topic(cluster, admin):
             return len(parts) == partitions and all(p["leader_id"] >= 0 for p in parts)
 
         wait_until(led, 20, f"leaders for {name}")
+        wait_until(lambda: known_everywhere(cluster, name, partitions), 20, f"{name} in every broker's metadata")
         return name
 
     return create

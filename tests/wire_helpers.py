@@ -177,6 +177,28 @@ def read_partitions(bootstrap: str, topic: str, partitions: Iterable[int],
         consumer.close()
 
 
+def known_everywhere(cluster, topic: str, partitions: int) -> bool:
+    """Whether every live broker's Metadata answers ``topic`` with ``partitions`` partitions, each
+    with a leader: the metadata log has reached them all. A client bootstraps from any broker, and
+    kafka-python's group leader assigns nothing of a topic its metadata lacks (and refreshes that
+    metadata only every ``metadata_max_age_ms``), so a group test starts from this state."""
+    for b in cluster.broker_ids:
+        if not cluster.alive(b):
+            continue
+        try:
+            with RawConnection((cluster.host, cluster.ports[b])) as conn:
+                answer = conn.request(metadata_request(topic), 8)
+        except OSError:
+            return False
+        described = [t for t in answer.topics if t.name == topic]
+        if not described or described[0].error_code != 0:
+            return False
+        parts = described[0].partitions
+        if len(parts) != partitions or any(p.error_code != 0 or p.leader_id < 0 for p in parts):
+            return False
+    return True
+
+
 def poll_until(consumer: KafkaConsumer, count: int, timeout_s: float = 30.0) -> list:
     """Poll until ``count`` records came (all of them returned), or fail."""
     got: list = []
