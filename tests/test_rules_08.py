@@ -12,7 +12,12 @@ from minikafka import Cluster, KafkaProducer
 from minikafka import rules as R
 from minikafka.checker.raft import RaftHarness, run_raft_schedule
 from minikafka.course import judge
-from minikafka.course.tester_raft import DEFAULT_SCHEDULES, RaftVerdict, stale_leader_returns_with_a_longer_log
+from minikafka.course.tester_raft import (
+    DEFAULT_SCHEDULES,
+    RaftVerdict,
+    deposed_leader_returns_behind_in_an_older_epoch,
+    stale_leader_returns_with_a_longer_log,
+)
 from minikafka.errors import IllegalArgumentError
 from minikafka.rules import REFERENCE, RULES, Request, RuleError, Voter, end_offset_for
 
@@ -180,7 +185,7 @@ def test_kafkas_rules_pass_the_quorums_campaign_through_the_guard():
     verdict = judge(yours)
     assert isinstance(verdict, RaftVerdict)
     assert verdict.ok and verdict.passed == verdict.schedules == DEFAULT_SCHEDULES
-    assert str(verdict).startswith(f"0 violations in {DEFAULT_SCHEDULES} schedules (seed 0) and 1 scenario; "
+    assert str(verdict).startswith(f"0 violations in {DEFAULT_SCHEDULES} schedules (seed 0) and 2 scenarios; "
                                    "your rules: grant_vote, metadata_truncation_offset")
 
 
@@ -200,6 +205,21 @@ def test_the_scenario_elects_a_stale_longer_log_under_a_rule_comparing_log_ends_
     assert finding.kind == "assertion" and "would lose committed records" in finding.what
     assert finding.scenario == "a cut-off leader returns with a longer log of an older epoch"
     assert any(c.returned is True and c.reference is False for c in finding.calls)
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_the_scenario_catches_a_cut_at_the_leaders_end_alone(seed):
+    # Random schedules line this up rarely (the judge's seed 1 passes all 80): the scenario does.
+    kafka = {"metadata_truncation_offset": lambda *args: R.metadata_truncation_offset(*args)}
+    assert deposed_leader_returns_behind_in_an_older_epoch(kafka, seed) is None
+    with pytest.raises(RuleError, match="it cut the log at 7, past its end 4") as e:
+        deposed_leader_returns_behind_in_an_older_epoch({"metadata_truncation_offset": cut_at_the_leaders_end}, seed)
+    # The first cut (7, inside the 6-record batch of epoch 2) drops the whole batch; the leader
+    # answers the same again, and the same rule now cuts past the log's end.
+    assert [(c.args["follower_leo"], c.returned, c.reference) for c in e.value.trace.differing] == [(10, 7, 3)]
+    verdict = judge({"metadata_truncation_offset": cut_at_the_leaders_end}, seed=1, shrinking=False)
+    assert verdict.failure.scenario == "a deposed leader returns with records of an epoch the new leader never had"
+    assert verdict.failure.kind == "rule-error" and verdict.passed == DEFAULT_SCHEDULES
 
 
 def test_the_verdict_shows_the_shrunk_schedule_as_a_timeline():

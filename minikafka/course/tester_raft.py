@@ -24,9 +24,11 @@ first of:
 - ``rule-error``: at the call, the rule raised, hung or returned something no node can act on
   (``minikafka.rules``).
 
-After the random schedules comes a named *scenario*, a case random faults rarely line up
+After the random schedules come named *scenarios*, cases random faults rarely line up
 (``SCENARIOS``): a cut-off leader that returns with a longer log of an older epoch (where a
-vote rule comparing log ends alone elects it over committed records).
+vote rule comparing log ends alone elects it over committed records), and a deposed leader
+that returns with records of an epoch the new leader never had, its older epoch shorter than
+the leader's (where a cut at the leader's end alone keeps records that do not match, forever).
 
 With Kafka's rules every schedule passes (tests/test_raft.py runs 200). The first failing
 schedule is *shrunk* (fewer faults, three voters, no observer, a shorter run: each kept if the
@@ -193,7 +195,71 @@ def stale_leader_returns_with_a_longer_log(rules: Mapping[str, Callable], seed: 
 
 
 stale_leader_returns_with_a_longer_log.title = "a cut-off leader returns with a longer log of an older epoch"
-SCENARIOS = (stale_leader_returns_with_a_longer_log,)
+
+
+def deposed_leader_returns_behind_in_an_older_epoch(rules: Mapping[str, Callable], seed: int = 0) -> Finding | None:
+    """Leader A of epoch 1 is cut off and appends 4 records alone. B and C (3 records each) elect
+    X of them in epoch 2; X is cut off at once and appends 6 records alone (its followers never
+    fetch them). A and the other one heal: A's log is longer in the same last epoch, so A leads
+    epoch 3. Then X returns: its last epoch (2) is one A never had, and the leader answers
+    "diverging at (1, where epoch 1 ends in A's log)". X's own epoch 1 ends sooner, so Kafka's rule
+    cuts there, the lower of the two ends; a cut at the leader's end alone keeps records of epoch 2
+    that A does not have, and the same answer comes back forever: X never catches up."""
+    history = RaftHistory()
+    root = Path(_scratch_dir())
+    h = RaftHarness(root, voters=3, observers=0, seed=seed, config=FAST_RAFT_CONFIG, history=history,
+                    rules=dict(rules), latency_ms=2)
+
+    def note(text: str) -> None:
+        history.faults.append((h.world.now, text))
+
+    try:
+        try:
+            a = h.wait_for_leader()
+            h.append(b"v-0", b"v-1")
+            h.settle()
+            b, c = [n for n in h.voters if n != a]
+            h.partition([a], [b, c])
+            h.append(b"v-2", b"v-3", b"v-4", b"v-5", node=a)
+            note(f"cut {a} (the leader of epoch 1) off; it appends 4 records alone")
+            if h.run_until(lambda: h.leader() in (b, c), 10_000):
+                x = h.leader()
+                y = b if x == c else c
+                h.isolate(x)
+                h.append(*[b"x-%d" % i for i in range(6)], node=x)
+                history.appended = 12
+                note(f"{x} leads epoch {h.client(x).epoch}; cut it off at once; it appends 6 records alone")
+                h.heal()
+                h.isolate(x)
+                note(f"heal {a} <-> {y}")
+                epoch = h.client(x).epoch
+
+                def elected() -> bool:
+                    leader = h.leader()
+                    return leader is not None and h.client(leader).epoch > epoch
+                if h.run_until(elected, 10_000):
+                    h.append(b"v-6")
+                    note(f"{h.leader()} leads epoch {h.client(h.leader()).epoch}")
+            note("heal everything")
+            h.heal()
+            if not h.settle(30_000):
+                history.not_converged.append(f"seed {seed}: {h.describe()}")
+            history.final_logs = h.final_logs()
+        except AssertionError as e:
+            history.assertions.append(f"seed {seed}: {e}")
+        report = check_raft(history)
+        finding = _finding(seed, report, history, h.rule_trace)
+    finally:
+        h.close()
+        shutil.rmtree(root, ignore_errors=True)
+    if finding is not None:
+        finding.scenario = deposed_leader_returns_behind_in_an_older_epoch.title
+    return finding
+
+
+deposed_leader_returns_behind_in_an_older_epoch.title = (
+    "a deposed leader returns with records of an epoch the new leader never had")
+SCENARIOS = (stale_leader_returns_with_a_longer_log, deposed_leader_returns_behind_in_an_older_epoch)
 
 
 class RaftVerdict(Verdict):
@@ -202,7 +268,7 @@ class RaftVerdict(Verdict):
     def __str__(self) -> str:
         if self.ok:
             yours = ", ".join(self.rules) or "none (Kafka's rules)"
-            return (f"0 violations in {self.schedules} schedules (seed {self.seed}) and {len(SCENARIOS)} scenario; "
+            return (f"0 violations in {self.schedules} schedules (seed {self.seed}) and {len(SCENARIOS)} scenarios; "
                     f"your rules: {yours}\n"
                     f"(3 or 5 voters and an observer; crashes, restarts, partitions, lossy links; then heal: "
                     f"one leader per epoch, no committed record lost or changed, a leader elected again)")
