@@ -143,10 +143,11 @@ class Cluster:
                           rules=self._rules_for(broker_id))
         return make
 
-    def _rules_for(self, broker_id: int) -> Rules:
+    def _rules_for(self, broker_id: int, name: str | None = None) -> Rules:
         if not self.rules:
             return REFERENCE
-        return Rules(self.rules, node=broker_id, clock=lambda: self.world.now, trace=self.rule_trace)
+        return Rules(self.rules, node=broker_id if name is None else name, clock=lambda: self.world.now,
+                     trace=self.rule_trace)
 
     def _ready(self, brokers: Iterable[int] | None = None) -> bool:
         """An active controller, and every broker (of ``brokers``) registered in its current
@@ -164,10 +165,18 @@ class Cluster:
             return QuorumController(self.dir / f"controller-{node_id}", self.config, seed=self.seed,
                                     node_id=node_id, voters=tuple(self.controller_ids),
                                     incarnation=self._controller_incarnations[node_id],
-                                    raft_history=self.raft_history)
+                                    raft_history=self.raft_history,
+                                    rules=self._rules_for(node_id, f"controller {node_id}"))
         return make
 
     # --- nodes ---------------------------------------------------------------------------------------
+
+    @property
+    def active_controller(self) -> QuorumController | None:
+        """The active controller (the metadata quorum's leader), or None during an election or
+        while a majority of the controllers is down (Kafka's ``ActiveControllerCount`` is 1 on
+        it, 0 elsewhere; ``kafka-metadata-quorum describe --status`` names it ``LeaderId``)."""
+        return self._active_controller()
 
     def _active_controller(self) -> QuorumController | None:
         for c in self.controller_ids:

@@ -101,6 +101,7 @@ from minikafka.metadata import records as mr
 from minikafka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
+from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import validate_topic_name
 
 PRODUCER_ID_BLOCK = 1000
@@ -142,8 +143,9 @@ class QuorumController(StateMachine):
 
     def __init__(self, log_dir: Path | str, config: BrokerConfig | None = None, *, seed: int = 0,
                  node_id: int = CONTROLLER_ID, voters: Sequence[int] = (CONTROLLER_ID,),
-                 incarnation: int = 0, raft_history: Any = None) -> None:
+                 incarnation: int = 0, raft_history: Any = None, rules: Rules = REFERENCE) -> None:
         super().__init__(node_id)
+        self.rules = rules  # its Raft client's vote rule and cut (minikafka.rules): Kafka's by default
         self.incarnation = incarnation
         self.raft_history = raft_history  # a checker's RaftHistory: what this node was told
         self.config = config or BrokerConfig()
@@ -200,7 +202,8 @@ class QuorumController(StateMachine):
 
     def on_start(self) -> None:
         self.raft = KafkaRaftClient(self, self.node_id, self.voters, self.log_dir,
-                                    config=self.config.values, seed=f"{self.seed}-{self.node_id}", listener=self)
+                                    config=self.config.values, seed=f"{self.seed}-{self.node_id}", listener=self,
+                                    rules=self.rules)
         self.raft.start()
         self.set_timer("session-check", SESSION_CHECK_MS)
 

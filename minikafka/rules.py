@@ -43,6 +43,20 @@ last_caught_up      ``Partition.update_follower_fetch_state``: the follower's la
 truncation_offset   ``ReplicaManager.handle_fetch_response``: where a follower cuts its log when
                     the leader answers "diverging at (epoch, end)"
 ==================  ===========================================================================
+
+The rules of notebook 08 (the controller quorum's Raft, ``raft/client.py``):
+
+==========================  ===================================================================
+grant_vote                  ``KafkaRaftClient._handle_vote_request``: does this voter grant its
+                            vote (or pre-vote, KIP-996) to the candidate? (``Voter``, ``Request``)
+metadata_truncation_offset  ``KafkaRaftClient._truncate_to_diverging``: where a voter or observer
+                            cuts its metadata log when the leader answers "diverging at (epoch,
+                            end)" (Kafka's rule is the partitions' one: the same reference)
+==========================  ===================================================================
+
+Who *can* be elected is no one node's decision in KRaft: it is what the voters' ``grant_vote``
+answers add up to, so the judge of notebook 08 tests it through ``grant_vote`` (a quorum that
+can elect nobody is caught as one that never elects a leader after the faults heal).
 """
 
 from __future__ import annotations
@@ -52,6 +66,7 @@ import signal
 import threading
 import time
 from contextlib import contextmanager
+from collections import namedtuple
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
@@ -109,6 +124,28 @@ def truncation_offset(leader_epoch, leader_end_offset, follower_epochs, follower
     return max(target, 0)
 
 
+# The vote rule's arguments (notebook 08): what the voter knows of itself, and what the
+# candidate's VoteRequest says. ``last_epoch``: the epoch of the last record (-1: empty log).
+Voter = namedtuple("Voter", "epoch voted_for leader last_epoch log_end")
+Request = namedtuple("Request", "candidate epoch last_epoch log_end")
+
+
+def grant_vote(voter, request):
+    """Raft's vote rule (KIP-595): no vote for an older epoch; a newer one first moves the
+    voter to it (no vote, no leader there); then only if the voter knows no leader and voted
+    for nobody else in that epoch, and the candidate's log is at least as up to date as the
+    voter's ((last epoch, log end) compared as pairs)."""
+    if request.epoch < voter.epoch:
+        return False
+    if request.epoch > voter.epoch:
+        voted_for, leader = None, None
+    else:
+        voted_for, leader = voter.voted_for, voter.leader
+    if leader is not None or voted_for not in (None, request.candidate):
+        return False
+    return (request.last_epoch, request.log_end) >= (voter.last_epoch, voter.log_end)
+
+
 # --- the rules: names, signatures, statements, contracts -----------------------------------------------
 
 
@@ -146,6 +183,25 @@ def _check_truncation_offset(args: dict, value: Any) -> str | None:
     return None
 
 
+def _check_grant_vote(args: dict, value: Any) -> str | None:
+    if not isinstance(value, bool):
+        return f"it returned {type(value).__name__} {value!r}, not True or False"
+    voter, request = args["voter"], args["request"]
+    if value and request.epoch < voter.epoch:
+        return (f"it granted a vote in epoch {request.epoch}, older than the voter's epoch {voter.epoch}: "
+                f"a voter never goes back to an epoch it has left")
+    return None
+
+
+def metadata_truncation_offset(diverging_epoch, diverging_end_offset, follower_epochs, follower_leo,
+                               follower_log_start):
+    """Where a follower of the metadata quorum cuts its log when the leader answers "diverging at
+    (``diverging_epoch``, ``diverging_end_offset``)": Kafka's rule for partitions, word for word
+    (``truncation_offset``), on the metadata log's own epoch cache."""
+    return truncation_offset(diverging_epoch, diverging_end_offset, follower_epochs, follower_leo,
+                             follower_log_start)
+
+
 @dataclass(frozen=True)
 class Rule:
     """One decision of Kafka's: its reference implementation and its contract."""
@@ -179,6 +235,15 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "cut at the end of the leader's diverging epoch as the follower's own epoch cache has it "
          "(the lower of the two ends), or at the log start if nothing is in common (KIP-101, KIP-279)",
          "ReplicaManager.handle_fetch_response", _check_truncation_offset),
+    Rule("grant_vote", "08", grant_vote,
+         "no vote for an older epoch; in its (possibly new) epoch a voter grants only if it knows no leader, "
+         "voted for nobody else, and the candidate's (last epoch, log end) is at least its own",
+         "KafkaRaftClient._handle_vote_request", _check_grant_vote),
+    Rule("metadata_truncation_offset", "08", metadata_truncation_offset,
+         "cut the metadata log at the end of the leader's diverging epoch as the follower's own epoch cache "
+         "has it (the lower of the two ends), or at the log start if nothing is in common",
+         "KafkaRaftClient._truncate_to_diverging", lambda args, value: _check_truncation_offset(
+             {"follower_leo": args["follower_leo"]}, value)),
 )}
 
 
@@ -197,11 +262,17 @@ class RuleError(Exception):
         c = self.call
         rule = RULES[c.rule]
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
-        return (f"your rule {c.rule} broke on broker {c.node} at t={c.time_ms} ms: {self.problem}\n"
+        return (f"your rule {c.rule} broke on {_node_name(c.node)} at t={c.time_ms} ms: {self.problem}\n"
                 f"  called with: {c.rule}({args})\n"
                 f"  it returned: {c.returned_text}\n"
                 f"  Kafka's rule returns: {c.reference!r} ({rule.statement})\n"
                 f"  the cluster is stopped.")
+
+
+def _node_name(node: Any) -> str:
+    """A node as messages name it: a broker by its id, any other node by its own name
+    ("voter 2", "controller 3000")."""
+    return node if isinstance(node, str) else f"broker {node}"
 
 
 @dataclass(frozen=True)
@@ -220,7 +291,7 @@ class RuleCall:
 
     def line(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        return (f"t={self.time_ms:>6} ms  broker {self.node}: {self.rule}({args}) -> {self.returned_text}; "
+        return (f"t={self.time_ms:>6} ms  {_node_name(self.node)}: {self.rule}({args}) -> {self.returned_text}; "
                 f"Kafka's rule: {self.reference!r}")
 
 

@@ -97,7 +97,7 @@ WRONG = [
 
 
 def test_kafkas_rules_pass_the_default_campaign_through_the_guard():
-    rules = {name: rule.reference for name, rule in R.RULES.items()}
+    rules = {name: rule.reference for name, rule in R.RULES.items() if rule.lecture == "04"}
     # The reference itself is not guarded; wrap it so the campaign runs the student's path.
     yours = {name: (lambda fn: lambda *args: fn(*args))(fn) for name, fn in rules.items()}
     verdict = judge(yours)

@@ -223,7 +223,7 @@ class Broker(StateMachine):
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
         self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,
-                                    seed=f"{self.seed}-{self.broker_id}", listener=self)
+                                    seed=f"{self.seed}-{self.broker_id}", listener=self, rules=self.rules)
         self.controller_channel = NodeToControllerChannelManager(
             self, self.controllers, lambda: self.raft.leader_id,
             retry_backoff_ms=max(50, self.config["controller.quorum.retry.backoff.ms"]))

@@ -40,11 +40,13 @@ import shutil
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from minikafka import platform
 from minikafka.node import StateMachine
 from minikafka.raft.client import LEADER, CommittedRecord, KafkaRaftClient, NotLeaderError
+from minikafka.rules import REFERENCE, Rules, RuleTrace
+from minikafka.rules import validate as validate_rules
 from minikafka.sim.world import World
 
 TWO_LEADERS = "two-leaders"
@@ -105,6 +107,8 @@ class RaftHistory:
     log_start_offsets: dict[int, int] = field(default_factory=dict)  # where each listener's replay starts
     assertions: list[str] = field(default_factory=list)
     not_converged: list[str] = field(default_factory=list)
+    faults: list[tuple[int, str]] = field(default_factory=list)  # (time, what the nemesis did)
+    appended: int = 0  # records the schedule appended through its leaders
 
     def leader_change(self, time: int, node: int, incarnation: int, leader_id: int | None, epoch: int) -> None:
         self.leader_changes.append(LeaderChange(time, node, incarnation, leader_id, epoch))
@@ -258,7 +262,7 @@ class RaftNode(StateMachine):
 
     def __init__(
         self, node_id: int, voters: Sequence[int], log_dir: Path | str, *, config: Mapping[str, Any] | None = None,
-        seed: Any = 0, incarnation: int = 0, history: RaftHistory | None = None,
+        seed: Any = 0, incarnation: int = 0, history: RaftHistory | None = None, rules: Rules = REFERENCE,
     ) -> None:
         super().__init__(node_id)
         self.incarnation = incarnation
@@ -267,6 +271,7 @@ class RaftNode(StateMachine):
         self.listener = RecordingListener(self, history)
         self.client = KafkaRaftClient(
             self, node_id, voters, log_dir, config=config, seed=f"{seed}/{incarnation}", listener=self.listener,
+            rules=rules,
         )
 
     def on_start(self) -> None:
@@ -304,9 +309,13 @@ class RaftHarness:
     def __init__(
         self, root: Path | str, *, voters: int = 3, observers: int = 0, seed: int = 0,
         config: Mapping[str, Any] | None = None, history: RaftHistory | None = None, latency_ms: int = 1,
-        jitter_ms: int = 0,
+        jitter_ms: int = 0, rules: Mapping[str, Callable] | None = None,
     ) -> None:
         self.root = Path(root)
+        # A student's rules ({name: function}, minikafka.rules) in every node, under guard; the
+        # calls that differ from Kafka's go in ``rule_trace``. None: Kafka's.
+        self.rules = validate_rules(rules)
+        self.rule_trace = RuleTrace()
         self.seed = seed
         self.config = dict(config or {})
         self.history = history if history is not None else RaftHistory()
@@ -321,9 +330,12 @@ class RaftHarness:
     def _factory(self, node: int):
         def make() -> RaftNode:
             self.incarnations[node] += 1
+            name = f"{'voter' if node in self.voters else 'observer'} {node}"
+            rules = REFERENCE if not self.rules else Rules(
+                self.rules, node=name, clock=lambda: self.world.now, trace=self.rule_trace)
             return RaftNode(
                 node, self.voters, self.root / f"node-{node}", config=self.config, seed=self.seed,
-                incarnation=self.incarnations[node], history=self.history,
+                incarnation=self.incarnations[node], history=self.history, rules=rules,
             )
         return make
 
@@ -437,10 +449,18 @@ def _scratch_dir() -> str:
 def run_raft_schedule(
     seed: int, *, voters: int | None = None, observers: int = 1, duration_ms: int = 3_000, step_ms: int = 50,
     config: Mapping[str, Any] | None = None, root: Path | str | None = None, latency_ms: int = 2, jitter_ms: int = 8,
+    rules: Mapping[str, Callable] | None = None, epilogue: Callable[["RaftHarness", RaftHistory], None] | None = None,
+    faults: int | None = None,
 ) -> RaftReport:
     """One seeded run (3 or 5 voters unless ``voters`` says): appends through the leader every
     step, random faults now and then (crash, restart, crash-and-restart at once, partition,
-    isolate the leader, a lossy link one way, heal), then heal and restart everything, settle, and check."""
+    isolate the leader, a lossy link one way, heal), then heal and restart everything, settle, and check.
+
+    ``faults``: strike at most that many faults (restarts of dead nodes and heals do not count;
+    the judge's shrinker lowers it). ``rules``: the nodes' rules ({name: function}; a
+    ``RuleError`` propagates). ``epilogue(harness, history)`` runs after the check, before the
+    harness closes (the judge reads the rules' trace there). ``history.faults`` lists what the
+    nemesis did."""
     rng = random.Random(f"raft-faults/{seed}")
     if voters is None:
         voters = rng.choice((3, 3, 5))
@@ -450,48 +470,81 @@ def run_raft_schedule(
     harness = RaftHarness(
         root, voters=voters, observers=observers, seed=seed, history=history, latency_ms=latency_ms,
         jitter_ms=jitter_ms, config=FAST_RAFT_CONFIG if config is None else config,  # {}: Kafka's defaults
+        rules=rules,
     )
     try:
         n = 0
+        struck = [0, 0]  # faults struck; is the network broken (for the fault log)
+
+        def fault(text: str) -> bool:
+            """Note a fault, if the schedule may still strike one (``faults``: how many)."""
+            if faults is not None and struck[0] >= faults:
+                return False
+            struck[0] += 1
+            history.faults.append((harness.world.now, text))
+            return True
+
         try:
             for _ in range(duration_ms // step_ms):
                 harness.run(step_ms)
                 leader = harness.leader()
                 if leader is not None and rng.random() < 0.7:
                     n += 1
+                    history.appended = n
                     harness.append(f"v-{n}".encode(), node=leader)
                 roll = rng.random()
                 nodes = harness.nodes
                 if roll < 0.04:
-                    harness.crash(rng.choice(nodes))
+                    x = rng.choice(nodes)
+                    if fault(f"crash {x}"):
+                        harness.crash(x)
                 elif roll < 0.06 and leader is not None:
-                    harness.crash(leader)  # the interesting one: the leader, mid-append
+                    if fault(f"crash {leader} (the leader, mid-append)"):
+                        harness.crash(leader)
                 elif roll < 0.07:
-                    harness.restart(rng.choice(nodes))  # down and up in one instant: only the disk remembers
+                    x = rng.choice(nodes)
+                    if fault(f"restart {x} (down and up at once)"):
+                        harness.restart(x)  # only the disk remembers
                 elif roll < 0.12:
                     dead = [x for x in nodes if not harness.alive(x)]
                     if dead:
-                        harness.restart(rng.choice(dead))
+                        x = rng.choice(dead)
+                        history.faults.append((harness.world.now, f"restart {x}"))
+                        harness.restart(x)
                 elif roll < 0.16:
                     side = rng.sample(nodes, rng.randint(1, len(nodes) - 1))
-                    harness.partition(side, [x for x in nodes if x not in side])
+                    other = [x for x in nodes if x not in side]
+                    if fault(f"partition {sorted(side)} | {other}"):
+                        struck[1] = 1
+                        harness.partition(side, other)
                 elif roll < 0.18 and leader is not None:
-                    harness.isolate(leader)  # an old leader in a minority of one
+                    if fault(f"isolate {leader} (the leader)"):
+                        struck[1] = 1
+                        harness.isolate(leader)  # an old leader in a minority of one
                 elif roll < 0.24:
+                    if struck[1]:
+                        history.faults.append((harness.world.now, "heal the network"))
+                    struck[1] = 0
                     harness.heal()
                 elif roll < 0.27:
                     a, b = rng.sample(nodes, 2)  # a lossy link: requests time out, answers go missing
-                    harness.world.network.set_link(a, b, loss=rng.choice((0.3, 1.0)))
+                    loss = rng.choice((0.3, 1.0))
+                    if fault(f"link {a} -> {b} loses {loss:.0%}"):
+                        struck[1] = 1
+                        harness.world.network.set_link(a, b, loss=loss)
             harness.heal()
             for x in harness.nodes:
                 if not harness.alive(x):
                     harness.restart(x)
+            history.faults.append((harness.world.now, "heal everything, restart every node"))
             if not harness.settle(30_000):
                 history.not_converged.append(f"seed {seed}: {harness.describe()}")
             history.final_logs = harness.final_logs()
         except AssertionError as e:
             history.assertions.append(f"seed {seed}: {e}")
         report = check_raft(history)
+        if epilogue is not None:
+            epilogue(harness, history)
         return report
     finally:
         harness.close()

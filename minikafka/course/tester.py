@@ -446,17 +446,35 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
     return best
 
 
-def judge(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, seed: int = 0, *,
+# Lectures whose rules another campaign judges: lecture -> "module:function", a function
+# like ``judge`` (schedules=None: its own default), imported when first used.
+JUDGES: dict[str, str] = {"08": "minikafka.course.tester_raft:judge"}
+
+
+def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int = 0, *,
           shrinking: bool = True) -> Verdict:
     """Run the judge's fault campaign (see the module docstring) on a cluster whose brokers
-    call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it."""
+    call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it.
+    The rules of a lecture in ``JUDGES`` go to that lecture's campaign first; the verdict is
+    the first that fails, else the last."""
+    import importlib
+
     from minikafka.rules import validate
 
     rules = validate(rules)
-    if not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1:
+    if schedules is not None and (not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1):
         raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
+    for lecture, target in JUDGES.items():
+        theirs = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
+        if theirs:
+            module, function = target.split(":")
+            verdict = getattr(importlib.import_module(module), function)(theirs, schedules, seed, shrinking=shrinking)
+            rules = {name: fn for name, fn in rules.items() if name not in theirs}
+            if not verdict.ok or not rules:
+                return verdict
+    schedules = DEFAULT_SCHEDULES if schedules is None else schedules
     verdict = Verdict(tuple(sorted(rules)), schedules, seed)
     for s in schedule_seeds(seed, schedules):
         finding = run_judged(rules, s)

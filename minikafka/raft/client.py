@@ -28,7 +28,8 @@ epoch again), **observer**. Transitions:
   1.5 x ``fetch.timeout.ms``) and tells the voters with EndQuorumEpoch, longest log first;
   the first successor campaigns at once, the others after an exponential backoff.
 
-Vote rule (Raft's): granted iff the candidate's epoch is >= ours (a higher one first moves us
+Vote rule (Raft's; the rule ``grant_vote`` of ``minikafka.rules``, asked through ``self.rules``):
+granted iff the candidate's epoch is >= ours (a higher one first moves us
 to unattached in it), we know no leader and voted for nobody else in that epoch, and its
 log is at least as up to date as ours ((last epoch, log end) compared). A pre-vote is judged
 the same way without changing anything, and refused also by a leader and while we follow a
@@ -101,6 +102,7 @@ from minikafka.raft.messages import (
 )
 from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
 from minikafka.records import MemoryRecords, RecordBatch
+from minikafka.rules import REFERENCE, Request, Rules, Voter
 from minikafka.storage.disk import OS_DISK
 from minikafka.storage.log import Log
 
@@ -219,6 +221,7 @@ class KafkaRaftClient:
         config: Mapping[str, Any] | None = None,
         seed: int | str = 0,
         listener: RaftListener | None = None,
+        rules: Rules = REFERENCE,
     ) -> None:
         voters = tuple(sorted(set(int(v) for v in voters)))
         if not voters:
@@ -235,6 +238,7 @@ class KafkaRaftClient:
         self.voters = voters
         self.is_voter = node_id in voters
         self.listener = listener
+        self.rules = rules  # the vote rule and the cut (minikafka.rules): Kafka's by default
         self.dir = Path(log_dir) / self.METADATA_DIR
         self.rng = random.Random(f"raft/{seed}/{node_id}")  # never the clock: runs replay
         self.majority = len(voters) // 2 + 1
@@ -685,48 +689,40 @@ class KafkaRaftClient:
             self._back_off("a majority said no")
         return False
 
-    def _log_is_up_to_date(self, last_epoch: int, end_offset: int) -> bool:
-        return (last_epoch, end_offset) >= (self.last_fetched_epoch, self.log_end_offset)
-
     def _handle_vote_request(self, src: Any, req: VoteRequest) -> None:
         granted = False
         if not self.is_voter or req.candidate_id not in self.voters:
             pass  # observers have no vote, and a non-voter cannot be elected
-        elif req.candidate_epoch < self.epoch:
-            pass
-        elif req.pre_vote:
-            granted = self._can_grant_pre_vote(req)  # changes nothing here
         else:
-            if req.candidate_epoch > self.epoch:
-                self._become_unattached(req.candidate_epoch)
+            # The vote rule (``rules.grant_vote``), on what this voter knows before the request
+            # moves it to a newer epoch; a pre-vote is judged by the same rule and changes nothing.
             e = self.election
-            if (
-                e.leader_id is None
-                and e.voted_id in (None, req.candidate_id)
-                and self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
-            ):
-                granted = True
-                if e.voted_id is None:
+            granted = self.rules.grant_vote(
+                Voter(e.epoch, e.voted_id, e.leader_id, self.last_fetched_epoch, self.log_end_offset),
+                Request(req.candidate_id, req.candidate_epoch, req.last_offset_epoch, req.last_offset))
+            if req.pre_vote:
+                granted = granted and self._may_grant_pre_vote(req)
+            else:
+                if req.candidate_epoch > self.epoch:
+                    self._become_unattached(req.candidate_epoch)
+                if granted and self.election.voted_id != req.candidate_id:
                     self._become_voted(req.candidate_id)  # persisted before the answer leaves
         leader = self.leader_id
         self.host.send(src, VoteResponse(
             req.correlation_id, NO_ERROR, NO_LEADER if leader is None else leader, self.epoch, granted,
         ))
 
-    def _can_grant_pre_vote(self, req: VoteRequest) -> bool:
+    def _may_grant_pre_vote(self, req: VoteRequest) -> bool:
+        """What refuses a pre-vote besides the vote rule (KIP-996): a leader refuses, and so
+        does a follower that heard from its leader within ``fetch.timeout.ms``."""
         if self.state == LEADER:
             return False
-        if req.candidate_epoch == self.epoch:
-            e = self.election
-            if e.leader_id is not None or e.voted_id not in (None, req.candidate_id):
-                return False
-        elif (
-            self.state == FOLLOWER and not self._leader_resigned
+        return not (
+            req.candidate_epoch > self.epoch
+            and self.state == FOLLOWER and not self._leader_resigned
             and self._last_leader_contact >= 0
             and self.host.now - self._last_leader_contact < self.fetch_timeout_ms
-        ):
-            return False  # our leader is alive: this one was cut off, and must not disrupt it
-        return self._log_is_up_to_date(req.last_offset_epoch, req.last_offset)
+        )
 
     def _handle_vote_response(self, src: Any, resp: VoteResponse) -> None:
         voter = self._round.pop(resp.correlation_id, None)
@@ -916,10 +912,13 @@ class KafkaRaftClient:
         self._send_fetch()  # the next long poll
 
     def _truncate_to_diverging(self, epoch: int, end_offset: int) -> None:
-        my_epoch, my_end = self.log.leader_epoch_cache.end_offset_for(epoch, self.log.log_end_offset)
-        # No epoch of ours at or below the leader's: every record we have was written in an
-        # epoch the leader's log does not hold there, so all of it goes.
-        target = max(min(end_offset, my_end) if my_epoch >= 0 else self.log.log_start_offset, 0)
+        # The cut is a rule (``rules.metadata_truncation_offset``, the partitions' own): the end
+        # of that epoch in our cache or the leader's end, the lower; no epoch of ours at or below
+        # the leader's means every record we have was written in an epoch the leader's log does
+        # not hold there, so all of it goes.
+        target = self.rules.metadata_truncation_offset(
+            epoch, end_offset, self.log.leader_epoch_cache.entries(), self.log.log_end_offset,
+            self.log.log_start_offset)
         logger.info("raft %s: log diverges from the leader's at epoch %d: truncating to %d", self.node_id, epoch, target)
         self.log.truncate_to(target)
         if self.log.log_end_offset < max(self._next_delivery, self.high_watermark):
