@@ -384,6 +384,28 @@ def test_a_wrapper_around_the_package_earns_nothing_in_02():
 
 
 @pytest.mark.notebooks
+def test_a_rule_that_passes_every_table_but_loses_data_scores_0_in_04():
+    # Kafka's rule wherever the tables look (logs of at most 40 records: the hand-made cases, the
+    # random ones compared with the package, the hidden cases), the leader's log end beyond. Only
+    # a cluster running it finds the acknowledged writes a new leader never had: the "run your
+    # cluster" cells and the tester's fault campaign, with the grader's own seed in a hidden check.
+    fitted = ("def high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr):\n"
+              "    if leader_leo > 40:\n"
+              "        return max(hw, leader_leo)\n"
+              "    members = set(isr) | set(pending_isr or ())\n"
+              "    return max(hw, min([leader_leo] + [follower_leos.get(b, -1) for b in members if b != leader]))\n")
+    [correct], [result] = _grade("04-replication-and-isr", {}), _grade("04-replication-and-isr", {"ex1": fitted})
+    assert correct.points == correct.max_points, feedback(correct)
+    first = result.exercises[0]
+    passed = {c.cell_id for c in first.checks if c.passed}
+    assert {"ex1-check-hand", "ex1-check-generated", "hidden-ex1"} <= passed, feedback(result)
+    assert {c.cell_id for c in first.checks if not c.passed} == {"ex1-run", "ex1-cluster", "hidden-ex1-judge"}
+    assert first.earned == 0 and result.points == correct.points - first.points, feedback(result)
+    [judged] = [c for c in first.checks if c.cell_id == "hidden-ex1-judge"]
+    assert "expected 'True', your code gave 'False'" in judged.message
+
+
+@pytest.mark.notebooks
 def test_a_wrapper_around_the_package_earns_nothing_in_03():
     # The setup cell names minikafka.controller `minikafka`; a helper of the student's in between.
     wrapper = ("_place = minikafka.assign_replicas\n"
