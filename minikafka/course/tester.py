@@ -451,17 +451,43 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
     return best
 
 
-def judge(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, seed: int = 0, *,
+# Other lectures' judges, by the lecture of the rules given: "module:function", each called as
+# function(rules, schedules, seed) (schedules None: its own default) and returning a verdict
+# with ``ok``. Rules of lecture 04 (or none at all) run this module's campaign.
+CAMPAIGNS: dict[str, str] = {
+    "01": "minikafka.course.tester_log:judge_log",
+    "02": "minikafka.course.tester_log:judge_partitioner",
+}
+
+
+def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int = 0, *,
           shrinking: bool = True) -> Verdict:
     """Run the judge's fault campaign (see the module docstring) on a cluster whose brokers
-    call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it."""
+    call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it.
+    ``schedules``: None for the campaign's default (``DEFAULT_SCHEDULES`` here). Rules of
+    another lecture go to that lecture's judge (``CAMPAIGNS``)."""
+    import importlib
+
     from minikafka.rules import validate
 
     rules = validate(rules)
-    if not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1:
+    if schedules is not None and (not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1):
         raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
+    lectures = sorted({RULES[name].lecture for name in rules} - {"04"})
+    verdict = None
+    for lecture in lectures:
+        module, function = CAMPAIGNS[lecture].split(":")
+        campaign = getattr(importlib.import_module(module), function)
+        mine = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
+        verdict = campaign(mine, *(() if schedules is None else (schedules,)), seed=seed)
+        if not verdict.ok:
+            return verdict
+    if verdict is not None and not any(RULES[name].lecture == "04" for name in rules):
+        return verdict
+    rules = {name: fn for name, fn in rules.items() if RULES[name].lecture == "04"}
+    schedules = DEFAULT_SCHEDULES if schedules is None else schedules
     verdict = Verdict(tuple(sorted(rules)), schedules, seed)
     for s in schedule_seeds(seed, schedules):
         finding = run_judged(rules, s)
