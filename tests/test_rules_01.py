@@ -260,3 +260,12 @@ def test_each_classic_wrong_rule_is_caught_by_what_a_user_sees(rule, fn, kind):
     assert verdict.failure.kind == kind, str(verdict)
     text = str(verdict)
     assert text.startswith("FAILED: schedule ") and f"then: {kind}: " in text
+
+
+def test_a_lookup_that_starts_earlier_than_kafkas_is_slower_not_wrong_and_passes():
+    "bisect_left with the -1: an earlier entry, so reads scan further and find the same batch"
+    def lookup_one_entry_early(entries, offset, base_offset):
+        i = bisect.bisect_left([e for e, _ in entries], offset)
+        return entries[i - 1] if i else (base_offset, 0)
+    verdict = judge({"index_lookup": lookup_one_entry_early})
+    assert verdict.ok, str(verdict)
