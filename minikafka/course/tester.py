@@ -36,6 +36,9 @@ The verdict shows the shrunk schedule as a timeline: the faults, and each call o
 whose answer differed from Kafka's (which node, what arguments, what it returned, what Kafka's
 rule returns), then what the checker found.
 
+Rules of other lectures go to their own judges (``CAMPAIGNS``, by each rule's lecture): the log's
+and the partitioner's (01, 02) in ``tester_log``.
+
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
 the platform has none, a rule that never returns hangs the run.

@@ -97,7 +97,7 @@ class LogVerdict:
         calls = ", ".join(f"{n} {k} calls" for k, n in sorted(f.rule_calls.items()))
         lines = [f"FAILED: schedule {self.passed + 1} of {self.schedules} (seed {f.seed}; {f.setting}): {f.kind}",
                  f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's"]
-        events = sorted(f.events + [(c.time_ms, c.line()) for c in f.calls[:4]], key=lambda e: e[0])
+        events = sorted(f.events + [(c.time_ms, _line(c)) for c in f.calls[:4]], key=lambda e: e[0])
         if events:
             lines.append("timeline:")
             lines += [text if text.startswith("t=") else f"t={t:>6} ms  {text}" for t, text in events]
@@ -108,6 +108,23 @@ class LogVerdict:
 
     def _repr_pretty_(self, printer, cycle: bool) -> None:
         printer.text(str(self))
+
+
+def _line(call: RuleCall) -> str:
+    """A call for the timeline; a roll's LogConfig shown by the two settings the rule reads."""
+    config = call.args.get("config")
+    if config is None:
+        return call.line()
+    args = {**call.args, "config": _Settings(config.segment_bytes, config.segment_ms)}
+    return RuleCall(call.time_ms, call.node, call.rule, args, call.returned, call.reference, call.raised).line()
+
+
+class _Settings:
+    def __init__(self, segment_bytes: int, segment_ms: int) -> None:
+        self.text = f"LogConfig(segment_bytes={segment_bytes}, segment_ms={segment_ms}, ...)"
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 def _rule_error_finding(error: RuleError, seed: int, setting: str) -> LogFinding:
