@@ -18,7 +18,8 @@ too, added with ``add_client``.
 
 ``Cluster(..., rules={"high_watermark": my_fn})`` runs every broker on a student's rule in
 place of Kafka's (``minikafka.rules``): each broker calls it, under guard, where it would call
-the reference. A rule that raises, hangs or returns nonsense raises ``RuleError`` out of
+the reference (its partitions and their logs alike); the producers made on the cluster call its
+``murmur2``/``partition_for_key`` (``client_rules``). A rule that raises, hangs or returns nonsense raises ``RuleError`` out of
 ``advance``/``run_until`` (and whatever runs the world for a client), after the cluster is
 closed; ``rule_trace`` counts the calls and keeps those whose answer differed from Kafka's.
 
@@ -148,6 +149,13 @@ class Cluster:
             return REFERENCE
         return Rules(self.rules, node=broker_id if name is None else name, clock=lambda: self.world.now,
                      trace=self.rule_trace)
+
+    def client_rules(self, client_id: str) -> Rules:
+        """The rules a client made on this cluster calls (a producer's partitioner): the
+        cluster's ``rules=``, under guard, or Kafka's."""
+        if not self.rules:
+            return REFERENCE
+        return Rules(self.rules, node=client_id, clock=lambda: self.world.now, trace=self.rule_trace)
 
     def _ready(self, brokers: Iterable[int] | None = None) -> bool:
         """An active controller, and every broker (of ``brokers``) registered in its current

@@ -57,20 +57,36 @@ metadata_truncation_offset  ``KafkaRaftClient._truncate_to_diverging``: where a 
 Who *can* be elected is no one node's decision in KRaft: it is what the voters' ``grant_vote``
 answers add up to, so the judge of notebook 08 tests it through ``grant_vote`` (a quorum that
 can elect nobody is caught as one that never elects a leader after the faults heal).
+
+The rules of notebooks 01 (the log) and 02 (topics and partitions); a ``Log`` calls them through
+its own ``rules`` (the broker's, handed down by ``LogManager``), a producer through its
+``DefaultPartitioner`` (the cluster's, for the producers made on it):
+
+==================  ===========================================================================
+index_lookup        ``OffsetIndex.lookup``: the last (offset, position) entry at or below an
+                    offset, where every read starts scanning the segment
+roll_reason         ``Log._maybe_roll``: why a batch must go to a new segment, or None
+segments_to_delete  ``Log.delete_old_segments``: which old segments retention deletes, and why
+murmur2             ``DefaultPartitioner``: Kafka's hash of a record's key
+partition_for_key   ``DefaultPartitioner``: the partition of a keyed record; a student's
+                    ``murmur2`` alone runs through Kafka's ``toPositive(hash) % n``
+==================  ===========================================================================
 """
 
 from __future__ import annotations
 
+import bisect
 import inspect
 import signal
 import threading
 import time
-from contextlib import contextmanager
 from collections import namedtuple
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from minikafka.errors import IllegalArgumentError
+from minikafka.partitioner import murmur2, partition_for_key, to_positive  # lecture 02's rules live there
 
 # --- the reference implementations (Kafka's rules) -------------------------------------------------
 
@@ -146,6 +162,68 @@ def grant_vote(voter, request):
     return (request.last_epoch, request.log_end) >= (voter.last_epoch, voter.log_end)
 
 
+# lecture 01: the log. The rules see plain tuples: ``segment`` (base_offset, size, first_timestamp),
+# ``batch`` (size, max_timestamp, last_offset), retention's segments (base_offset, size,
+# newest_timestamp), as the exercises' namedtuples do.
+
+_NO_POSITION = 2**31  # above any position in a segment: (offset, _NO_POSITION) sorts after (offset, p)
+
+
+def index_lookup(entries, offset, base_offset):
+    """In a segment's sparse offset index ``entries`` [(offset, position), ...], both increasing:
+    the last entry whose offset is <= ``offset``, or (``base_offset``, 0) if none (scan from the
+    start of the segment)."""
+    i = bisect.bisect_right(entries, (offset, _NO_POSITION))
+    return entries[i - 1] if i else (base_offset, 0)
+
+
+def roll_reason(segment, batch, config):
+    """Why ``batch`` must go to a new segment rather than the active ``segment``:
+    "segment.bytes", "segment.ms" (record time: the batch's max timestamp more than
+    ``segment_ms`` after the segment's first batch's) or "offset overflow" (a relative offset
+    past the index's 4 bytes), in that order; None if it fits (an empty segment takes anything)."""
+    if segment.size == 0:
+        return None
+    if segment.size + batch.size > config.segment_bytes:
+        return "segment.bytes"
+    if batch.max_timestamp - segment.first_timestamp > config.segment_ms:
+        return "segment.ms"
+    if batch.last_offset - segment.base_offset > 2**31 - 1:
+        return "offset overflow"
+    return None
+
+
+def segments_to_delete(segments, now_ms, retention_ms, retention_bytes):
+    """The (base_offset, reason) of the segments retention deletes, oldest first, from
+    ``segments`` (oldest first, the last one active): first those whose newest record is more
+    than ``retention_ms`` old, from the oldest on, stopping at the first that is not (the active
+    one too, if not empty: Kafka rolls it first); then, never the active one, the oldest while
+    the log's size after deleting one is still >= ``retention_bytes``. -1 turns a limit off.
+    (An empty segment the log cleaner left goes with the first expired one after it.)"""
+    deleted, kept = [], list(segments)
+    if retention_ms >= 0:
+        empty = []
+        while kept:
+            s = kept[0]
+            if s.size == 0 and len(kept) > 1:
+                empty.append(kept.pop(0))
+            elif s.size and now_ms - s.newest_timestamp > retention_ms:
+                deleted += [(e.base_offset, "retention.ms") for e in empty]
+                empty = []
+                deleted.append((kept.pop(0).base_offset, "retention.ms"))
+            else:
+                break
+        kept = empty + kept
+    if retention_bytes >= 0:
+        excess = sum(s.size for s in kept) - retention_bytes
+        for s in kept[:-1]:
+            if excess - s.size < 0:
+                break
+            excess -= s.size
+            deleted.append((s.base_offset, "retention.bytes"))
+    return deleted
+
+
 # --- the rules: names, signatures, statements, contracts -----------------------------------------------
 
 
@@ -202,6 +280,64 @@ def metadata_truncation_offset(diverging_epoch, diverging_end_offset, follower_e
                              follower_log_start)
 
 
+def _check_index_lookup(args: dict, value: Any) -> str | None:
+    if not (isinstance(value, tuple) and len(value) == 2 and all(_int(v) for v in value)):
+        return f"it returned {type(value).__name__} {value!r}, not an (offset, position) pair"
+    entries = args["entries"]
+    if value != (args["base_offset"], 0) and value not in entries:
+        return (f"it returned {value!r}, which is neither an entry of the index nor (base_offset, 0): "
+                f"a read would start scanning in the middle of a batch")
+    return None
+
+
+ROLL_REASONS = (None, "segment.bytes", "segment.ms", "offset overflow")
+
+
+def _check_roll_reason(args: dict, value: Any) -> str | None:
+    if value not in ROLL_REASONS:
+        return f"it returned {value!r}, not one of {', '.join(map(repr, ROLL_REASONS))}"
+    segment, batch = args["segment"], args["batch"]
+    if value is None and segment.size and batch.last_offset - segment.base_offset > 2**31 - 1:
+        return (f"it kept a batch ending at offset {batch.last_offset} in the segment based at {segment.base_offset}: "
+                f"its relative offset does not fit the index's 4 bytes, the append would fail")
+    return None
+
+
+def _check_segments_to_delete(args: dict, value: Any) -> str | None:
+    if not isinstance(value, (list, tuple)) or not all(
+            isinstance(d, tuple) and len(d) == 2 and _int(d[0]) for d in value):
+        return f"it returned {type(value).__name__} {value!r}, not a list of (base_offset, reason) pairs"
+    segments = list(args["segments"])
+    bases = [s.base_offset for s in segments]
+    for i, (base, reason) in enumerate(value):
+        if reason not in ("retention.ms", "retention.bytes"):
+            return f"it gave the reason {reason!r} for segment {base}, not 'retention.ms' or 'retention.bytes'"
+        if i >= len(bases) or base != bases[i]:
+            return (f"it deleted segment {base} where the oldest remaining segment is "
+                    f"{bases[i] if i < len(bases) else 'none'}: retention deletes whole segments from the old "
+                    f"end, or consumers would find a hole in the log")
+        if i == len(bases) - 1 and (reason != "retention.ms" or not segments[i].size):
+            return (f"it deleted the active segment {base} ({reason}, {segments[i].size} bytes): Kafka only "
+                    f"deletes it by retention.ms, after rolling it, when it holds records")
+    return None
+
+
+def _check_murmur2(args: dict, value: Any) -> str | None:
+    if not _int(value):
+        return f"it returned {type(value).__name__} {value!r}, not an int hash"
+    if not -2**31 <= value < 2**31:
+        return f"it returned {value}, not a signed 32-bit int as Java's murmur2 (keep h to 32 bits, then sign it)"
+    return None
+
+
+def _check_partition_for_key(args: dict, value: Any) -> str | None:
+    if not _int(value):
+        return f"it returned {type(value).__name__} {value!r}, not a partition number"
+    if not 0 <= value < args["num_partitions"]:
+        return f"it returned partition {value}, outside 0..{args['num_partitions'] - 1}"
+    return None
+
+
 @dataclass(frozen=True)
 class Rule:
     """One decision of Kafka's: its reference implementation and its contract."""
@@ -244,10 +380,37 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "has it (the lower of the two ends), or at the log start if nothing is in common",
          "KafkaRaftClient._truncate_to_diverging", lambda args, value: _check_truncation_offset(
              {"follower_leo": args["follower_leo"]}, value)),
+
+    Rule("index_lookup", "01", index_lookup,
+         "the last index entry whose offset is <= the wanted offset, or (base offset, 0) if there is none: "
+         "the read scans forward from there",
+         "OffsetIndex.lookup", _check_index_lookup),
+    Rule("roll_reason", "01", roll_reason,
+         "roll when the batch would take the segment past segment.bytes, when its record time is more than "
+         "segment.ms after the segment's first batch, or before relative offsets overflow 4 bytes; "
+         "an empty segment takes any batch",
+         "Log._maybe_roll", _check_roll_reason),
+    Rule("segments_to_delete", "01", segments_to_delete,
+         "from the oldest, segments whose newest record is more than retention.ms old (stopping at the first "
+         "that is not); then the oldest, never the active one, while the log stays >= retention.bytes",
+         "Log.delete_old_segments", _check_segments_to_delete),
+    Rule("murmur2", "02", murmur2,
+         "MurmurHash2 with seed 0x9747b28c over 4-byte little-endian blocks, as a signed 32-bit int "
+         "(Kafka's Utils.murmur2)",
+         "DefaultPartitioner.partition", _check_murmur2),
+    Rule("partition_for_key", "02", partition_for_key,
+         "toPositive(murmur2(key)) % numPartitions, toPositive clearing the sign bit (not abs)",
+         "DefaultPartitioner.partition", _check_partition_for_key),
 )}
 
 
 # --- a student's rule under guard ----------------------------------------------------------------------
+
+
+def node_name(node: Any) -> str:
+    """A node as messages name it: "broker 2" for a broker's id, any other node by its own name
+    ("producer-4", "voter 2", "controller 3000")."""
+    return f"broker {node}" if isinstance(node, int) and not isinstance(node, bool) else str(node)
 
 
 class RuleError(Exception):
@@ -262,17 +425,11 @@ class RuleError(Exception):
         c = self.call
         rule = RULES[c.rule]
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
-        return (f"your rule {c.rule} broke on {_node_name(c.node)} at t={c.time_ms} ms: {self.problem}\n"
+        return (f"your rule {c.rule} broke on {node_name(c.node)} at t={c.time_ms} ms: {self.problem}\n"
                 f"  called with: {c.rule}({args})\n"
                 f"  it returned: {c.returned_text}\n"
                 f"  Kafka's rule returns: {c.reference!r} ({rule.statement})\n"
                 f"  the cluster is stopped.")
-
-
-def _node_name(node: Any) -> str:
-    """A node as messages name it: a broker by its id, any other node by its own name
-    ("voter 2", "controller 3000")."""
-    return node if isinstance(node, str) else f"broker {node}"
 
 
 @dataclass(frozen=True)
@@ -291,7 +448,7 @@ class RuleCall:
 
     def line(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        return (f"t={self.time_ms:>6} ms  {_node_name(self.node)}: {self.rule}({args}) -> {self.returned_text}; "
+        return (f"t={self.time_ms:>6} ms  {node_name(self.node)}: {self.rule}({args}) -> {self.returned_text}; "
                 f"Kafka's rule: {self.reference!r}")
 
 
@@ -406,6 +563,12 @@ class Rules:
             fn = overrides.get(name)
             setattr(self, name, rule.reference if fn is None or fn is rule.reference
                     else _Guarded(rule, fn, node, clock, self.trace, budget_s))
+        if "murmur2" in self.custom and "partition_for_key" not in self.custom:
+            hash_ = self.murmur2  # the student's hash, in Kafka's toPositive(hash) % n
+
+            def partition_for_key(key, num_partitions):
+                return to_positive(hash_(key)) % num_partitions
+            self.partition_for_key = partition_for_key
 
     def __repr__(self) -> str:
         if not self.custom:

@@ -217,7 +217,7 @@ class Broker(StateMachine):
     # --- lifecycle -------------------------------------------------------------------------------
 
     def on_start(self) -> None:
-        self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk)
+        self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk, rules=self.rules)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config, self.rules)
         self.replica_manager.file_records_min_bytes = self.file_records_min_bytes
         self.group_coordinator = GroupCoordinator(self)

@@ -127,7 +127,7 @@ class KafkaProducer:
             self.config["client_id"] = str(self._node_id)
         if self.config["partitioner"] is None:
             seed = f"{self._world.seed}/{self.config['client_id']}"
-            self.config["partitioner"] = DefaultPartitioner(random.Random(seed))
+            self.config["partitioner"] = DefaultPartitioner(random.Random(seed), cluster.client_rules(self._node_id))
 
     # --- configuration --------------------------------------------------------------------------
 

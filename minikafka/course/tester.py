@@ -36,6 +36,9 @@ The verdict shows the shrunk schedule as a timeline: the faults, and each call o
 whose answer differed from Kafka's (which node, what arguments, what it returned, what Kafka's
 rule returns), then what the checker found.
 
+Rules of other lectures go to their own judges (``CAMPAIGNS``, by each rule's lecture): the log's
+and the partitioner's (01, 02) in ``tester_log``.
+
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
 the platform has none, a rule that never returns hangs the run.
@@ -446,18 +449,25 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
     return best
 
 
-# Lectures whose rules another campaign judges: lecture -> "module:function", a function
-# like ``judge`` (schedules=None: its own default), imported when first used.
-JUDGES: dict[str, str] = {"08": "minikafka.course.tester_raft:judge"}
+# Other lectures' judges, by the lecture of the rules given: "module:function", imported when
+# first used, each called as function(rules, seed=seed) or function(rules, schedules, seed=seed)
+# and returning a verdict with ``ok``. Rules of lecture 04 run this module's campaign.
+JUDGES: dict[str, str] = {
+    "01": "minikafka.course.tester_log:judge_log",
+    "02": "minikafka.course.tester_log:judge_partitioner",
+    "08": "minikafka.course.tester_raft:judge",
+}
 
 
 def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int = 0, *,
           shrinking: bool = True) -> Verdict:
     """Run the judge's fault campaign (see the module docstring) on a cluster whose brokers
     call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it.
-    The rules of a lecture in ``JUDGES`` go to that lecture's campaign first; the verdict is
-    the first that fails, else the last."""
+    ``schedules``: None for each campaign's default (``DEFAULT_SCHEDULES`` here). Rules of
+    another lecture go to that lecture's judge (``JUDGES``) first; the verdict is the first
+    that fails, else the last."""
     import importlib
+    import inspect
 
     from minikafka.rules import validate
 
@@ -466,14 +476,18 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
         raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
-    for lecture, target in JUDGES.items():
-        theirs = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
-        if theirs:
-            module, function = target.split(":")
-            verdict = getattr(importlib.import_module(module), function)(theirs, schedules, seed, shrinking=shrinking)
-            rules = {name: fn for name, fn in rules.items() if name not in theirs}
-            if not verdict.ok or not rules:
-                return verdict
+    verdict = None
+    for lecture in sorted({RULES[name].lecture for name in rules} - {"04"}):
+        module, function = JUDGES[lecture].split(":")
+        campaign = getattr(importlib.import_module(module), function)
+        mine = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
+        options = {"shrinking": shrinking} if "shrinking" in inspect.signature(campaign).parameters else {}
+        verdict = campaign(mine, *(() if schedules is None else (schedules,)), seed=seed, **options)
+        if not verdict.ok:
+            return verdict
+    if verdict is not None and not any(RULES[name].lecture == "04" for name in rules):
+        return verdict
+    rules = {name: fn for name, fn in rules.items() if RULES[name].lecture == "04"}
     schedules = DEFAULT_SCHEDULES if schedules is None else schedules
     verdict = Verdict(tuple(sorted(rules)), schedules, seed)
     for s in schedule_seeds(seed, schedules):

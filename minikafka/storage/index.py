@@ -33,6 +33,7 @@ from pathlib import Path
 
 from minikafka.errors import IllegalStateError
 from minikafka.platform import O_BINARY
+from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.disk import OS_DISK, Disk
 
 
@@ -45,6 +46,7 @@ class _SparseIndex:
         self.disk = disk
         self._keys: list[int] = []  # what lookups search: offsets or timestamps
         self._values: list[int] = []
+        self._entries: list[tuple[int, int]] = []  # the same, as (key, value) pairs: what a rule is shown
         self.problem: str | None = None  # why the file on disk could not be trusted
         self._load()
         # Unbuffered: an entry is on the file (or its write failed) when ``_append`` returns,
@@ -73,15 +75,17 @@ class _SparseIndex:
                 self.problem = f"entry {len(self._keys)} does not increase"
                 self._keys.clear()
                 self._values.clear()
+                self._entries.clear()
                 return
             self._keys.append(key)
             self._values.append(value)
+            self._entries.append((key, value))
 
     def __len__(self) -> int:
         return len(self._keys)
 
     def entries(self) -> list[tuple[int, int]]:
-        return list(zip(self._keys, self._values))
+        return list(self._entries)
 
     def _append(self, key: int, value: int) -> None:
         if self._keys and (key <= self._keys[-1] or value < self._values[-1]):
@@ -98,6 +102,7 @@ class _SparseIndex:
             raise
         self._keys.append(key)
         self._values.append(value)
+        self._entries.append((key, value))
 
     def _floor(self, key: int) -> int:
         """Index of the last entry whose key is <= ``key``, or -1."""
@@ -106,7 +111,7 @@ class _SparseIndex:
     def _truncate_entries(self, n: int) -> None:
         if n >= len(self._keys):
             return
-        del self._keys[n:], self._values[n:]
+        del self._keys[n:], self._values[n:], self._entries[n:]
         os.ftruncate(self._fd, n * self.ENTRY.size)
 
     def reset(self) -> None:
@@ -131,9 +136,14 @@ class _SparseIndex:
 
 
 class OffsetIndex(_SparseIndex):
-    """offset -> position of the batch to start scanning from."""
+    """offset -> position of the batch to start scanning from. Which entry a read starts from is
+    a rule (``minikafka.rules.index_lookup``), asked through ``rules`` (Kafka's by default)."""
 
     ENTRY = struct.Struct(">ii")
+
+    def __init__(self, path: Path, base_offset: int, *, disk: Disk = OS_DISK, rules: Rules = REFERENCE) -> None:
+        super().__init__(path, base_offset, disk=disk)
+        self.rules = rules
 
     def _decode(self, rel_offset: int, position: int) -> tuple[int, int]:
         return self.base_offset + rel_offset, position
@@ -146,8 +156,7 @@ class OffsetIndex(_SparseIndex):
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last entry (offset, position) at or below ``offset``; (base, 0) if none."""
-        i = self._floor(offset)
-        return (self.base_offset, 0) if i < 0 else (self._keys[i], self._values[i])
+        return self.rules.index_lookup(self._entries, offset, self.base_offset)
 
     def floor_position(self, position: int) -> int:
         """The last indexed batch start at or below ``position`` (0 if none)."""

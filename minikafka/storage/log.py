@@ -74,6 +74,7 @@ from minikafka.records import (
     crc32c,
 )
 from minikafka.platform import fsync_dir
+from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import TopicPartition
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords
@@ -174,6 +175,38 @@ class LogConfig:
         return cls(**values)
 
 
+class ActiveSegment(NamedTuple):
+    """What the roll rule sees of the active segment (notebook 01's ``Segment``)."""
+
+    base_offset: int
+    size: int
+    first_timestamp: int  # the max timestamp of its first batch
+
+
+class IncomingBatch(NamedTuple):
+    """What the roll rule sees of the batches of one append (notebook 01's ``Batch``)."""
+
+    size: int
+    max_timestamp: int
+    last_offset: int
+
+
+class SegmentInfo(NamedTuple):
+    """What the retention rule sees of a segment (notebook 01's ``SegmentInfo``)."""
+
+    base_offset: int
+    size: int
+    newest_timestamp: int  # what retention.ms judges it by
+
+
+# The debug line of a roll, per reason (notebook 01 listens to it).
+_ROLL_DETAIL = {
+    "segment.bytes": lambda seg, size, config: f"segment.bytes: {seg.size} + {size} bytes > {config.segment_bytes}",
+    "segment.ms": lambda seg, size, config: f"segment.ms: the segment spans more than {config.segment_ms} ms",
+    "offset overflow": lambda seg, size, config: "relative offsets would overflow the 4-byte index field",
+}
+
+
 class LogAppendInfo(NamedTuple):
     """What an append did (Kafka's LogAppendInfo); a tuple because the hot path makes one."""
 
@@ -214,8 +247,10 @@ class Log:
         *,
         clock: Callable[[], int] = wall_clock_ms,
         disk: Disk = OS_DISK,
+        rules: Rules = REFERENCE,
     ) -> None:
         self.dir = Path(dir)
+        self.rules = rules  # the roll, retention and (through each segment) index-lookup rules
         self.name = self.dir.name  # (in every read's error context: worked out once)
         self.config = config if isinstance(config, LogConfig) else LogConfig.of(config)
         self.clock = clock
@@ -372,7 +407,7 @@ class Log:
         # As Kafka, a segment's creation time is when this process made or opened it.
         return LogSegment(
             self.dir, base, index_interval_bytes=self.config.index_interval_bytes, created_ms=self.clock(),
-            disk=self.disk,
+            disk=self.disk, rules=self.rules,
         )
 
     def _add_segment(self, segment: LogSegment) -> None:
@@ -509,25 +544,17 @@ class Log:
 
     def _maybe_roll(self, size: int, max_timestamp: int, last_offset: int, first_offset: int) -> None:
         segment = self.segments[-1]
-        if segment.size == 0:
-            return
-        config = self.config
-        # As Kafka, segment.ms is judged by record time when records carry timestamps,
-        # else by the clock since the segment was created.
+        # Whether to roll is a rule (``rules.roll_reason``). As Kafka, segment.ms is judged by
+        # record time when records carry timestamps, else by the clock since the segment was
+        # created: the rule is shown that clock's two readings in place of the two timestamps.
         first_ts = segment.first_batch_max_timestamp
-        if first_ts is not None and first_ts >= 0 and max_timestamp >= 0:
-            waited = max_timestamp - first_ts
-        else:
-            waited = self.clock() - segment.created_ms
-        if segment.size + size > config.segment_bytes:
-            reason = f"segment.bytes: {segment.size} + {size} bytes > {config.segment_bytes}"
-        elif waited > config.segment_ms:
-            reason = f"segment.ms: the segment spans more than {config.segment_ms} ms"
-        elif last_offset - segment.base_offset > 2**31 - 1:
-            reason = "relative offsets would overflow the 4-byte index field"
-        else:
+        if not (first_ts is not None and first_ts >= 0 and max_timestamp >= 0):
+            first_ts, max_timestamp = segment.created_ms, self.clock()
+        reason = self.rules.roll_reason(ActiveSegment(segment.base_offset, segment.size, first_ts),
+                                        IncomingBatch(size, max_timestamp, last_offset), self.config)
+        if reason is None:
             return
-        logger.debug("%s: rolling at offset %d (%s)", self.name, first_offset, reason)
+        logger.debug("%s: rolling at offset %d (%s)", self.name, first_offset, _ROLL_DETAIL[reason](segment, size, self.config))
         self.roll(first_offset)
 
     def roll(self, base_offset: int | None = None) -> LogSegment:
@@ -704,33 +731,28 @@ class Log:
         now = self.clock() if now_ms is None else now_ms
         hw = self.log_end_offset if high_watermark is None else high_watermark
         deleted: list[tuple[int, str]] = []
-        retention_ms = self.config.retention_ms
-        if retention_ms >= 0:
-            expired = [s for s in self.segments if s.size and now - s.largest_timestamp > retention_ms]
-            if expired and expired[-1] is self.active_segment and self.log_end_offset <= hw:
+        # Which segments go is a rule (``rules.segments_to_delete``); the log applies its answer
+        # from the oldest on, rolling the active segment first if it goes, and stops at the
+        # first segment holding records not yet replicated (past the high watermark).
+        infos = [SegmentInfo(s.base_offset, s.size, s.largest_timestamp) for s in self.segments]
+        chosen = self.rules.segments_to_delete(infos, now, self.config.retention_ms, self.config.retention_bytes)
+        for base, reason in chosen:
+            segment = self.segments[0]
+            if segment.base_offset != base:
+                break
+            if segment is self.active_segment:
+                if self.log_end_offset > hw:
+                    break
                 self.roll()  # as Kafka: an expired active segment is rolled so it can go
-            # The cleaner may leave an empty segment first (compact,delete logs). It has no
-            # record to judge it by, and must not stop the walk, or nothing would ever
-            # expire again: it goes with the first expired segment after it, not before,
-            # so that the log start offset only moves when records expire.
-            empty: list[LogSegment] = []
-            for segment in list(self.segments[:-1]):
-                if not segment.size:
-                    empty.append(segment)
-                elif now - segment.largest_timestamp > retention_ms and self._next_base(segment) <= hw:
-                    for e in empty:
-                        deleted.append(self._delete_segment(e, "retention.ms: empty, before an expired segment"))
-                    empty.clear()
-                    deleted.append(self._delete_segment(segment, f"retention.ms: newest record {now - segment.largest_timestamp} ms old"))
-                else:
-                    break
-        if self.config.retention_bytes >= 0:
-            excess = self.size_in_bytes - self.config.retention_bytes
-            for segment in list(self.segments[:-1]):
-                if excess - segment.size < 0 or self._next_base(segment) > hw:
-                    break
-                excess -= segment.size
-                deleted.append(self._delete_segment(segment, f"retention.bytes: log over {self.config.retention_bytes} bytes"))
+            if self._next_base(segment) > hw:
+                break
+            if reason == "retention.bytes":
+                why = f"retention.bytes: log over {self.config.retention_bytes} bytes"
+            elif segment.size:
+                why = f"retention.ms: newest record {now - segment.largest_timestamp} ms old"
+            else:
+                why = "retention.ms: empty, before an expired segment"
+            deleted.append(self._delete_segment(segment, why))
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
             self._checkpoint(LOG_START_FILE, self.log_start_offset)

@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
 from minikafka.errors import KafkaStorageError
+from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.platform import open_files, raise_open_files_limit
@@ -52,8 +53,10 @@ METADATA_TOPIC = "__cluster_metadata"  # KRaft's metadata log: kept by the Raft 
 
 
 class LogManager:
-    def __init__(self, log_dir: Path | str, *, clock: Callable[[], int] = wall_clock_ms, disk: Disk = OS_DISK) -> None:
+    def __init__(self, log_dir: Path | str, *, clock: Callable[[], int] = wall_clock_ms, disk: Disk = OS_DISK,
+                 rules: Rules = REFERENCE) -> None:
         self.log_dir = Path(log_dir)
+        self.rules = rules  # every log here asks them where to roll, what to delete, where a read starts
         self.clock = clock
         self.disk = disk  # every log here writes through it (the fault injection point)
         self.offline: str | None = None  # why the directory went offline (a failed fsync)
@@ -74,7 +77,7 @@ class LogManager:
         if log is None:
             path = self.log_dir / tp.dir_name  # validates the name first
             self._check_descriptors(tp)
-            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk)
+            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk, rules=self.rules)
             self._opened_since += 1
             if self.offline is not None:
                 log.offline = self.offline

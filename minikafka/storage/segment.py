@@ -45,6 +45,7 @@ from minikafka.platform import O_BINARY, pread
 from minikafka.records import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC, RecordBatch
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords, OpenFile
+from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.index import OffsetIndex, TimeIndex
 
 LOG_SUFFIX = ".log"
@@ -81,6 +82,7 @@ class LogSegment:
         index_interval_bytes: int = 4096,
         created_ms: int,
         disk: Disk = OS_DISK,
+        rules: Rules = REFERENCE,
     ) -> None:
         self.dir = Path(directory)
         self.disk = disk
@@ -95,7 +97,7 @@ class LogSegment:
         self.size = os.fstat(self._fd).st_size
         self.flushed_size = self.size  # bytes found at open are as durable as we can know
         self.created_ms = created_ms
-        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}", base_offset, disk=disk)
+        self.offset_index = OffsetIndex(self.dir / f"{prefix}{INDEX_SUFFIX}", base_offset, disk=disk, rules=rules)
         self.time_index = TimeIndex(self.dir / f"{prefix}{TIME_INDEX_SUFFIX}", base_offset, disk=disk)
         self.next_offset = base_offset
         self.max_timestamp = -1
