@@ -148,6 +148,13 @@ class Cluster:
             return REFERENCE
         return Rules(self.rules, node=broker_id, clock=lambda: self.world.now, trace=self.rule_trace)
 
+    def client_rules(self, name: str) -> Rules | None:
+        """The rules a client node calls (the group leader's assignors: notebook 06), or None
+        for Kafka's. ``name`` labels its calls ("consumer 7")."""
+        if not self.rules:
+            return None
+        return Rules(self.rules, node=name, clock=lambda: self.world.now, trace=self.rule_trace)
+
     def _ready(self, brokers: Iterable[int] | None = None) -> bool:
         """An active controller, and every broker (of ``brokers``) registered in its current
         incarnation, unfenced (so caught up with the metadata log)."""

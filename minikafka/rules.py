@@ -43,6 +43,19 @@ last_caught_up      ``Partition.update_follower_fetch_state``: the follower's la
 truncation_offset   ``ReplicaManager.handle_fetch_response``: where a follower cuts its log when
                     the leader answers "diverging at (epoch, end)"
 ==================  ===========================================================================
+
+The rules of notebook 06 (consumer groups), called by the group's *leader* (a consumer: in
+Kafka's classic protocol the coordinator only collects the members and passes their
+subscriptions to one of them), in the shape of kafka-python's
+``AbstractPartitionAssignor.assign(cluster, members) -> {member: assignment}`` cut down to
+what the rule needs (partition counts for the cluster, topic lists for the members):
+
+==================  ===========================================================================
+range_assign        ``RangeAssignor.assign``: ``{member: [(topic, partition)]}`` for
+                    ``{topic: partition count}`` and ``{member: [topics]}``
+reassign            ``StickyAssignor.assign`` for one topic every member reads:
+                    ``{member: [partitions]}`` for (partitions, what each owned, the members)
+==================  ===========================================================================
 """
 
 from __future__ import annotations
@@ -55,6 +68,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from minikafka.assignors import range_assign, reassign
 from minikafka.errors import IllegalArgumentError
 
 # --- the reference implementations (Kafka's rules) -------------------------------------------------
@@ -146,6 +160,46 @@ def _check_truncation_offset(args: dict, value: Any) -> str | None:
     return None
 
 
+def _check_assignment(value: Any, members: Any, partition_ok: Callable[[Any], str | None], what: str) -> str | None:
+    """What is wrong with an assignor's answer as a data structure (which member gets what is
+    the tester's to judge: two owners, none, unbalanced reach the members as they are)."""
+    if not isinstance(value, dict):
+        return f"it returned {type(value).__name__} {value!r}, not a dict {{member: [{what}]}}"
+    for member, assigned in value.items():
+        if member not in members:
+            return f"it assigned to {member!r}, who is not a member of the group"
+        if not isinstance(assigned, (list, tuple)):
+            return f"it gave {member!r} {type(assigned).__name__} {assigned!r}, not a list of {what}"
+        for item in assigned:
+            problem = partition_ok(item)
+            if problem is not None:
+                return f"it gave {member!r} {item!r}: {problem}"
+    return None
+
+
+def _check_range_assign(args: dict, value: Any) -> str | None:
+    counts = args["partitions_per_topic"]
+
+    def ok(item: Any) -> str | None:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            return "not a (topic, partition) pair"
+        topic, p = item
+        if topic not in counts:
+            return f"the leader knows no topic {topic!r}"
+        if not _int(p) or not 0 <= p < counts[topic]:
+            return f"{topic!r} has partitions 0 to {counts[topic] - 1}"
+        return None
+    return _check_assignment(value, args["subscriptions"], ok, "(topic, partition)")
+
+
+def _check_reassign(args: dict, value: Any) -> str | None:
+    n = args["num_partitions"]
+
+    def ok(p: Any) -> str | None:
+        return None if _int(p) and 0 <= p < n else f"the topic has partitions 0 to {n - 1}"
+    return _check_assignment(value, args["members"], ok, "partitions")
+
+
 @dataclass(frozen=True)
 class Rule:
     """One decision of Kafka's: its reference implementation and its contract."""
@@ -179,7 +233,20 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "cut at the end of the leader's diverging epoch as the follower's own epoch cache has it "
          "(the lower of the two ends), or at the log start if nothing is in common (KIP-101, KIP-279)",
          "ReplicaManager.handle_fetch_response", _check_truncation_offset),
+    Rule("range_assign", "06", range_assign,
+         "per topic, its subscribers sorted by member id get contiguous ranges, n // m partitions each and "
+         "one more for the first n % m; every member is in the answer",
+         "RangeAssignor.assign, run by the group's leader (ConsumerCoordinator._leader_sync)", _check_range_assign),
+    Rule("reassign", "06", reassign,
+         "balanced (counts differ by at most one), keeping every partition with its previous owner that "
+         "balance allows: only the surplus of members over their quota moves",
+         "StickyAssignor.assign, run by the group's leader (ConsumerCoordinator._leader_sync)", _check_reassign),
 )}
+
+
+def _on(node: Any) -> str:
+    """Where a rule ran: a broker's id, or a client's name ("consumer 7")."""
+    return f"broker {node}" if isinstance(node, int) else str(node)
 
 
 # --- a student's rule under guard ----------------------------------------------------------------------
@@ -197,7 +264,7 @@ class RuleError(Exception):
         c = self.call
         rule = RULES[c.rule]
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
-        return (f"your rule {c.rule} broke on broker {c.node} at t={c.time_ms} ms: {self.problem}\n"
+        return (f"your rule {c.rule} broke on {_on(c.node)} at t={c.time_ms} ms: {self.problem}\n"
                 f"  called with: {c.rule}({args})\n"
                 f"  it returned: {c.returned_text}\n"
                 f"  Kafka's rule returns: {c.reference!r} ({rule.statement})\n"
@@ -220,7 +287,7 @@ class RuleCall:
 
     def line(self) -> str:
         args = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
-        return (f"t={self.time_ms:>6} ms  broker {self.node}: {self.rule}({args}) -> {self.returned_text}; "
+        return (f"t={self.time_ms:>6} ms  {_on(self.node)}: {self.rule}({args}) -> {self.returned_text}; "
                 f"Kafka's rule: {self.reference!r}")
 
 
@@ -272,11 +339,13 @@ def _deadline(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3), old_interval)
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: Any, depth: int = 1) -> Any:
+    """A copy of an argument, and of the lists and dicts inside it (one level: an assignor's
+    ``{member: [topics]}``)."""
     if isinstance(value, dict):
-        return dict(value)
+        return {k: _copy(v, depth - 1) for k, v in value.items()} if depth > 0 else dict(value)
     if isinstance(value, list):
-        return list(value)
+        return [_copy(v, depth - 1) for v in value] if depth > 0 else list(value)
     return value
 
 

@@ -78,11 +78,13 @@ _COORDINATOR_ERRORS = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_L
 
 
 class ConsumerCoordinator:
-    def __init__(self, client: "ConsumerNetworkClient", config: dict, assignors: list[PartitionAssignor]) -> None:
+    def __init__(self, client: "ConsumerNetworkClient", config: dict, assignors: list[PartitionAssignor],
+                 rules: Any = None) -> None:
         self.client = client
         self.config = config
         self.group_id: str = config["group_id"]
         self.assignors = assignors
+        self.rules = rules  # the assignors' rules (minikafka.rules); None: Kafka's
         self.subscriptions = client.subscriptions
         self.coordinator: Any = None
         self._finding = False
@@ -239,7 +241,7 @@ class ConsumerCoordinator:
             return
         assignor = next(a for a in self.assignors if a.name == response.protocol_name)
         counts = {t: len(md.partitions_for_topic(t) or ()) for t in topics}
-        result = assignor.assign(counts, subscriptions)
+        result = assignor.assign(counts, subscriptions, self.rules)
         self._event("assigned: " + "; ".join(
             f"{mid}: {','.join(str(tp) for tp in tps) or '-'}" for mid, tps in sorted(result.items())))
         self._send_sync(tuple((mid, Assignment(tuple(tps)).encode()) for mid, tps in sorted(result.items())))
