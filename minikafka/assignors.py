@@ -354,7 +354,7 @@ class PartitionAssignor:
     """
 
     name: str = ""
-    version: int = 0  # kafka-python's AbstractPartitionAssignor.version: the subscription version written
+    version: int = 1  # kafka-python's AbstractPartitionAssignor.version: the Subscription version it writes
 
     def metadata(self, topics: Iterable[str], owned_partitions: Iterable = ()) -> Subscription:
         """What this member puts in JoinGroup for this assignor (kafka-python's ``metadata(topics)``)."""

@@ -176,8 +176,7 @@ class ConsumerCoordinator:
         # keeps partitions where they were. (Kafka's eager StickyAssignor sends the same thing
         # in its userData; the cooperative protocol sends owned_partitions.)
         owned = tuple(sorted(self.subscriptions.assignment)) or tuple(self.previous_assignment)
-        protocols = tuple((a.name, Subscription(topics, owned_partitions=owned).encode(version=1))
-                          for a in self.assignors)
+        protocols = tuple((a.name, a.metadata(topics, owned).encode(version=a.version)) for a in self.assignors)
         c = self.config
         self.client.send_request(
             self.coordinator,
