@@ -451,17 +451,44 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
     return best
 
 
-def judge(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, seed: int = 0, *,
-          shrinking: bool = True) -> Verdict:
+# Lectures whose rules another campaign judges: lecture -> "module:function" (imported when used),
+# called as function(rules, [schedules=...,] seed=..., shrinking=...) with that lecture's rules; the rules of
+# the other lectures (04) are judged here. ``schedules=None``: that campaign's own default.
+CAMPAIGNS = {
+    "06": "minikafka.course.tester_groups:judge",
+}
+
+
+def _campaign(lecture: str) -> Callable:
+    import importlib
+
+    module, function = CAMPAIGNS[lecture].split(":")
+    return getattr(importlib.import_module(module), function)
+
+
+def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int = 0, *,
+          shrinking: bool = True) -> Any:
     """Run the judge's fault campaign (see the module docstring) on a cluster whose brokers
-    call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it."""
+    call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it.
+    Rules of a lecture in ``CAMPAIGNS`` go to that lecture's campaign (its own verdict)."""
     from minikafka.rules import validate
 
     rules = validate(rules)
-    if not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1:
+    if schedules is not None and (not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1):
         raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
+    verdict = None
+    for lecture in sorted({RULES[name].lecture for name in rules} & set(CAMPAIGNS)):
+        theirs = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
+        verdict = _campaign(lecture)(theirs, **({} if schedules is None else {"schedules": schedules}), seed=seed,
+                                     shrinking=shrinking)
+        if not verdict.ok:
+            return verdict
+        rules = {name: fn for name, fn in rules.items() if name not in theirs}
+    if verdict is not None and not rules:
+        return verdict
+    schedules = DEFAULT_SCHEDULES if schedules is None else schedules
     verdict = Verdict(tuple(sorted(rules)), schedules, seed)
     for s in schedule_seeds(seed, schedules):
         finding = run_judged(rules, s)
