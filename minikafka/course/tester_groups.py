@@ -24,10 +24,14 @@ What a Kafka user would see, checked:
   another order or another member leads, gets another assignment: Kafka sorts members by id),
   and for the sticky rule ``needless-moves`` (more partitions taken from members still in the
   group than balance requires);
-- *the records*: ``never-consumed`` (a record still unread once the group is stable and the
-  nemesis gone) and ``consumed-twice`` (a record read again after its first read was committed:
-  more than at-least-once allows);
-- *liveness*: ``stuck`` (the group never settles with every partition read).
+- *the records*: ``never-consumed`` (a record still unread ``SETTLE_MS`` after the nemesis has
+  stopped and every member polls again: the group never settled with every partition read) and
+  ``consumed-twice`` (a record read again after its first read was committed: more than
+  at-least-once allows).
+
+After the random schedules comes one named scenario (``SCENARIO``): a newcomer whose member id
+sorts first joins two members that split the partitions evenly, the case where a sticky rule that
+hands the extra partition to the first member by id moves more than it must.
 
 The first failing schedule is shrunk (fewer faults) and shown as a timeline: the nemesis, the
 rule's calls that differed from Kafka's (``minikafka.rules``' trace), and what was found.
