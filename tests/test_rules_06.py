@@ -290,3 +290,37 @@ def test_the_judge_sends_each_lectures_rules_to_its_campaign_and_checks_its_argu
     with pytest.raises(IllegalArgumentError, match="schedules must be an int >= 1"):
         judge({"range_assign": range_assign}, schedules=0)
     assert isinstance(judge({"range_assign": range_unsorted}, schedules=1), tester_groups.GroupVerdict)
+
+
+def test_an_assignor_that_never_returns_is_interrupted_and_reported():
+    def forever(partitions_per_topic, subscriptions):
+        while True:
+            pass
+
+    rules = Rules({"range_assign": forever}, node="consumer 4", clock=lambda: 12, budget_s=0.05)
+    with pytest.raises(RuleError) as e:
+        rules.range_assign({"t": 2}, {"a": ["t"]})
+    assert str(e.value).splitlines()[0] == ("your rule range_assign broke on consumer 4 at t=12 ms: it was still "
+                                            "running after 0.05 s of wall time (a loop that never ends?)")
+    assert "  Kafka's rule returns: {'a': [('t', 0), ('t', 1)]} (per topic" in str(e.value)
+
+
+def test_the_fewest_moves_balance_needs():
+    # Six partitions, three members with two each, a fourth joins: two may keep two, one keeps one.
+    assert tester_groups.minimal_moves(6, {"a": [0, 1], "b": [2, 3], "c": [4, 5]}, ["a", "b", "c", "d"]) == 1
+    # The extra partition goes to a member that owns the most: b keeps three, nothing moves.
+    assert tester_groups.minimal_moves(7, {"a": [0, 1], "b": [2, 3, 4]}, ["a", "b", "c"]) == 0
+    # Only one member may keep three: the other gives one up.
+    assert tester_groups.minimal_moves(7, {"a": [0, 1, 2], "b": [3, 4, 5]}, ["a", "b", "c"]) == 1
+    assert tester_groups.minimal_moves(7, {"a": [0, 1, 2], "b": [3, 4, 5, 6]}, ["a", "b"]) == 0
+    # Members that left and partitions that are gone count for nothing.
+    assert tester_groups.minimal_moves(4, {"gone": [0, 1], "a": [2, 3, 9]}, ["a", "b"]) == 0
+
+
+def test_a_record_read_again_after_its_commit_is_more_than_at_least_once():
+    key = ("trucks_gps", 3, 17)
+    # Read, not committed (the reader crashed), read again: at-least-once allows it.
+    assert tester_groups._read_twice({key: [(100, "eta-1", False), (900, "eta-2", True)]}) is None
+    # Read and committed, then read again by another member: a duplicate no delivery semantics allow.
+    assert tester_groups._read_twice({key: [(100, "eta-1", True), (900, "eta-2", True)]}) == (
+        key, (100, "eta-1", True), (900, "eta-2", True))
