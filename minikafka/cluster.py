@@ -150,7 +150,7 @@ class Cluster:
 
     def client_rules(self, name: str) -> Rules | None:
         """The rules a client node calls (the group leader's assignors: notebook 06), or None
-        for Kafka's. ``name`` labels its calls ("consumer 7")."""
+        for Kafka's. ``name`` labels its calls (the node: "consumer-7")."""
         if not self.rules:
             return None
         return Rules(self.rules, node=name, clock=lambda: self.world.now, trace=self.rule_trace)

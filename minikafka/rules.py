@@ -245,7 +245,7 @@ RULES: dict[str, Rule] = {r.name: r for r in (
 
 
 def _on(node: Any) -> str:
-    """Where a rule ran: a broker's id, or a client's name ("consumer 7")."""
+    """Where a rule ran: a broker's id, or a client's node ("consumer-7")."""
     return f"broker {node}" if isinstance(node, int) else str(node)
 
 

@@ -242,7 +242,7 @@ def test_nonsense_from_an_assignor_stops_the_group_with_one_message(name, strate
     with pytest.raises(RuleError) as e:
         group(cluster, 2, strategy)
     first = str(e.value).splitlines()[0]
-    assert first.startswith(f"your rule {name} broke on consumer ") and problem in first
+    assert first.startswith(f"your rule {name} broke on consumer-") and problem in first
     assert f"  called with: {name}(" in str(e.value) and "  Kafka's rule returns: {" in str(e.value)
     cluster.close()
 
@@ -281,7 +281,7 @@ def test_the_verdict_names_the_schedule_the_faults_and_the_differing_calls():
     verdict = judge({"reassign": sticky_forgets}, schedules=4, seed=0)
     text = str(verdict)
     assert text.startswith("FAILED: schedule 2 of 4 (seed ") and "shrunk: faults=1): needless-moves" in text
-    assert "nemesis: " in text and "consumer eta-" in text and ": reassign(num_partitions=10, previous=" in text
+    assert "nemesis: " in text and "consumer eta-" in text and " consumer-3: reassign(num_partitions=10, previous=" in text
 
 
 def test_the_judge_sends_each_lectures_rules_to_its_campaign_and_checks_its_arguments():

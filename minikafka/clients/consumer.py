@@ -210,7 +210,7 @@ class KafkaConsumer:
         """The assignors' rules when this consumer leads its group: the cluster's (a student's,
         under guard, on ``Cluster(rules=...)``), or None for Kafka's."""
         rules_for = getattr(self._cluster, "client_rules", None)
-        return rules_for(f"consumer {node_id}") if rules_for is not None else None
+        return rules_for(str(node_id)) if rules_for is not None else None
 
     # --- the runtime -------------------------------------------------------------------------------------
 
