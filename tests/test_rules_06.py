@@ -324,3 +324,51 @@ def test_a_record_read_again_after_its_commit_is_more_than_at_least_once():
     # Read and committed, then read again by another member: a duplicate no delivery semantics allow.
     assert tester_groups._read_twice({key: [(100, "eta-1", True), (900, "eta-2", True)]}) == (
         key, (100, "eta-1", True), (900, "eta-2", True))
+
+
+# --- grading: the tester is a hidden check ----------------------------------------------------------------
+
+# Exercise 3's solution with one change a student makes: the members allowed one more partition are
+# sorted by what they own only, ties left in the order given. The visible checks pass their members
+# sorted, so it passes them all; a group leader passes them in join order, and the tester sees it.
+JOIN_ORDER_TIES = (
+    "def reassign(num_partitions, previous, members):\n"
+    "    quota, extra = divmod(num_partitions, len(members))\n"
+    "    kept = {m: sorted(p for p in previous.get(m, []) if p < num_partitions) for m in members}\n"
+    "    by_ownership = sorted(members, key=lambda m: -len(kept[m]))\n"
+    "    capacity = {m: quota + (1 if i < extra else 0) for i, m in enumerate(by_ownership)}\n"
+    "    assignment = {m: kept[m][:capacity[m]] for m in members}\n"
+    "    taken = {p for ps in assignment.values() for p in ps}\n"
+    "    free = [p for p in range(num_partitions) if p not in taken]\n"
+    "    for m in by_ownership:\n"
+    "        while len(assignment[m]) < capacity[m]:\n"
+    "            assignment[m].append(free.pop(0))\n"
+    "    return {m: sorted(ps) for m, ps in assignment.items()}\n")
+
+
+@pytest.mark.notebooks
+def test_a_rule_that_passes_the_comparisons_but_not_the_tester_scores_0(tmp_path):
+    import json
+    from pathlib import Path
+
+    from minikafka.course.grade import Settings
+    from minikafka.course.gradebook import feedback, grade_all
+
+    root = Path(__file__).resolve().parents[1]
+    solution = json.loads((root / "solutions" / "06-consumer-groups.ipynb").read_text())
+    submission = json.loads((root / "exercises" / "06-consumer-groups.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    for cell in submission["cells"]:
+        if "exercise" in cell.get("metadata", {}).get("tags", []):
+            cell["source"] = JOIN_ORDER_TIES if cell["id"] == "ex3" else solved[cell["id"]]
+    (tmp_path / "06-consumer-groups.ipynb").write_text(json.dumps(submission))
+    [result] = grade_all(tmp_path, root / "solutions", Settings(sanitize=root / "tests" / "nbval-sanitize.cfg"))
+    first, second, third = result.exercises
+    assert first.earned == first.points and second.earned == second.points, feedback(result)
+    assert third.earned == 0, feedback(result)
+    failed = [c.label for c in third.checks if not c.passed]
+    passed = [c.label for c in third.checks if c.passed]
+    # The examples, the 500 random changes and their hidden twin pass; "run your cluster" and the
+    # hidden judge do not.
+    assert failed == ["check 3", "hidden check 2"] and passed[:3] == ["check 1", "check 2", "hidden check 1"], \
+        feedback(result)
