@@ -354,6 +354,7 @@ class PartitionAssignor:
     """
 
     name: str = ""
+    rule: str | None = None  # the rule (minikafka.rules) this assignor's algorithm is, if any
     version: int = 1  # kafka-python's AbstractPartitionAssignor.version: the Subscription version it writes
 
     def metadata(self, topics: Iterable[str], owned_partitions: Iterable = ()) -> Subscription:
@@ -399,7 +400,7 @@ class PartitionAssignor:
         known = {t: n for t, n in sorted(partitions_per_topic.items()) if t in wanted}
         raw = self._assign_with(known, subscriptions, topics_of, rules)
         result = {member: sorted(raw.get(member, ())) for member in topics_of}
-        if not getattr(rules, "custom", ()):
+        if self.rule is None or self.rule not in getattr(rules, "custom", ()):
             _check_assignment(result, known, topics_of, self.name)
         return result
 
@@ -461,6 +462,7 @@ class RangeAssignor(PartitionAssignor):
     """
 
     name = "range"
+    rule = "range_assign"
 
     def _assign_with(self, partitions_per_topic, subscriptions, topics_of, rules):
         # The seam: the members in the order the coordinator listed them (join order), as
@@ -551,6 +553,7 @@ class StickyAssignor(PartitionAssignor):
     """
 
     name = "sticky"
+    rule = "reassign"
 
     def _assign_with(self, partitions_per_topic, subscriptions, topics_of, rules):
         previous = _previous_owners(partitions_per_topic, subscriptions, topics_of)

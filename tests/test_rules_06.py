@@ -372,3 +372,16 @@ def test_a_rule_that_passes_the_comparisons_but_not_the_tester_scores_0(tmp_path
     # hidden judge do not.
     assert failed == ["check 3", "hidden check 2"] and passed[:3] == ["check 1", "check 2", "hidden check 1"], \
         feedback(result)
+
+
+def test_kafkas_assignors_keep_their_invariant_check_when_other_rules_are_a_students():
+    class Broken(RangeAssignor):
+        def _assign_with(self, partitions_per_topic, subscriptions, topics_of, rules):
+            return {m: [TP("t", 0)] for m in topics_of}  # t-0 twice, t-1 to nobody
+
+    subs = {"a": Subscription(("t",)), "b": Subscription(("t",))}
+    with pytest.raises(Exception, match="gave t-0 to both 'a' and 'b'"):
+        Broken().assign({"t": 2}, subs, Rules({"high_watermark": lambda *a: a[0]}))
+    # With the student's own range rule in place, the answer goes out as it is (the tester judges it).
+    assert Broken().assign({"t": 2}, subs, Rules({"range_assign": range_assign})) == {"a": [TP("t", 0)],
+                                                                                     "b": [TP("t", 0)]}

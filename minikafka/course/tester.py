@@ -36,6 +36,9 @@ The verdict shows the shrunk schedule as a timeline: the faults, and each call o
 whose answer differed from Kafka's (which node, what arguments, what it returned, what Kafka's
 rule returns), then what the checker found.
 
+Rules of another lecture go to that lecture's campaign (``CAMPAIGNS``: 06's assignors to
+``tester_groups``, a consumer group judged as its members see it).
+
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
 the platform has none, a rule that never returns hangs the run.
