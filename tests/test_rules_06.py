@@ -280,7 +280,7 @@ def test_a_classic_wrong_assignor_is_caught_within_the_default_schedules(name, f
 def test_the_verdict_names_the_schedule_the_faults_and_the_differing_calls():
     verdict = judge({"reassign": sticky_forgets}, schedules=4, seed=0)
     text = str(verdict)
-    assert text.startswith("FAILED: schedule 2 of 4 (seed ") and "shrunk: faults=1): needless-moves" in text
+    assert text.startswith("FAILED: schedule 1 of 4 (seed ") and "shrunk: faults=1): needless-moves" in text
     assert "nemesis: " in text and "consumer eta-" in text and " consumer-3: reassign(num_partitions=10, previous=" in text
 
 

@@ -55,7 +55,7 @@ TOPICS = {"trucks_gps": 10, "eta": 3}  # the course's truck topic has 10 partiti
 CONSUMER = dict(session_timeout_ms=6_000, heartbeat_interval_ms=1_000, max_poll_interval_ms=6_000,
                 enable_auto_commit=False, auto_offset_reset="earliest", max_poll_records=20)
 STEP_MS = 100  # the members' poll loop
-RUN_MS = 36_000  # the nemesis's time
+RUN_MS = 40_000  # the nemesis's time: up to 4 faults, one per 8 s slot
 SETTLE_MS = 40_000  # then: every member back and polling, until all is read
 TIMELINE_CALLS = 6
 
@@ -324,14 +324,17 @@ def run_group_schedule(rules: Mapping[str, Callable], seed: int, *, faults: int 
             new_member(client_id)
         write(60)
         if script is None:
-            schedule = sorted(rng.randrange(4_000, RUN_MS - 6_000) for _ in range(n_faults))
+            # One fault per 8 s slot, so most rebalances complete before the next fault strikes.
+            schedule = [4_000 + 8_000 * k + rng.randrange(3_000) for k in range(n_faults)]
             kinds = [rng.choice(("kill", "kill-restart", "add", "stall")) for _ in schedule]
         else:
             schedule, kinds = [t for t, _ in script], [k for _, k in script]
         restarts: list[tuple[int, Any]] = []
+        next_write = c.now
         while c.now < RUN_MS and recorder.problem is None:
-            if c.now % 500 == 0:
+            if c.now >= next_write:  # the steady producer: 3 records every 500 ms
                 write(3)
+                next_write += 500
             while schedule and schedule[0] <= c.now:
                 schedule.pop(0)
                 kind = kinds.pop(0)
