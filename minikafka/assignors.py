@@ -77,10 +77,13 @@ from __future__ import annotations
 import struct
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar
 
 from minikafka.errors import IllegalArgumentError, IllegalStateError, KafkaConfigurationError
 from minikafka.topic import TopicPartition
+
+if TYPE_CHECKING:
+    from minikafka.rules import Rules
 
 __all__ = [
     "Subscription",
@@ -91,6 +94,8 @@ __all__ = [
     "StickyAssignor",
     "ASSIGNORS",
     "assignor_for",
+    "range_assign",
+    "reassign",
 ]
 
 # The newest schema version this file understands; newer ones are read as this one.
@@ -349,11 +354,18 @@ class PartitionAssignor:
     """
 
     name: str = ""
+    rule: str | None = None  # the rule (minikafka.rules) this assignor's algorithm is, if any
+    version: int = 1  # kafka-python's AbstractPartitionAssignor.version: the Subscription version it writes
+
+    def metadata(self, topics: Iterable[str], owned_partitions: Iterable = ()) -> Subscription:
+        """What this member puts in JoinGroup for this assignor (kafka-python's ``metadata(topics)``)."""
+        return Subscription(tuple(topics), owned_partitions=tuple(owned_partitions))
 
     def assign(
         self,
         partitions_per_topic: dict[str, int],
         subscriptions: dict[str, Subscription],
+        rules: "Rules | None" = None,
     ) -> dict[str, list[TopicPartition]]:
         """member id -> its partitions, for every member, each list sorted.
 
@@ -361,7 +373,16 @@ class PartitionAssignor:
         count).  A subscribed topic missing from it gets no assignment, as in
         Kafka ("Skipping assignment for topic ... since no metadata is
         available"); it will be assigned on the rebalance after it appears.
+
+        ``rules`` (``minikafka.rules``; Kafka's by default) holds the rules the
+        range and sticky assignors call at their decision point: a group
+        leader on a student's rules passes its own.  With a student's rule the
+        result is handed out as it is, unchecked (a wrong one must reach the
+        members, so the tester can show what they do with it); with Kafka's,
+        the invariants below are checked.
         """
+        if rules is None:
+            from minikafka.rules import REFERENCE as rules
         for topic, n in partitions_per_topic.items():
             if not isinstance(n, int) or isinstance(n, bool) or n < 0:
                 raise IllegalArgumentError(f"partition count of topic {topic!r} must be an int >= 0, got {n!r}")
@@ -377,10 +398,16 @@ class PartitionAssignor:
         }
         wanted = set().union(*topics_of.values())
         known = {t: n for t, n in sorted(partitions_per_topic.items()) if t in wanted}
-        raw = self._assign(known, subscriptions, topics_of)
+        raw = self._assign_with(known, subscriptions, topics_of, rules)
         result = {member: sorted(raw.get(member, ())) for member in topics_of}
-        _check_assignment(result, known, topics_of, self.name)
+        if self.rule is None or self.rule not in getattr(rules, "custom", ()):
+            _check_assignment(result, known, topics_of, self.name)
         return result
+
+    def _assign_with(self, partitions_per_topic, subscriptions, topics_of, rules: "Rules"):
+        """``_assign`` where the algorithm is a rule (range, sticky): they override this and call
+        ``rules``; the others ignore them."""
+        return self._assign(partitions_per_topic, subscriptions, topics_of)
 
     def _assign(
         self,
@@ -435,17 +462,34 @@ class RangeAssignor(PartitionAssignor):
     """
 
     name = "range"
+    rule = "range_assign"
 
-    def _assign(self, partitions_per_topic, subscriptions, topics_of):
-        assignment: dict[str, list[TopicPartition]] = {m: [] for m in topics_of}
-        for topic, n in partitions_per_topic.items():
-            consumers = [m for m in topics_of if topic in topics_of[m]]  # already sorted
-            per_consumer, with_extra = divmod(n, len(consumers))
-            for i, member in enumerate(consumers):
-                start = per_consumer * i + min(i, with_extra)
-                length = per_consumer + (1 if i < with_extra else 0)
-                assignment[member].extend(TopicPartition(topic, p) for p in range(start, start + length))
-        return assignment
+    def _assign_with(self, partitions_per_topic, subscriptions, topics_of, rules):
+        # The seam: the members in the order the coordinator listed them (join order), as
+        # kafka-python hands them to assign(); sorting them is the rule's job.
+        joined = {m: sorted(topics_of[m]) for m in subscriptions}
+        result = rules.range_assign(dict(partitions_per_topic), joined)
+        return {m: [TopicPartition(t, p) for t, p in tps] for m, tps in result.items()}
+
+
+def range_assign(partitions_per_topic, subscriptions):
+    """Kafka's range rule: ``{member: sorted [(topic, partition)]}`` for ``{topic: partition
+    count}`` and ``{member: [topics]}``. Per topic, its subscribers sorted by member id (as
+    strings) get contiguous ranges, ``n // m`` each and one more for the first ``n % m``; a
+    topic with no partitions, or not in ``partitions_per_topic``, is skipped; every member is in
+    the result."""
+    assignment = {member: [] for member in subscriptions}
+    for topic in sorted(partitions_per_topic):
+        n = partitions_per_topic[topic]
+        consumers = sorted(m for m, topics in subscriptions.items() if topic in topics)
+        if n <= 0 or not consumers:
+            continue
+        per_consumer, with_extra = divmod(n, len(consumers))
+        for i, member in enumerate(consumers):
+            start = per_consumer * i + min(i, with_extra)
+            length = per_consumer + (1 if i < with_extra else 0)
+            assignment[member].extend((topic, p) for p in range(start, start + length))
+    return {member: sorted(tps) for member, tps in assignment.items()}
 
 
 class RoundRobinAssignor(PartitionAssignor):
@@ -509,29 +553,68 @@ class StickyAssignor(PartitionAssignor):
     """
 
     name = "sticky"
+    rule = "reassign"
 
-    def _assign(self, partitions_per_topic, subscriptions, topics_of):
-        members = list(topics_of)
-        consumers_of = {t: [m for m in members if t in topics_of[m]] for t in partitions_per_topic}
+    def _assign_with(self, partitions_per_topic, subscriptions, topics_of, rules):
         previous = _previous_owners(partitions_per_topic, subscriptions, topics_of)
-        assignment: dict[str, set[TopicPartition]] = {m: set() for m in members}
-        for tp, member in previous.items():
-            assignment[member].add(tp)
+        if len(partitions_per_topic) == 1 and all(topics_of.values()):
+            # The seam: one topic that every member reads (the exercise's case; Kafka too
+            # splits here, allSubscriptionsEqual -> constrainedAssign). The rule sees what the
+            # members owned, each claim settled (a partition two members claim: one owner).
+            (topic, n), = partitions_per_topic.items()
+            owned = {m: [] for m in subscriptions}
+            for tp, member in sorted(previous.items()):
+                owned[member].append(tp.partition)
+            result = rules.reassign(n, owned, list(subscriptions))
+            return {m: [TopicPartition(topic, p) for p in ps] for m, ps in result.items()}
+        return _sticky(partitions_per_topic, topics_of, previous)
 
-        # Scarce partitions first: a topic only one member reads must go to that member,
-        # so place it before the flexible ones fill that member up.
-        unowned = [TopicPartition(t, p) for t, n in partitions_per_topic.items() for p in range(n)
-                   if TopicPartition(t, p) not in previous]
-        unowned.sort(key=lambda tp: (len(consumers_of[tp.topic]), tp))
-        for tp in unowned:
-            member = min(consumers_of[tp.topic], key=lambda m: (len(assignment[m]), m))
-            assignment[member].add(tp)
 
-        while (move := _improving_move(assignment, topics_of, previous)) is not None:
-            tp, src, dst = move
-            assignment[src].remove(tp)
-            assignment[dst].add(tp)
-        return {m: sorted(tps) for m, tps in assignment.items()}
+def reassign(num_partitions, previous, members):
+    """Kafka's sticky rule for one topic every member reads: ``{member: sorted partitions}``,
+    balanced (counts differ by at most one) and moving as few partitions as possible from
+    their ``previous`` owners (``{member: [partitions]}`` of the last generation; members that
+    left, partitions that no longer exist and a second claim of one partition are ignored)."""
+    topics_of = {m: frozenset(("t",)) for m in sorted(members)}
+    owners: dict[TopicPartition, str] = {}
+    for member in sorted(previous):
+        if member in topics_of:
+            for p in previous[member]:
+                tp = TopicPartition("t", p)
+                if 0 <= p < num_partitions and tp not in owners:
+                    owners[tp] = member
+    if num_partitions <= 0:
+        return {m: [] for m in topics_of}
+    result = _sticky({"t": num_partitions}, topics_of, owners)
+    return {m: [tp.partition for tp in result[m]] for m in topics_of}
+
+
+def _sticky(
+    partitions_per_topic: dict[str, int],
+    topics_of: dict[str, frozenset[str]],
+    previous: dict[TopicPartition, str],
+) -> dict[str, list[TopicPartition]]:
+    """The sticky algorithm (keep, place, balance: see ``StickyAssignor``)."""
+    members = list(topics_of)
+    consumers_of = {t: [m for m in members if t in topics_of[m]] for t in partitions_per_topic}
+    assignment: dict[str, set[TopicPartition]] = {m: set() for m in members}
+    for tp, member in previous.items():
+        assignment[member].add(tp)
+
+    # Scarce partitions first: a topic only one member reads must go to that member,
+    # so place it before the flexible ones fill that member up.
+    unowned = [TopicPartition(t, p) for t, n in partitions_per_topic.items() for p in range(n)
+               if TopicPartition(t, p) not in previous]
+    unowned.sort(key=lambda tp: (len(consumers_of[tp.topic]), tp))
+    for tp in unowned:
+        member = min(consumers_of[tp.topic], key=lambda m: (len(assignment[m]), m))
+        assignment[member].add(tp)
+
+    while (move := _improving_move(assignment, topics_of, previous)) is not None:
+        tp, src, dst = move
+        assignment[src].remove(tp)
+        assignment[dst].add(tp)
+    return {m: sorted(tps) for m, tps in assignment.items()}
 
 
 def _previous_owners(

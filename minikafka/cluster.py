@@ -151,8 +151,9 @@ class Cluster:
                      trace=self.rule_trace)
 
     def client_rules(self, client_id: str) -> Rules:
-        """The rules a client made on this cluster calls (a producer's partitioner): the
-        cluster's ``rules=``, under guard, or Kafka's."""
+        """The rules a client made on this cluster calls (a producer's partitioner, a group
+        leader's assignors): the cluster's ``rules=``, under guard, or Kafka's. ``client_id``
+        labels its calls (the node: "consumer-7")."""
         if not self.rules:
             return REFERENCE
         return Rules(self.rules, node=client_id, clock=lambda: self.world.now, trace=self.rule_trace)

@@ -70,6 +70,18 @@ segments_to_delete  ``Log.delete_old_segments``: which old segments retention de
 murmur2             ``DefaultPartitioner``: Kafka's hash of a record's key
 partition_for_key   ``DefaultPartitioner``: the partition of a keyed record; a student's
                     ``murmur2`` alone runs through Kafka's ``toPositive(hash) % n``
+
+The rules of notebook 06 (consumer groups), called by the group's *leader* (a consumer: in
+Kafka's classic protocol the coordinator only collects the members and passes their
+subscriptions to one of them), in the shape of kafka-python's
+``AbstractPartitionAssignor.assign(cluster, members) -> {member: assignment}`` cut down to
+what the rule needs (partition counts for the cluster, topic lists for the members):
+
+==================  ===========================================================================
+range_assign        ``RangeAssignor.assign``: ``{member: [(topic, partition)]}`` for
+                    ``{topic: partition count}`` and ``{member: [topics]}``
+reassign            ``StickyAssignor.assign`` for one topic every member reads:
+                    ``{member: [partitions]}`` for (partitions, what each owned, the members)
 ==================  ===========================================================================
 """
 
@@ -85,6 +97,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
+from minikafka.assignors import range_assign, reassign
 from minikafka.errors import IllegalArgumentError
 from minikafka.partitioner import murmur2, partition_for_key, to_positive  # lecture 02's rules live there
 
@@ -337,6 +350,45 @@ def _check_partition_for_key(args: dict, value: Any) -> str | None:
         return f"it returned partition {value}, outside 0..{args['num_partitions'] - 1}"
     return None
 
+def _check_assignment(value: Any, members: Any, partition_ok: Callable[[Any], str | None], what: str) -> str | None:
+    """What is wrong with an assignor's answer as a data structure (which member gets what is
+    the tester's to judge: two owners, none, unbalanced reach the members as they are)."""
+    if not isinstance(value, dict):
+        return f"it returned {type(value).__name__} {value!r}, not a dict {{member: [{what}]}}"
+    for member, assigned in value.items():
+        if member not in members:
+            return f"it assigned to {member!r}, who is not a member of the group"
+        if not isinstance(assigned, (list, tuple)):
+            return f"it gave {member!r} {type(assigned).__name__} {assigned!r}, not a list of {what}"
+        for item in assigned:
+            problem = partition_ok(item)
+            if problem is not None:
+                return f"it gave {member!r} {item!r}: {problem}"
+    return None
+
+
+def _check_range_assign(args: dict, value: Any) -> str | None:
+    counts = args["partitions_per_topic"]
+
+    def ok(item: Any) -> str | None:
+        if not isinstance(item, (tuple, list)) or len(item) != 2:
+            return "not a (topic, partition) pair"
+        topic, p = item
+        if topic not in counts:
+            return f"the leader knows no topic {topic!r}"
+        if not _int(p) or not 0 <= p < counts[topic]:
+            return f"{topic!r} has partitions 0 to {counts[topic] - 1}"
+        return None
+    return _check_assignment(value, args["subscriptions"], ok, "(topic, partition)")
+
+
+def _check_reassign(args: dict, value: Any) -> str | None:
+    n = args["num_partitions"]
+
+    def ok(p: Any) -> str | None:
+        return None if _int(p) and 0 <= p < n else f"the topic has partitions 0 to {n - 1}"
+    return _check_assignment(value, args["members"], ok, "partitions")
+
 
 @dataclass(frozen=True)
 class Rule:
@@ -401,6 +453,14 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("partition_for_key", "02", partition_for_key,
          "toPositive(murmur2(key)) % numPartitions, toPositive clearing the sign bit (not abs)",
          "DefaultPartitioner.partition", _check_partition_for_key),
+    Rule("range_assign", "06", range_assign,
+         "per topic, its subscribers sorted by member id get contiguous ranges, n // m partitions each and "
+         "one more for the first n % m; every member is in the answer",
+         "RangeAssignor.assign, run by the group's leader (ConsumerCoordinator._leader_sync)", _check_range_assign),
+    Rule("reassign", "06", reassign,
+         "balanced (counts differ by at most one), keeping every partition with its previous owner that "
+         "balance allows: only the surplus of members over their quota moves",
+         "StickyAssignor.assign, run by the group's leader (ConsumerCoordinator._leader_sync)", _check_reassign),
 )}
 
 
@@ -500,11 +560,13 @@ def _deadline(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3), old_interval)
 
 
-def _copy(value: Any) -> Any:
+def _copy(value: Any, depth: int = 1) -> Any:
+    """A copy of an argument, and of the lists and dicts inside it (one level: an assignor's
+    ``{member: [topics]}``)."""
     if isinstance(value, dict):
-        return dict(value)
+        return {k: _copy(v, depth - 1) for k, v in value.items()} if depth > 0 else dict(value)
     if isinstance(value, list):
-        return list(value)
+        return [_copy(v, depth - 1) for v in value] if depth > 0 else list(value)
     return value
 
 

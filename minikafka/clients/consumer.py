@@ -194,7 +194,8 @@ class KafkaConsumer:
 
     def _new_client(self, node_id: Any) -> ConsumerNetworkClient:
         """The factory the world calls (again on a restart: a new process remembers nothing)."""
-        client = ConsumerNetworkClient(node_id, dict(self.config), list(self._cluster.broker_ids), self._assignors)
+        client = ConsumerNetworkClient(node_id, dict(self.config), list(self._cluster.broker_ids), self._assignors,
+                                       self._rules(node_id))
         call = getattr(self, "_subscribe_call", None)
         if call is not None:
             kind, args = call
@@ -204,6 +205,12 @@ class KafkaConsumer:
             else:
                 client.subscriptions.assign_from_user(args)
         return client
+
+    def _rules(self, node_id: Any) -> Any:
+        """The assignors' rules when this consumer leads its group: the cluster's (a student's,
+        under guard, on ``Cluster(rules=...)``), or Kafka's."""
+        rules_for = getattr(self._cluster, "client_rules", None)
+        return rules_for(str(node_id)) if rules_for is not None else None
 
     # --- the runtime -------------------------------------------------------------------------------------
 

@@ -78,11 +78,13 @@ _COORDINATOR_ERRORS = (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR, COORDINATOR_L
 
 
 class ConsumerCoordinator:
-    def __init__(self, client: "ConsumerNetworkClient", config: dict, assignors: list[PartitionAssignor]) -> None:
+    def __init__(self, client: "ConsumerNetworkClient", config: dict, assignors: list[PartitionAssignor],
+                 rules: Any = None) -> None:
         self.client = client
         self.config = config
         self.group_id: str = config["group_id"]
         self.assignors = assignors
+        self.rules = rules  # the assignors' rules (minikafka.rules); None: Kafka's
         self.subscriptions = client.subscriptions
         self.coordinator: Any = None
         self._finding = False
@@ -174,8 +176,7 @@ class ConsumerCoordinator:
         # keeps partitions where they were. (Kafka's eager StickyAssignor sends the same thing
         # in its userData; the cooperative protocol sends owned_partitions.)
         owned = tuple(sorted(self.subscriptions.assignment)) or tuple(self.previous_assignment)
-        protocols = tuple((a.name, Subscription(topics, owned_partitions=owned).encode(version=1))
-                          for a in self.assignors)
+        protocols = tuple((a.name, a.metadata(topics, owned).encode(version=a.version)) for a in self.assignors)
         c = self.config
         self.client.send_request(
             self.coordinator,
@@ -239,7 +240,7 @@ class ConsumerCoordinator:
             return
         assignor = next(a for a in self.assignors if a.name == response.protocol_name)
         counts = {t: len(md.partitions_for_topic(t) or ()) for t in topics}
-        result = assignor.assign(counts, subscriptions)
+        result = assignor.assign(counts, subscriptions, self.rules)
         self._event("assigned: " + "; ".join(
             f"{mid}: {','.join(str(tp) for tp in tps) or '-'}" for mid, tps in sorted(result.items())))
         self._send_sync(tuple((mid, Assignment(tuple(tps)).encode()) for mid, tps in sorted(result.items())))

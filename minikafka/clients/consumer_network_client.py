@@ -45,13 +45,13 @@ class ConsumerNetworkClient(StateMachine):
     sees_connection_resets = True
 
     def __init__(self, node_id: NodeId, config: dict, bootstrap: list[NodeId],
-                 assignors: list[PartitionAssignor]) -> None:
+                 assignors: list[PartitionAssignor], rules: Any = None) -> None:
         super().__init__(node_id)
         self.config = config
         self.metadata = ClusterMetadata(bootstrap)
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
         self.fetcher = Fetcher(self, config)
-        self.coordinator = ConsumerCoordinator(self, config, assignors) if config["group_id"] else None
+        self.coordinator = ConsumerCoordinator(self, config, assignors, rules) if config["group_id"] else None
         self.all_topics: set[str] | None = None  # from the last full metadata answer (patterns)
         self.last_poll_ms = 0
         self.fatal: list[Exception] = []  # errors poll() must raise

@@ -36,8 +36,9 @@ The verdict shows the shrunk schedule as a timeline: the faults, and each call o
 whose answer differed from Kafka's (which node, what arguments, what it returned, what Kafka's
 rule returns), then what the checker found.
 
-Rules of other lectures go to their own judges (``CAMPAIGNS``, by each rule's lecture): the log's
-and the partitioner's (01, 02) in ``tester_log``.
+Rules of other lectures go to their own judges (``JUDGES``, by each rule's lecture): the log's
+and the partitioner's (01, 02) to ``tester_log``, the assignors (06) to ``tester_groups``, the
+quorum's (08) to ``tester_raft``.
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
@@ -455,6 +456,7 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
 JUDGES: dict[str, str] = {
     "01": "minikafka.course.tester_log:judge_log",
     "02": "minikafka.course.tester_log:judge_partitioner",
+    "06": "minikafka.course.tester_groups:judge",
     "08": "minikafka.course.tester_raft:judge",
 }
 
