@@ -23,6 +23,8 @@ implementation of an exercise, which the grader fails the exercise for running i
 student's functions).
 `judge(rules, schedules=N, seed=S)` (`tester.py`) is the tester: a fault campaign on a cluster
 whose brokers run a student's rules (`minikafka.rules`), with a verdict a notebook shows.
+`show_source(obj)` (`source.py`) is the code tour: a lecture shows the package's own code, read
+when the cell runs, with its file and line.
 Exercise notebooks carry, in each checked cell's metadata `minikafka.expected`, the outputs it
 must produce: `minikafka check` compares against those, which saving in Jupyter never changes.
 """
@@ -41,4 +43,8 @@ def __getattr__(name: str):
         from minikafka.course import tester
 
         return getattr(tester, name)
+    if name in ("show_source", "SourceView"):
+        from minikafka.course import source
+
+        return getattr(source, name)
     raise AttributeError(f"module 'minikafka.course' has no attribute {name!r}")
