@@ -16,6 +16,7 @@ one upwards, that holds a `pyproject.toml` or a `solutions/` folder (else the cu
 from __future__ import annotations
 
 import argparse
+import random
 import sys
 from pathlib import Path
 
@@ -121,10 +122,12 @@ def run_grade(args) -> int:
             return 2
     # The project's own solutions/ stay hidden from the sandbox too, whatever --reference says.
     hide = tuple(p for p in (root / "solutions",) if p.is_dir())
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
     settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget,
-                        hide=hide)
+                        hide=hide, seed=seed)
     jobs = args.jobs or default_jobs()
     print(isolation(), file=sys.stderr)
+    print(f"hidden checks' campaign seed: {seed} (replay this grading with --seed {seed})", file=sys.stderr)
     results = grade_all(args.path, reference, settings, jobs=jobs, assignment=args.assignment,
                         progress=not args.quiet and sys.stderr.isatty() or args.progress)
     print(format_json(results) if args.json else format_table(results), end="")
@@ -353,6 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="per-cell timeout (default: the notebook's, else 30)")
     gr.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                     help="time per submission (default: the notebook's, else 120)")
+    gr.add_argument("--seed", type=int, default=None, metavar="N",
+                    help="the hidden checks' campaign seed (default: a new one, printed; give it to replay a grading)")
     gr.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
                     help="grade N submissions at once (default: the number of cores)")
     gr.add_argument("--progress", action="store_true", help="show the progress bar even when not a terminal")

@@ -501,3 +501,26 @@ def test_a_submission_cannot_change_the_shared_class_archive():
     assert run.status == "ok", run.reason
     assert "".join(o.get("text", "") for o in run.outputs).split() == ["PermissionError"] * 4
     assert (archive.read_bytes()[:4096], archive.stat().st_mtime) == before
+
+
+@pytest.mark.notebooks
+def test_hidden_checks_run_with_the_seed_chosen_at_grading_time(tmp_path):
+    """A hidden check's `judge(..., seed=grading_seed())` runs on the grader's seed, not on the
+    solutions' (GRADING_SEED): here a hidden check that passes only when the two differ."""
+    reference = json.loads(SAMPLE.read_text())
+    cell = next(c for c in reference["cells"] if c["id"] == "hidden-start")
+    cell["source"] = ("# Grader only: the campaign's seed is the grader's.\n"
+                      "from minikafka.course import grading_seed\n"
+                      "print(start_position == lookup(INDEX, 250)[1], grading_seed() != 2024)")
+    cell["outputs"] = [{"name": "stdout", "output_type": "stream", "text": ["True True\n"]}]
+    (tmp_path / "ref").mkdir()
+    (tmp_path / "ref" / "99-sample.ipynb").write_text(json.dumps(reference))
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    (tmp_path / "class" / "alice" / "99-sample.ipynb").write_text(json.dumps(exercise(GOOD_LOOKUP, GOOD_START)))
+    by_seed = {}
+    for seed in (7, 2024):
+        settings = Settings(sanitize=SANITIZE, cell_timeout=5, budget=15, seed=seed)
+        [result] = grade_all(tmp_path / "class", tmp_path / "ref", settings, jobs=1)
+        assert result.seed == seed and result.as_dict()["seed"] == seed
+        by_seed[seed] = points(result)
+    assert by_seed == {7: (3, 3), 2024: (2, 3)}  # exercise 2 (1 point) fails its hidden check at 2024

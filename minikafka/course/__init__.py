@@ -22,7 +22,8 @@ and `references` ({"Exercise 1": ["minikafka.partitioner:murmur2"], ...}: the pa
 implementation of an exercise, which the grader fails the exercise for running inside the
 student's functions).
 `judge(rules, schedules=N, seed=S)` (`tester.py`) is the tester: a fault campaign on a cluster
-whose brokers run a student's rules (`minikafka.rules`), with a verdict a notebook shows.
+whose brokers run a student's rules (`minikafka.rules`), with a verdict a notebook shows. A hidden
+check runs it with `seed=grading_seed()`: the grader picks that seed when it grades.
 `show_source(obj)` (`source.py`) is the code tour: a lecture shows the package's own code, read
 when the cell runs, with its file and line.
 Exercise notebooks carry, in each checked cell's metadata `minikafka.expected`, the outputs it
@@ -30,10 +31,20 @@ must produce: `minikafka check` compares against those, which saving in Jupyter 
 """
 
 EXERCISE_TAG = "exercise"
+GRADING_SEED = 2024  # the seed of the hidden checks' committed outputs (solutions/ under nbval)
+GRADING_SEED_CALL = "grading_seed()"
 CHECK_TAG = "check"
 HIDDEN_TAG = "hidden"
 BEGIN_MARKER = "### BEGIN SOLUTION"
 END_MARKER = "### END SOLUTION"
+
+
+def grading_seed(seed: int = GRADING_SEED) -> int:
+    """The seed of a hidden check's campaign: ``judge(rules, seed=grading_seed())``. In solutions/
+    it is ``GRADING_SEED``; the grader rewrites the call in the hidden cells it runs to
+    ``grading_seed(N)`` with N chosen when it grades (``grade.py``), so a rule cannot be fitted to
+    the schedules of a seed the student could know."""
+    return seed
 
 
 def __getattr__(name: str):

@@ -43,7 +43,7 @@ from pathlib import Path
 
 import nbformat
 
-from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, HIDDEN_TAG
+from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
 from .compare import cell_options, load_sanitize, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
                         source_text, stub_source)
@@ -89,6 +89,7 @@ class Result:
     notes: list[str] = field(default_factory=list)
     status: str = "graded"             # graded | flagged | error
     error: str | None = None           # why it could not be graded, or why it was flagged
+    seed: int | None = None            # the hidden checks' campaign seed (replay: grade --seed)
 
     @property
     def points(self) -> float:
@@ -100,7 +101,7 @@ class Result:
 
     def as_dict(self) -> dict:
         return {"student": self.student, "submission": self.submission, "notebook": self.notebook,
-                "status": self.status, "error": self.error, "notes": self.notes,
+                "status": self.status, "error": self.error, "notes": self.notes, "seed": self.seed,
                 "points": self.points, "max_points": self.max_points,
                 "exercises": [{"name": e.name, "points": e.earned if self.status == "graded" else 0.0,
                                "max_points": e.points,
@@ -342,6 +343,7 @@ class Settings:
     cell_timeout: float | None = None   # None: the notebook's, else DEFAULT_CELL_TIMEOUT
     budget: float | None = None
     hide: tuple[Path, ...] = ()         # paths the sandbox must not see
+    seed: int | None = None             # the hidden checks' campaign seed; None: a new one per grading
 
 
 def grade_notebook(reference, submission, settings: Settings, *, from_metadata: bool = False,
@@ -355,6 +357,9 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
     steps = _with_grader_cells(reference, planned, program)
+    result.seed = settings.seed if settings.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    steps = [(_seeded(source, result.seed) if cell is not None and HIDDEN_TAG in cell_tags(cell) else source,
+              cell, extra) for source, cell, extra in steps]
     with Sandbox(limits, settings.hide, env=_kernel_env(reference)) as box:
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
     cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
@@ -369,6 +374,12 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     if flagged:
         result.status, result.error = "flagged", flagged
     return result
+
+
+def _seeded(source: str, seed: int) -> str:
+    """A hidden check's source with its campaign seed chosen now: ``grading_seed()`` ->
+    ``grading_seed(seed)`` (``minikafka.course.grading_seed``)."""
+    return source.replace(GRADING_SEED_CALL, f"grading_seed({seed})")
 
 
 def _kernel_env(reference) -> dict[str, str]:
