@@ -118,10 +118,11 @@ def notebook_imports(path: Path) -> dict:
 TOURED = [p for p in LECTURES if p.name[:2] in ("01", "02", "04", "06", "08")]
 
 
-@pytest.mark.parametrize("path", TOURED, ids=rel)
+@pytest.mark.parametrize("path", LECTURES, ids=rel)
 def test_every_show_source_cell_of_a_lecture_names_package_code_that_exists(path):
     calls = show_source_calls(path)
-    assert calls, f"{rel(path)} shows none of the package's code"
+    if path in TOURED:
+        assert calls, f"{rel(path)} shows none of the package's code"
     namespace = notebook_imports(path)
     for i, call, source in calls:
         where = f"{rel(path)}, cell {i}: {ast.get_source_segment(source, call)}"
