@@ -127,6 +127,24 @@ def test_two_consumers_split_the_partitions_and_read_everything_once(tmp_path):
     assert (group.state, group.generation, len(group.members), group.protocol) == ("Stable", 1, 2, "range")
 
 
+def test_a_consumer_shows_its_group_state_machine_through_a_public_property(cluster):
+    # What the lectures read (notebooks 06 and 07): the member's view of its group, the same
+    # facts the coordinator's broker holds.
+    produce(cluster, 8)
+    a, b = consumer(cluster, "t", group_id="g"), consumer(cluster, "t", group_id="g")
+    settle([a, b])
+    group = cluster.broker(a.coordinator.coordinator).group_coordinator.groups["g"]
+    assert {a.coordinator.member_id, b.coordinator.member_id} == set(group.members)
+    assert a.coordinator.generation == b.coordinator.generation == group.generation
+    assert any("generation" in text for _, text in a.coordinator.events)
+    loner = consumer(cluster)
+    loner.assign([TP("t", 0)])
+    assert loner.coordinator is None  # no group_id: no group state
+    cluster.kill_consumer(a)
+    with pytest.raises(IllegalStateError, match="crashed"):
+        a.coordinator
+
+
 def test_two_groups_each_read_every_record(cluster):
     produce(cluster, 20)
     g1, g2 = consumer(cluster, "t", group_id="billing"), consumer(cluster, "t", group_id="maps")

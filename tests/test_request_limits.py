@@ -219,8 +219,8 @@ def test_a_large_topic_is_whole_on_every_broker_and_its_followers_name_each_repl
     c = make_cluster(brokers=3)
     partitions = 6 * OPEN_AT_ONCE
     named = []
-    send_fetch = ReplicaManager._send_fetch
-    monkeypatch.setattr(ReplicaManager, "_send_fetch",
+    send_fetch = ReplicaManager.send_fetch
+    monkeypatch.setattr(ReplicaManager, "send_fetch",
                         lambda rm, fetcher: (named.append(len(fetcher.partitions)), send_fetch(rm, fetcher))[1])
     c.create_topic("wide", partitions=partitions, replication_factor=3)
     assert c.run_until(lambda: all(len(c.broker(b).replica_manager.partitions) == partitions for b in c.broker_ids),

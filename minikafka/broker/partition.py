@@ -308,6 +308,14 @@ class Partition:
             self.producer_state.rebuild(self.log)
         self.high_watermark = min(self.high_watermark, self.log.log_end_offset)
 
+    def fetch_upper_bound(self, follower: bool, isolation_level: int = 0) -> int:
+        """How far a Fetch may read on this leader: a follower up to the log end (it copies
+        everything), a consumer only below the high watermark (committed records), or below the
+        last stable offset with ``isolation_level`` 1 (read_committed, notebook 07)."""
+        if follower:
+            return self.log_end_offset
+        return self.last_stable_offset if isolation_level == 1 else self.high_watermark
+
     def last_fetched_epoch(self) -> int:
         return self.log.leader_epoch_cache.latest_epoch
 

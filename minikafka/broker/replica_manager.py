@@ -525,7 +525,7 @@ class ReplicaManager:
                 urgent = True
                 continue
             lso = -1 if follower else p.last_stable_offset
-            upper = end if follower else (lso if request.isolation_level == 1 else hw)
+            upper = p.fetch_upper_bound(follower, request.isolation_level)
             records = b""
             if budget > 0 and fp.fetch_offset < upper:
                 records = self._read_records(p, fp.fetch_offset, min(fp.partition_max_bytes, budget), upper)
@@ -572,11 +572,7 @@ class ReplicaManager:
             end = p.log_end_offset
             if fp.fetch_offset < p.log.log_start_offset or fp.fetch_offset > end:
                 return True
-            if follower:
-                upper = end
-            else:
-                lso = p.last_stable_offset
-                upper = lso if request.isolation_level == 1 else p.high_watermark
+            upper = p.fetch_upper_bound(follower, request.isolation_level)
             if can_read and fp.fetch_offset < upper:
                 return True
         return False
@@ -671,13 +667,16 @@ class ReplicaManager:
                 continue
             self.node.cancel_timer(("replica-fetch-timeout", leader))
             self.node.cancel_timer(("replica-fetch-backoff", leader))
-            self._send_fetch(fetcher)
+            self.send_fetch(fetcher)
 
     def _stop_fetching(self, key: Key) -> None:
         for fetcher in self.fetchers.values():
             fetcher.partitions.discard(key)
 
-    def _send_fetch(self, fetcher: Fetcher) -> None:
+    def send_fetch(self, fetcher: Fetcher) -> None:
+        """A follower asks its leader for more: one Fetch for every partition it follows from that
+        leader, each from its own log end offset ("send me what comes after what I have"), with
+        the epoch of its last record and the leader epoch it knows (KIP-101, notebook 04 section 8)."""
         if not fetcher.partitions:
             fetcher.in_flight = None
             return
@@ -732,13 +731,13 @@ class ReplicaManager:
             fetcher.in_flight = -1  # parked until the backoff timer
             self.node.set_timer(("replica-fetch-backoff", src), self.config["replica.fetch.backoff.ms"])
         else:
-            self._send_fetch(fetcher)
+            self.send_fetch(fetcher)
 
     def fetch_backoff_over(self, leader: int) -> None:
         fetcher = self.fetchers.get(leader)
         if fetcher is not None:
             fetcher.in_flight = None
-            self._send_fetch(fetcher)
+            self.send_fetch(fetcher)
 
     def replica_fetch_timed_out(self, leader: int) -> None:
         self.fetch_backoff_over(leader)  # no answer: the leader may be gone; ask again

@@ -37,6 +37,7 @@ from typing import Any, Callable, Iterable
 
 from minikafka.assignors import assignor_for
 from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.consumer_coordinator import ConsumerCoordinator
 from minikafka.clients.consumer_network_client import ConsumerNetworkClient
 from minikafka.clients.fetcher import ConsumerRecord
 from minikafka.clients.subscription_state import EARLIEST, LATEST, NONE
@@ -231,6 +232,14 @@ class KafkaConsumer:
     @property
     def alive(self) -> bool:
         return self._world.alive(self._node_id)
+
+    @property
+    def coordinator(self) -> ConsumerCoordinator | None:
+        """This consumer's group state machine (Kafka's ``ConsumerCoordinator``), for a lecture to
+        read: ``coordinator`` (the broker that coordinates the group), ``member_id``,
+        ``generation``, ``state`` and ``events`` (what happened, with the simulated time). None
+        without a ``group_id``. Raises ``IllegalStateError`` if the consumer's process crashed."""
+        return self._node.coordinator
 
     def _call(self, fn: Callable[[ConsumerNetworkClient], Any]) -> Any:
         self._node  # a clear error if the process is gone
