@@ -101,6 +101,9 @@ on_assigned         a sink's ``onPartitionsAssigned``: seek to the offsets store
 count_reports       the sink's write: the count and the next offset in one atomic transaction
 transactional_step  read-process-write: outputs and offsets in one Kafka transaction
 ==================  ===========================================================================
+
+and one of the broker's: ``decode_key`` (exercise 3), how ``GroupCoordinator._replay`` reads a
+key of ``__consumer_offsets`` when a broker loads the groups it now coordinates.
 """
 
 from __future__ import annotations
@@ -254,6 +257,26 @@ def segments_to_delete(segments, now_ms, retention_ms, retention_bytes):
             excess -= s.size
             deleted.append((s.base_offset, "retention.bytes"))
     return deleted
+
+
+def decode_key(data):
+    """A key of ``__consumer_offsets``: ``("offset", group, topic, partition)`` (versions 0 and 1)
+    or ``("group", group)`` (version 2). The coordinator's replay (``GroupCoordinator._replay``)
+    reads every key through this rule; Kafka's reader is ``group_metadata.read_key``."""
+    from minikafka.broker.group_metadata import read_key  # the broker package imports this module
+
+    return read_key(data)
+
+
+def _check_decode_key(args: dict, value: Any) -> str | None:
+    if isinstance(value, tuple) and len(value) == 4 and value[0] == "offset":
+        if not (isinstance(value[1], str) and isinstance(value[2], str) and _int(value[3])):
+            return f"it returned {value!r}: an offset key is ('offset', group: str, topic: str, partition: int)"
+        return None
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "group":
+        return None if isinstance(value[1], str) else f"it returned {value!r}: a group key is ('group', group: str)"
+    return (f"it returned {type(value).__name__} {value!r}, not ('offset', group, topic, partition) "
+            f"or ('group', group)")
 
 
 # --- the rules: names, signatures, statements, contracts -----------------------------------------------
@@ -492,6 +515,11 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "balance allows: only the surplus of members over their quota moves",
          "StickyAssignor.assign, run by the group's leader (ConsumerCoordinator._leader_sync)", _check_reassign),
 
+    Rule("decode_key", "07", decode_key,
+         "an int16 version (0 or 1: an offset commit, then group, topic as int16-length UTF-8 strings and an "
+         "int32 partition; 2: a group's metadata, then the group), all big-endian",
+         "GroupCoordinator._replay (loading __consumer_offsets when a broker becomes a group's coordinator)",
+         _check_decode_key),
     Rule("no_record_lost", "07", no_record_lost,
          "at-least-once: poll, process every record, then commit each partition's last record + 1; a crash "
          "repeats only what the interrupted iteration processed",

@@ -6,10 +6,12 @@ ones by the guarantee each promises."""
 from __future__ import annotations
 
 import dataclasses
+import struct
 
 import pytest
 
 from minikafka import Cluster, KafkaConsumer, KafkaProducer, recipes
+from minikafka.broker import group_metadata
 from minikafka.course import tester_delivery
 from minikafka.course.tester import judge
 from minikafka.errors import IllegalArgumentError
@@ -202,6 +204,42 @@ def txn_no_offsets(consumer, producer, transform):
     producer.commit_transaction()
 
 
+def key_short_partition(data):
+    "Reads the partition as an int16 (the first two bytes of the int32: 0 for every partition < 65536)."
+    (version,) = struct.unpack_from(">h", data, 0)
+    (n,) = struct.unpack_from(">h", data, 2)
+    group = data[4:4 + n].decode()
+    if version == 2:
+        return ("group", group)
+    (m,) = struct.unpack_from(">h", data, 4 + n)
+    topic = data[6 + n:6 + n + m].decode()
+    (partition,) = struct.unpack_from(">h", data, 6 + n + m)
+    return ("offset", group, topic, partition)
+
+
+def key_latin1(data):
+    "Decodes the strings as Latin-1, not UTF-8 (right for ASCII names only)."
+    return tuple(x.encode().decode("latin-1") if isinstance(x, str) and i else x
+                 for i, x in enumerate(group_metadata.read_key(data)))
+
+
+def key_group_and_topic_swapped(data):
+    "Returns the topic where the group goes and the group where the topic goes."
+    kind, *rest = group_metadata.read_key(data)
+    return ("offset", rest[1], rest[0], rest[2]) if kind == "offset" else (kind, *rest)
+
+
+def key_little_endian(data):
+    "Reads the lengths little-endian."
+    (version,) = struct.unpack_from("<h", data, 0)
+    (n,) = struct.unpack_from("<h", data, 2)
+    group = data[4:4 + n].decode()
+    if version == 2:
+        return ("group", group)
+    (m,) = struct.unpack_from("<h", data, 4 + n)
+    return ("offset", group, data[6 + n:6 + n + m].decode(), struct.unpack_from("<i", data, 6 + n + m)[0])
+
+
 WRONG = [
     ("no_record_lost", lost_commit_first, "lost"),
     ("no_record_lost", lost_commit_last_offset, "processed-again"),
@@ -223,6 +261,10 @@ WRONG = [
     ("transactional_step", txn_last_offset, "counted-twice"),
     ("transactional_step", txn_offsets_in_their_own_transaction, "counted-twice"),
     ("transactional_step", txn_no_offsets, "counted-twice"),
+    ("decode_key", key_short_partition, "offsets-lost"),
+    ("decode_key", key_latin1, "offsets-lost"),
+    ("decode_key", key_group_and_topic_swapped, "offsets-lost"),
+    ("decode_key", key_little_endian, "rule-error"),
 ]
 NAMES07 = ["no_record_lost", "no_record_twice", "on_assigned", "count_reports", "transactional_step"]
 
@@ -317,9 +359,24 @@ def test_the_judge_checks_its_arguments():
 # --- the tester -------------------------------------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("name", NAMES07)
+def test_the_coordinators_replay_reads_keys_through_decode_key():
+    key = bytes.fromhex("00 01 00 08 64 69 73 70 61 74 63 68 00 0a 74 72 75 63 6b 73 5f 67 70 73 00 00 00 00")
+    assert RULES["decode_key"].signature == "decode_key(data)" and RULES["decode_key"].lecture == "07"
+    assert REFERENCE.decode_key(key) == ("offset", "dispatch", "trucks_gps", 0)
+    assert REFERENCE.decode_key(bytes.fromhex("00 02 00 05 66 6c 65 65 74")) == ("group", "fleet")
+    rules = Rules({"decode_key": lambda data: ("offset", "g", "t")}, node=2, clock=lambda: 7)
+    with pytest.raises(RuleError) as e:
+        rules.decode_key(key)
+    assert str(e.value).splitlines()[0] == (
+        "your rule decode_key broke on broker 2 at t=7 ms: it returned tuple ('offset', 'g', 't'), "
+        "not ('offset', group, topic, partition) or ('group', group)")
+    assert "  Kafka's rule returns: ('offset', 'dispatch', 'trucks_gps', 0) (an int16 version" in str(e.value)
+
+
+@pytest.mark.parametrize("name", NAMES07 + ["decode_key"])
 def test_kafkas_recipes_pass_the_delivery_campaign_through_the_guard(name):
-    verdict = judge({name: lambda *args: getattr(recipes, name)(*args)})
+    reference = RULES[name].reference
+    verdict = judge({name: lambda *args: reference(*args)})
     assert verdict.ok, str(verdict)
     assert str(verdict).startswith(f"0 anomalies in {tester_delivery.DEFAULT_SCHEDULES} schedules (seed 0); "
                                    f"your rules: {name}")
@@ -336,6 +393,6 @@ def test_the_verdict_names_the_schedule_the_crashes_and_the_records():
     verdict = judge({"no_record_lost": lost_commit_first}, schedules=3, seed=0)
     text = str(verdict)
     assert text.startswith("FAILED: at-least-once, schedule 1 of 3 (seed ")
-    assert "crashes shrunk to {" in text and "consumer-3 crashes " in text
+    assert "shrunk to {" in text and "consumer-3 crashes " in text
     assert "consumer-3 restarts: a new member, from the committed offsets" in text
     assert "then: lost: " in text and " records never processed: orders-" in text

@@ -32,6 +32,10 @@ transactional_step     ``in`` -> ``out`` by a  the transaction checker's (``anal
                        crashes inside           ``aborted-visible``, ``not-atomic``;
                        ``transform`` and after  ``offsets-behind`` (the group's offsets short of
                        a commit                 ``in``'s end when the job stops)
+decode_key             3 groups commit on 3    ``offsets-lost``: a group's committed offsets, as
+                       brokers; the            the new coordinator answers them, are not those
+                       coordinator is killed    committed (its replay of ``__consumer_offsets``
+                       once or twice            reads every key with ``decode_key``)
 =====================  ======================  ===================================================
 
 Every campaign also fails a rule that raises (anything but ``Crash``) or hangs: ``rule-error``,
@@ -92,6 +96,7 @@ class DeliveryVerdict:
     seed: int
     passed: int = 0
     failure: DeliveryFinding | None = None
+    campaigns: list[str] = field(default_factory=list)  # those run
 
     @property
     def ok(self) -> bool:
@@ -101,11 +106,10 @@ class DeliveryVerdict:
         yours = ", ".join(self.rules)
         if self.ok:
             return (f"0 anomalies in {self.schedules} schedules (seed {self.seed}); your rules: {yours}\n"
-                    f"(your loop as the application of a simulated cluster: its process killed and restarted "
-                    f"3 times per schedule; every record's fate checked against the guarantee)")
+                    + "\n".join(f"({CAMPAIGN_TEXT[c]})" for c in self.campaigns))
         f = self.failure
         return "\n".join([
-            f"FAILED: {f.campaign}, schedule {self.passed + 1} of {self.schedules} (seed {f.seed}; crashes "
+            f"FAILED: {f.campaign}, schedule {self.passed + 1} of {self.schedules} (seed {f.seed}; "
             f"{'shrunk to ' if f.shrunk else ''}{f.schedule}): {f.kind}",
             f"your rules: {yours}; {f.calls} calls; timeline:",
             f.timeline(),
@@ -452,11 +456,84 @@ def run_job(rules: Mapping[str, Callable], schedule: Mapping[str, list], seed: i
                            events, calls=steps[0])
 
 
+# --- exercise 3: __consumer_offsets, read by a new coordinator ----------------------------------------
+
+GROUP_NAMES = ["dispatch", "flotte-éco", "routing", "maps-ü", "billing"]
+
+
+def offsets_schedule(seed: int) -> dict[str, Any]:
+    """Three groups (one or more with a non-ASCII name) and how far each reads before it
+    commits; then the coordinator is killed, ``kills`` times in a row (a new one each time)."""
+    rng = random.Random(seed)
+    groups = sorted(rng.sample(GROUP_NAMES, 3))
+    return {"groups": groups, "reads": [rng.randint(1, 4) for _ in groups], "kills": rng.randint(1, 2)}
+
+
+def run_offsets_failover(rules: Mapping[str, Callable], schedule: Mapping[str, Any], seed: int
+                         ) -> DeliveryFinding | None:
+    """Groups commit offsets (with metadata) of ``trucks_gps`` (3 partitions, RF 3) on a
+    3-broker cluster; the coordinator (the leader of ``__consumer_offsets``) is killed, and
+    another broker loads the groups by replaying ``__consumer_offsets`` through ``decode_key``.
+    Judged: every group's committed offsets, fetched from the new coordinator, are the ones
+    committed (``offsets-lost`` otherwise)."""
+    from minikafka import Cluster, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
+    from minikafka.broker.group_coordinator import OFFSETS_TOPIC
+
+    events: list[tuple[int, str]] = []
+    config = {**FAST, "offsets.topic.replication.factor": 3}
+    with _quiet(), Cluster(brokers=3, seed=seed, config=config, rules=dict(rules)) as cluster:
+        cluster.create_topic("trucks_gps", partitions=3, replication_factor=3)
+        producer = KafkaProducer(bootstrap_servers=cluster)
+        for i in range(60):
+            producer.send("trucks_gps", key=f"truck-{i % 6}".encode(), value=b"report")
+        producer.flush()
+        expected: dict[str, dict[int, int]] = {}
+        for group, reads in zip(schedule["groups"], schedule["reads"]):
+            consumer = KafkaConsumer("trucks_gps", bootstrap_servers=cluster, group_id=group,
+                                     auto_offset_reset="earliest", enable_auto_commit=False, max_poll_records=7)
+            for _ in range(reads):
+                consumer.poll(timeout_ms=1_000)
+                consumer.commit({tp: OffsetAndMetadata(consumer.position(tp), f"read by {group}", -1)
+                                 for tp in consumer.assignment()})
+            expected[group] = {tp.partition: consumer.committed(tp) for tp in consumer.assignment()}
+            consumer.close()
+            events.append((cluster.now, f"group {group} commits {expected[group]}"))
+        killed: list[int] = []
+        for _ in range(schedule["kills"]):
+            leader = cluster.partition_state(OFFSETS_TOPIC, 0).leader
+            cluster.kill(leader)
+            killed.append(leader)
+            events.append((cluster.now, f"kill broker {leader}, the groups' coordinator: another loads "
+                                        f"{OFFSETS_TOPIC} with decode_key"))
+            cluster.run_until(lambda: cluster.partition_state(OFFSETS_TOPIC, 0).leader not in (-1, *killed), 30_000)
+            if len(killed) < schedule["kills"]:
+                cluster.restart(leader)
+                killed.remove(leader)
+                cluster.run_until(lambda: leader in cluster.partition_state(OFFSETS_TOPIC, 0).isr, 30_000)
+                events.append((cluster.now, f"broker {leader} back in the ISR of {OFFSETS_TOPIC}"))
+        wrong = []
+        for group, offsets in expected.items():
+            reader = KafkaConsumer(bootstrap_servers=cluster, group_id=group, enable_auto_commit=False)
+            got = {p: reader.committed(TopicPartition("trucks_gps", p)) for p in offsets}
+            reader.close()
+            if got != offsets:
+                wrong.append(f"{group}: committed {offsets}, the new coordinator has {got}")
+        calls = cluster.rule_trace.calls.get("decode_key", 0)
+    if not wrong:
+        return None
+    return DeliveryFinding("offsets-lost", "; ".join(wrong), seed, "a new coordinator", dict(schedule), events,
+                           calls=calls)
+
+
 # --- the judge ---------------------------------------------------------------------------------------
 
 
 def _shrink_schedule(schedule: Mapping) -> Iterator[dict]:
     """The schedule with one crash fewer, each way."""
+    if "kills" in schedule:  # a new coordinator's: one kill fewer
+        if schedule["kills"] > 1:
+            yield {**schedule, "kills": schedule["kills"] - 1}
+        return
     for key in sorted(schedule):
         value = schedule[key]
         if isinstance(value, list):
@@ -483,6 +560,21 @@ CAMPAIGNS: dict[str, tuple[tuple[str, ...], Callable, Callable[[int], dict]]] = 
                      lambda s: commit_schedule(s, 30)),
     "exactly-once sink": (("on_assigned", "count_reports"), run_sink, sink_schedule),
     "read-process-write": (("transactional_step",), run_job, job_schedule),
+    "a new coordinator": (("decode_key",), run_offsets_failover, offsets_schedule),
+}
+
+
+CAMPAIGN_TEXT = {
+    "at-least-once": "at-least-once: your loop consumes orders, its process killed and restarted 3 times per "
+                     "schedule; nothing may be lost, only what a crash interrupted repeated",
+    "at-most-once": "at-most-once: your loop consumes orders, its process killed and restarted 3 times per "
+                    "schedule; nothing may be processed twice, only what a crash interrupted lost",
+    "exactly-once sink": "exactly-once sink: two consumers count trucks_gps into a database, killed 3 times per "
+                         "schedule, taking over each other's partitions; every truck's count must be exact",
+    "read-process-write": "read-process-write: your step upper-cases in into out, its process killed 3 times per "
+                          "schedule; a read_committed reader must find every order exactly once",
+    "a new coordinator": "a new coordinator: groups commit, the coordinator is killed, another broker loads "
+                         "__consumer_offsets with your decode_key; every group's offsets must be there",
 }
 
 
@@ -498,6 +590,7 @@ def judge(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, see
         mine = {name: rules[name] for name in names if name in rules}
         if not mine:
             continue
+        verdict.campaigns.append(campaign)
         verdict.passed = 0
         for s in schedule_seeds(seed, schedules):
             s %= 1 << 16
