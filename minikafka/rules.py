@@ -83,6 +83,27 @@ range_assign        ``RangeAssignor.assign``: ``{member: [(topic, partition)]}``
 reassign            ``StickyAssignor.assign`` for one topic every member reads:
                     ``{member: [partitions]}`` for (partitions, what each owned, the members)
 ==================  ===========================================================================
+
+The rules of notebook 07 (offsets and delivery) are the *application's*: one iteration of a
+consumer's loop, or its rebalance callback, with the exercise's signature (``minikafka.recipes``
+holds Kafka's recipes). They act on a consumer, a producer or a sink rather than return a value,
+so the guard never runs the reference beside them (``Rule.effects``: that would poll, commit and
+write twice); it still catches what they raise (an exception that is not the judge's own
+``Crash``, see ``minikafka.course.tester_delivery``) and a hang (``Rule.budget_s``: a step runs the
+simulated world inside its ``poll``, so its budget is longer). What they *do* is judged by
+the guarantee they promise, on the records processed, counted or written:
+
+==================  ===========================================================================
+no_record_lost      at-least-once: poll, process, commit (nothing lost; only what a crash
+                    interrupted is processed again)
+no_record_twice     at-most-once: poll, commit, process
+on_assigned         a sink's ``onPartitionsAssigned``: seek to the offsets stored with the results
+count_reports       the sink's write: the count and the next offset in one atomic transaction
+transactional_step  read-process-write: outputs and offsets in one Kafka transaction
+==================  ===========================================================================
+
+and one of the broker's: ``decode_key`` (exercise 3), how ``GroupCoordinator._replay`` reads a
+key of ``__consumer_offsets`` when a broker loads the groups it now coordinates.
 """
 
 from __future__ import annotations
@@ -100,6 +121,7 @@ from typing import Any, Callable, Iterator, Mapping
 from minikafka.assignors import range_assign, reassign
 from minikafka.errors import IllegalArgumentError
 from minikafka.partitioner import murmur2, partition_for_key, to_positive  # lecture 02's rules live there
+from minikafka.recipes import count_reports, no_record_lost, no_record_twice, on_assigned, transactional_step
 
 # --- the reference implementations (Kafka's rules) -------------------------------------------------
 
@@ -235,6 +257,26 @@ def segments_to_delete(segments, now_ms, retention_ms, retention_bytes):
             excess -= s.size
             deleted.append((s.base_offset, "retention.bytes"))
     return deleted
+
+
+def decode_key(data):
+    """A key of ``__consumer_offsets``: ``("offset", group, topic, partition)`` (versions 0 and 1)
+    or ``("group", group)`` (version 2). The coordinator's replay (``GroupCoordinator._replay``)
+    reads every key through this rule; Kafka's reader is ``group_metadata.read_key``."""
+    from minikafka.broker.group_metadata import read_key  # the broker package imports this module
+
+    return read_key(data)
+
+
+def _check_decode_key(args: dict, value: Any) -> str | None:
+    if isinstance(value, tuple) and len(value) == 4 and value[0] == "offset":
+        if not (isinstance(value[1], str) and isinstance(value[2], str) and _int(value[3])):
+            return f"it returned {value!r}: an offset key is ('offset', group: str, topic: str, partition: int)"
+        return None
+    if isinstance(value, tuple) and len(value) == 2 and value[0] == "group":
+        return None if isinstance(value[1], str) else f"it returned {value!r}: a group key is ('group', group: str)"
+    return (f"it returned {type(value).__name__} {value!r}, not ('offset', group, topic, partition) "
+            f"or ('group', group)")
 
 
 # --- the rules: names, signatures, statements, contracts -----------------------------------------------
@@ -390,6 +432,15 @@ def _check_reassign(args: dict, value: Any) -> str | None:
     return _check_assignment(value, args["members"], ok, "partitions")
 
 
+def _acts(args: dict, value: Any) -> str | None:
+    """An application's step (07) is judged by what it did, not by what it returned."""
+    return None
+
+
+DEFAULT_BUDGET_S = 2.0  # a rule's wall-time budget per call, unless Rules(budget_s=...) says otherwise
+APPLICATION_BUDGET_S = 5.0  # an application's step polls: the simulated world runs inside the call
+
+
 @dataclass(frozen=True)
 class Rule:
     """One decision of Kafka's: its reference implementation and its contract."""
@@ -400,6 +451,8 @@ class Rule:
     statement: str  # Kafka's rule, in one sentence
     where: str  # the package's caller
     check: Callable[[dict, Any], str | None]  # None, or what is wrong with a returned value
+    effects: bool = False  # an application's step (07): acts, returns nothing; the reference never runs beside it
+    budget_s: float | None = None  # its own wall-time budget, where the node's default is too short
 
     @property
     def parameters(self) -> tuple[str, ...]:
@@ -461,6 +514,33 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "balanced (counts differ by at most one), keeping every partition with its previous owner that "
          "balance allows: only the surplus of members over their quota moves",
          "StickyAssignor.assign, run by the group's leader (ConsumerCoordinator._leader_sync)", _check_reassign),
+
+    Rule("decode_key", "07", decode_key,
+         "an int16 version (0 or 1: an offset commit, then group, topic as int16-length UTF-8 strings and an "
+         "int32 partition; 2: a group's metadata, then the group), all big-endian",
+         "GroupCoordinator._replay (loading __consumer_offsets when a broker becomes a group's coordinator)",
+         _check_decode_key),
+    Rule("no_record_lost", "07", no_record_lost,
+         "at-least-once: poll, process every record, then commit each partition's last record + 1; a crash "
+         "repeats only what the interrupted iteration processed",
+         "the application's poll loop (minikafka.recipes)", _acts, effects=True, budget_s=APPLICATION_BUDGET_S),
+    Rule("no_record_twice", "07", no_record_twice,
+         "at-most-once: poll, commit the positions, then process; a crash loses only what the interrupted "
+         "iteration's poll returned",
+         "the application's poll loop (minikafka.recipes)", _acts, effects=True, budget_s=APPLICATION_BUDGET_S),
+    Rule("on_assigned", "07", on_assigned,
+         "seek each assigned partition to the offset stored in the sink with the results (not Kafka's committed "
+         "offset); a partition the sink has no offset for starts where Kafka says",
+         "ConsumerRebalanceListener.on_partitions_assigned of the sink", _acts, effects=True,
+         budget_s=APPLICATION_BUDGET_S),
+    Rule("count_reports", "07", count_reports,
+         "one atomic sink transaction per record: the truck's count + 1 and the partition's next offset "
+         "(record.offset + 1) together",
+         "the sink's poll loop (minikafka.recipes)", _acts, effects=True, budget_s=APPLICATION_BUDGET_S),
+    Rule("transactional_step", "07", transactional_step,
+         "poll; in one transaction, every output and the consumer's next offsets (send_offsets_to_transaction "
+         "for the group), then commit_transaction; never consumer.commit()",
+         "the read-process-write loop (minikafka.recipes)", _acts, effects=True, budget_s=APPLICATION_BUDGET_S),
 )}
 
 
@@ -485,10 +565,12 @@ class RuleError(Exception):
         c = self.call
         rule = RULES[c.rule]
         args = ", ".join(f"{k}={v!r}" for k, v in c.args.items())
+        kafka = (f"Kafka's rule returns None, having acted: {rule.statement}" if rule.effects
+                 else f"Kafka's rule returns: {c.reference!r} ({rule.statement})")
         return (f"your rule {c.rule} broke on {node_name(c.node)} at t={c.time_ms} ms: {self.problem}\n"
                 f"  called with: {c.rule}({args})\n"
                 f"  it returned: {c.returned_text}\n"
-                f"  Kafka's rule returns: {c.reference!r} ({rule.statement})\n"
+                f"  {kafka}\n"
                 f"  the cluster is stopped.")
 
 
@@ -583,7 +665,7 @@ class _Guarded:
         rule = self.rule
         named = dict(zip(rule.parameters, args))
         self.trace.calls[rule.name] = self.trace.calls.get(rule.name, 0) + 1
-        reference = rule.reference(*args)
+        reference = None if rule.effects else rule.reference(*args)  # a step acts: never twice
         raised, value, problem = None, None, None
         try:
             with _deadline(self.budget_s):
@@ -604,7 +686,7 @@ class _Guarded:
             if self.trace.on_error is not None:
                 self.trace.on_error(error)
             raise error
-        if value != reference:
+        if not rule.effects and value != reference:
             self.trace.note(call)
         return value
 
@@ -617,14 +699,16 @@ class Rules:
 
     def __init__(self, overrides: Mapping[str, Callable] | None = None, *, node: Any = None,
                  clock: Callable[[], int] = lambda: -1, trace: RuleTrace | None = None,
-                 budget_s: float | None = 2.0) -> None:
+                 budget_s: float | None = DEFAULT_BUDGET_S) -> None:
         overrides = validate(overrides)
         self.trace = trace if trace is not None else RuleTrace()
         self.custom = tuple(sorted(overrides))
         for name, rule in RULES.items():
             fn = overrides.get(name)
             setattr(self, name, rule.reference if fn is None or fn is rule.reference
-                    else _Guarded(rule, fn, node, clock, self.trace, budget_s))
+                    else _Guarded(rule, fn, node, clock, self.trace,
+                                  rule.budget_s if rule.budget_s is not None and budget_s == DEFAULT_BUDGET_S
+                                  else budget_s))
         if "murmur2" in self.custom and "partition_for_key" not in self.custom:
             hash_ = self.murmur2  # the student's hash, in Kafka's toPositive(hash) % n
 

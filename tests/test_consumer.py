@@ -391,11 +391,13 @@ def test_commits_live_in_consumer_offsets_and_survive_the_coordinator(cluster):
     for tp, offset in committed.items():
         assert any(line.startswith(f"[g,t,{tp.partition}]::OffsetAndMetadata(offset={offset},") for line in lines)
     # The coordinator dies: the next leader of that partition replays it.
-    old = a._node.coordinator.coordinator
+    old = a.coordinator_id  # the public read of a._node.coordinator.coordinator
+    assert old == a._node.coordinator.coordinator == cluster.partition_state(OFFSETS_TOPIC, partition_for("g", 3)).leader
     cluster.kill(old)
     drain([a], rounds=100)  # the controller notices after broker.session.timeout.ms
-    new = a._node.coordinator.coordinator
+    new = a.coordinator_id
     assert new is not None and new != old
+    assert a.group_events == a._node.coordinator.events and any("generation 1" in e for _, e in a.group_events)
     assert {tp: a.committed(tp) for tp in committed} == committed
     # Same member, same generation: the new coordinator knew the group, no rebalance needed.
     group = cluster.broker(new).group_coordinator.groups["g"]

@@ -408,6 +408,21 @@ def test_a_rule_that_passes_every_table_but_loses_data_scores_0_in_04():
 
 
 @pytest.mark.notebooks
+def test_a_wrapper_around_kafkas_recipes_earns_nothing_in_07():
+    # Exercise 1's loops are minikafka.recipes' (the judge's reference): calling them from the
+    # student's own functions earns nothing, though every check's output is right.
+    wrapper = ("from minikafka import recipes as _r\n\n"
+               "def no_record_lost(consumer, process):\n    return _r.no_record_lost(consumer, process)\n\n"
+               "def no_record_twice(consumer, process):\n    return _r.no_record_twice(consumer, process)\n")
+    [correct], [cheat] = (_grade("07-offsets-and-delivery", replace)
+                          for replace in ({}, {"exercise-commit-order": wrapper}))
+    assert correct.points == correct.max_points, feedback(correct)
+    assert [e.earned for e in cheat.exercises] == [0] + [e.points for e in correct.exercises[1:]], feedback(cheat)
+    [failed] = [c for c in cheat.exercises[0].checks if not c.passed]
+    assert failed.label == "your own code" and "minikafka.recipes:no_record_lost" in failed.message, failed
+
+
+@pytest.mark.notebooks
 def test_a_wrapper_around_the_package_earns_nothing_in_03():
     # The setup cell names minikafka.controller `minikafka`; a helper of the student's in between.
     wrapper = ("_place = minikafka.assign_replicas\n"

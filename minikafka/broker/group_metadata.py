@@ -126,6 +126,16 @@ def decode_key(data: bytes) -> OffsetKey | GroupKey:
     raise CorruptRecordError(f"__consumer_offsets key has unknown version {version}")
 
 
+def read_key(data: bytes) -> tuple:
+    """A key of ``__consumer_offsets`` as lecture 07's exercise 3 returns it: ``("offset", group,
+    topic, partition)`` or ``("group", group)``. The coordinator's replay reads every key through
+    it (the rule ``decode_key``, ``minikafka.rules``)."""
+    key = decode_key(data)
+    if isinstance(key, OffsetKey):
+        return ("offset", key.group, key.topic, key.partition)
+    return ("group", key.group)
+
+
 # --- values ----------------------------------------------------------------------------------------
 
 

@@ -306,6 +306,18 @@ class KafkaConsumer:
     def assignment(self) -> set[TopicPartition]:
         return set(self._node.subscriptions.assignment)
 
+    @property
+    def coordinator_id(self) -> Any:
+        """minikafka's, not kafka-python's: the broker this consumer takes for its group's
+        coordinator now (None while it knows none), as a lecture shows it beside the cluster."""
+        return self._node.coordinator.coordinator
+
+    @property
+    def group_events(self) -> list[tuple[int, str]]:
+        """minikafka's: this member's story in its group, ``(simulated time in ms, what
+        happened)``: the coordinator found, each join and generation, each revocation."""
+        return list(self._node.coordinator.events)
+
     def subscription(self) -> set[str] | None:
         subs = self._node.subscriptions
         return set(subs.subscription) if subs.partitions_auto_assigned else None

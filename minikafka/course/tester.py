@@ -38,7 +38,7 @@ rule returns), then what the checker found.
 
 Rules of other lectures go to their own judges (``JUDGES``, by each rule's lecture): the log's
 and the partitioner's (01, 02) to ``tester_log``, the assignors (06) to ``tester_groups``, the
-quorum's (08) to ``tester_raft``.
+quorum's (08) to ``tester_raft``, the application loops of 07 to ``tester_delivery``.
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
@@ -457,6 +457,7 @@ JUDGES: dict[str, str] = {
     "01": "minikafka.course.tester_log:judge_log",
     "02": "minikafka.course.tester_log:judge_partitioner",
     "06": "minikafka.course.tester_groups:judge",
+    "07": "minikafka.course.tester_delivery:judge",
     "08": "minikafka.course.tester_raft:judge",
 }
 
