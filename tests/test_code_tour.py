@@ -28,13 +28,6 @@ GUIDE = ROOT / "notebooks" / "README.md"
 # Underscore names that are public API of the standard library (namedtuple's), not the package's.
 STDLIB_PUBLIC = {"_replace", "_asdict", "_fields", "_make", "_field_defaults"}
 
-# Notebooks other engineers own, with violations found when this test was written. Strict: once
-# the notebook is fixed the xfail fails, and the entry must go. Nothing else may be listed here.
-KNOWN = {
-    "notebooks/07-offsets-and-delivery.ipynb":
-        "owned by the notebook 07 engineer: `consumer._node.coordinator` -> `consumer.coordinator`",
-}
-
 
 def code_cells(path: Path) -> list[tuple[int, str]]:
     """(cell index, source) of each code cell, IPython magics and shell lines blanked."""
@@ -81,8 +74,7 @@ def rel(path: Path) -> str:
 
 @pytest.mark.parametrize(
     "path",
-    [pytest.param(p, marks=pytest.mark.xfail(reason=KNOWN[rel(p)], strict=True)) if rel(p) in KNOWN else p
-     for p in LECTURES + SOLUTIONS],
+    LECTURES + SOLUTIONS,
     ids=rel)
 def test_notebooks_use_the_public_api_only(path):
     problems = [f"cell {i}, {use}" for i, source in code_cells(path) for use in private_uses(source)]
