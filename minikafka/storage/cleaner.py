@@ -73,9 +73,9 @@ from pathlib import Path
 
 from minikafka.errors import IllegalArgumentError
 from minikafka.records import Record, RecordBatch
+from minikafka.storage.checkpoint import CLEANER_CHECKPOINT_FILE
 from minikafka.storage.log import (
     CLEANED_SUFFIX,
-    CLEANER_CHECKPOINT_FILE,
     SWAP_SUFFIX,
     Log,
     complete_swap,
@@ -157,7 +157,7 @@ def _scan_transactions(segments: list[LogSegment], high_watermark: int) -> _Tran
 
 
 def read_cleaner_checkpoint(log: Log) -> int:
-    return log._read_checkpoint(CLEANER_CHECKPOINT_FILE)
+    return log.checkpoints.read(CLEANER_CHECKPOINT_FILE)
 
 
 def is_compacted(log: Log) -> bool:
@@ -235,7 +235,7 @@ class LogCleaner:
             self._clean_segment(log, segment, offset_map, end, now, delete_retention_ms, stats, txns)
         stats.bytes_after = sum(s.size for s in log.segments[:-1])
         # Only now: a crash before this point just means the next pass redoes the work.
-        log._write_checkpoint(CLEANER_CHECKPOINT_FILE, end)
+        log.checkpoints.write(CLEANER_CHECKPOINT_FILE, end)
         logger.info(
             "%s: cleaned [%d, %d): %d -> %d bytes, %d records removed (%d tombstones)",
             log.name, first_dirty, end, stats.bytes_before, stats.bytes_after,

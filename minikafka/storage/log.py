@@ -26,9 +26,7 @@ broker's ``LogValidator``; replicated and coordinator appends are not.)
   not write, so the log goes ``offline`` and refuses appends until the broker restarts
   (and recovery re-checks everything past the recovery point, which did not move).
   Checkpoints and the leader-epoch file go through the same ``Disk``, replaced whole or not
-  at all. One the disk refuses is written at the next ``flush``, which moves the recovery
-  point only once they are all on disk; meanwhile its old file stays, or goes if it says
-  more than the truth (see ``_checkpoint``).
+  at all; one the disk refuses is written at the next ``flush`` (``checkpoint.py``).
 - Recovery on open: segments below the recovery point are trusted (their indexes reused
   or rebuilt from batch headers). From the recovery point on, every batch is re-read and
   its CRC checked; the first torn or corrupt batch and everything after it are cut off and
@@ -75,7 +73,12 @@ from minikafka.records import (
 )
 from minikafka.platform import fsync_dir
 from minikafka.rules import REFERENCE, Rules
-from minikafka.topic import TopicPartition
+from minikafka.storage.checkpoint import (
+    CLEANER_CHECKPOINT_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    LogCheckpoints,
+)
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords
 from minikafka.storage.leader_epoch import LeaderEpochFileCache
@@ -94,10 +97,6 @@ logger = logging.getLogger("minikafka.storage")
 
 EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
 LATEST_TIMESTAMP = -1
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-# Where the cleaner's last pass ended (cleaner.py); truncation pulls it back (see truncate_to).
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
 # The log cleaner (cleaner.py) writes a cleaned segment to ``<base>.log.cleaned``, renames
 # it to ``<base>.log.swap`` (the commit point) and then replaces ``<base>.log`` with it.
 CLEANED_SUFFIX = ".cleaned"
@@ -204,54 +203,14 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
-        self.recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
+        self.checkpoints = LogCheckpoints(self.dir, self.name, disk)  # see checkpoint.py
+        self.recovery_point = self.checkpoints.read(RECOVERY_POINT_FILE)
         self._checkpointed: int | None = None  # the recovery point this object last wrote
-        self._unwritten: dict[str, int] = {}  # checkpoints the disk refused, for the next flush
-        self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
+        self.log_start_offset = self.checkpoints.read(LOG_START_FILE)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir, disk=disk)
         self.last_recovery = self._load()
 
     # --- opening and recovery ------------------------------------------------------------------
-
-    def _read_checkpoint(self, filename: str) -> int:
-        # Kafka's OffsetCheckpointFile format: version, entry count, "topic partition offset".
-        path = self.dir / filename
-        try:
-            lines = path.read_text().split("\n")
-            if lines[0] == "0" and lines[1] == "1":
-                return int(lines[2].split()[-1])
-        except (OSError, IndexError, ValueError):
-            pass
-        return 0
-
-    def _write_checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
-        try:
-            tp = TopicPartition.from_dir_name(self.name)
-        except ValueError:  # a log outside a broker's layout, e.g. in a notebook
-            tp = TopicPartition(self.name, 0)
-        self.disk.replace_file(self.dir / filename, f"0\n1\n{tp.topic} {tp.partition} {offset}\n".encode(),
-                               durable=durable)
-
-    def _checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
-        """Write a checkpoint, or, if the disk refuses (full, failing), write it at the next
-        ``flush``. Meanwhile the file on disk must never say more than the truth: a recovery
-        point above it would trust bytes never flushed, a log start offset above it would
-        hide records. So a refused checkpoint that goes *down* (a truncation) removes the
-        old file, which needs no space: a missing checkpoint reads as 0, the safe side of
-        each (everything checked again, the log start taken from the segments). One that
-        goes up keeps the old file, as safe: more checked again, or records DeleteRecords
-        removed served until the next flush."""
-        try:
-            self._write_checkpoint(filename, offset, durable=durable)
-        except OSError as e:
-            if offset < self._read_checkpoint(filename):
-                (self.dir / filename).unlink(missing_ok=True)
-            if not self._unwritten:
-                logger.error("%s: writing %s failed (%s); it is written at the next flush",
-                             self.name, filename, e.strerror or e)
-            self._unwritten[filename] = offset
-        else:
-            self._unwritten.pop(filename, None)
 
     def _load(self) -> RecoveryReport:
         report = RecoveryReport(recovery_point=self.recovery_point)
@@ -334,13 +293,13 @@ class Log:
             # (both 0) are written but not synced, as their loss reads as 0 too. Five fsyncs
             # per log made a 2,000-partition CreateTopics hold each broker's event loop for
             # seconds (Kafka syncs nothing either when it creates a log).
-            self._checkpoint(RECOVERY_POINT_FILE, self.recovery_point, durable=False)
-            self._checkpoint(LOG_START_FILE, self.log_start_offset, durable=False)
+            self.checkpoints.write_or_defer(RECOVERY_POINT_FILE, self.recovery_point, durable=False)
+            self.checkpoints.write_or_defer(LOG_START_FILE, self.log_start_offset, durable=False)
             self._checkpointed = self.recovery_point
             return report
         try:
             self.flush()  # what recovery kept is now durable, and the checkpoint says so
-            self._checkpoint(LOG_START_FILE, self.log_start_offset)
+            self.checkpoints.write_or_defer(LOG_START_FILE, self.log_start_offset)
         except (KafkaStorageError, OSError) as e:
             # Opened on a failing disk: the log still opens (to be read), and is offline
             # if its fsync failed; the recovery point stays where it was.
@@ -644,8 +603,8 @@ class Log:
             active.next_offset = offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self._checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
-        self._truncate_cleaner_checkpoint()
+        self.checkpoints.write_or_defer(RECOVERY_POINT_FILE, self.recovery_point)
+        self.checkpoints.pull_back(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -653,17 +612,9 @@ class Log:
         self._replace_with_empty(offset)
         self.leader_epoch_cache.clear()
         self.log_start_offset = self.recovery_point = offset
-        self._checkpoint(RECOVERY_POINT_FILE, offset)
-        self._checkpoint(LOG_START_FILE, offset)
-        self._truncate_cleaner_checkpoint()
-
-    def _truncate_cleaner_checkpoint(self) -> None:
-        # As Kafka's maybeTruncateCheckpoint: records appended after a truncation below the
-        # cleaner's checkpoint are new and must be seen as dirty by its next pass.
-        if (self.dir / CLEANER_CHECKPOINT_FILE).exists():
-            checkpoint = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
-            if checkpoint > self.log_end_offset:
-                self._checkpoint(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
+        self.checkpoints.write_or_defer(RECOVERY_POINT_FILE, offset)
+        self.checkpoints.write_or_defer(LOG_START_FILE, offset)
+        self.checkpoints.pull_back(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
 
     def delete_old_segments(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> list[tuple[int, str]]:
         """Apply ``retention.ms`` and then ``retention.bytes``; return (base offset, reason)
@@ -699,7 +650,7 @@ class Log:
             deleted.append(self._delete_segment(segment, why))
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self._checkpoint(LOG_START_FILE, self.log_start_offset)
+            self.checkpoints.write_or_defer(LOG_START_FILE, self.log_start_offset)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return deleted
 
@@ -719,7 +670,7 @@ class Log:
                 break
             deleted.append(self._delete_segment(segment, f"log start offset moved to {offset} (DeleteRecords)"))
         self.log_start_offset = offset
-        self._checkpoint(LOG_START_FILE, offset)
+        self.checkpoints.write_or_defer(LOG_START_FILE, offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         return deleted
 
@@ -739,7 +690,7 @@ class Log:
     def flush(self) -> None:
         """Force everything appended so far to disk and move the recovery point to the end."""
         if (self.recovery_point == self.log_end_offset and self.unflushed_bytes == 0
-                and self._checkpointed == self.recovery_point and not self._unwritten
+                and self._checkpointed == self.recovery_point and not self.checkpoints.unwritten
                 and not self.leader_epoch_cache.behind):
             return  # nothing new: an idle log costs no fsync (a broker flushes every log on a timer)
         try:
@@ -756,10 +707,8 @@ class Log:
             # Which epoch wrote what must be on disk before the recovery point passes it:
             # recovery reads the epochs of the batches after the recovery point only.
             self.leader_epoch_cache.flush()
-            for filename, offset in list(self._unwritten.items()):
-                self._write_checkpoint(filename, offset)
-                del self._unwritten[filename]
-            self._write_checkpoint(RECOVERY_POINT_FILE, self.log_end_offset)
+            self.checkpoints.write_unwritten()
+            self.checkpoints.write(RECOVERY_POINT_FILE, self.log_end_offset)
         except OSError as e:  # the old checkpoints stay, which is safe: recovery checks more
             raise KafkaStorageError(f"{self.name}: writing a checkpoint failed: {e.strerror or e}") from None
         self.recovery_point = self.log_end_offset
