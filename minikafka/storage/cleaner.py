@@ -74,13 +74,9 @@ from pathlib import Path
 from minikafka.errors import IllegalArgumentError
 from minikafka.records import Record, RecordBatch
 from minikafka.storage.checkpoint import CLEANER_CHECKPOINT_FILE
-from minikafka.storage.log import (
-    CLEANED_SUFFIX,
-    SWAP_SUFFIX,
-    Log,
-    complete_swap,
-    fsync_dir,
-)
+from minikafka.platform import fsync_dir
+from minikafka.storage.log import Log
+from minikafka.storage.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swap
 from minikafka.storage.segment import LogSegment
 
 logger = logging.getLogger("minikafka.storage.cleaner")

@@ -8,14 +8,19 @@ in place, and writes them to the *active* (last) segment. Bytes are never re-enc
 (What a client sends is also decoded record by record before it gets here, by the
 broker's ``LogValidator``; replicated and coordinator appends are not.)
 
-- Roll: a new segment starts, named by the next offset, when the active one would grow
-  past ``segment.bytes``, when its records span more than ``segment.ms``, or before
-  relative offsets would overflow the 4-byte index field.
-- Retention deletes whole, old segments: those whose newest record is older than
-  ``retention.ms``, then the oldest ones while the log is over ``retention.bytes``. The log
-  start offset moves up to the first remaining segment. Only a log whose ``cleanup.policy``
-  includes ``delete`` has retention; a ``compact`` one keeps every segment (the log cleaner,
-  ``cleaner.py``, is what keeps it small).
+The rules a student writes in notebook 01 (``minikafka.rules``, called here through
+``self.rules``, Kafka's own by default) decide; this module applies their answers:
+
+- Roll (``rules.roll_reason``, in ``_maybe_roll``): a new segment starts, named by the next
+  offset, when the active one would grow past ``segment.bytes``, when its records span more
+  than ``segment.ms``, or before relative offsets would overflow the 4-byte index field.
+- Retention (``rules.segments_to_delete``, in ``delete_old_segments``) deletes whole, old
+  segments: those whose newest record is older than ``retention.ms``, then the oldest ones
+  while the log is over ``retention.bytes``. The log start offset moves up to the first
+  remaining segment. Only a log whose ``cleanup.policy`` includes ``delete`` has retention;
+  a ``compact`` one keeps every segment (the log cleaner, ``cleaner.py``, keeps it small).
+- Read (``rules.index_lookup``, in each segment's offset index): whole batches from the one
+  holding the offset asked for.
 - Durability: appends reach the OS, ``flush()`` forces them to disk and moves the
   *recovery point* (the offset below which everything is known to be on disk), which is
   checkpointed in the log's directory.
@@ -25,12 +30,12 @@ broker's ``LogValidator``; replicated and coordinator appends are not.)
   space succeeds. A failed *fsync* is different: the kernel may have dropped what it could
   not write, so the log goes ``offline`` and refuses appends until the broker restarts
   (and recovery re-checks everything past the recovery point, which did not move).
-  Checkpoints and the leader-epoch file go through the same ``Disk``, replaced whole or not
-  at all; one the disk refuses is written at the next ``flush`` (``checkpoint.py``).
-- Recovery on open: segments below the recovery point are trusted (their indexes reused
-  or rebuilt from batch headers). From the recovery point on, every batch is re-read and
-  its CRC checked; the first torn or corrupt batch and everything after it are cut off and
-  reported in ``last_recovery``. Nothing below the recovery point is ever cut.
+
+The hardening lives beside this file, each part in a module of its own:
+``log_config.py`` (``LogConfig``, the settings, checked), ``checkpoint.py`` (the checkpoint
+files, and what a refusing disk does to them), ``log_loader.py`` (``LogLoader``: opening the
+log, recovery after a crash from the recovery point on, the cleaner's interrupted swap),
+``file_records.py`` (a read left in its file, for sendfile).
 
 Invariants: offsets increase strictly through the log; log start <= log end; the active
 segment is the only one written to. Offsets need not be contiguous: the cleaner removes
@@ -49,7 +54,6 @@ import logging
 import os
 import struct
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -71,7 +75,6 @@ from minikafka.records import (
     as_memory_records,
     crc32c,
 )
-from minikafka.platform import fsync_dir
 from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.checkpoint import (
     CLEANER_CHECKPOINT_FILE,
@@ -82,14 +85,9 @@ from minikafka.storage.checkpoint import (
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords
 from minikafka.storage.leader_epoch import LeaderEpochFileCache
-from minikafka.storage.log_config import LogConfig
-from minikafka.storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-)
+from minikafka.storage.log_config import DAY_MS, LogConfig
+from minikafka.storage.log_loader import LogLoader, RecoveryReport
+from minikafka.storage.segment import LogSegment
 
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
 
@@ -97,25 +95,10 @@ logger = logging.getLogger("minikafka.storage")
 
 EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
 LATEST_TIMESTAMP = -1
-# The log cleaner (cleaner.py) writes a cleaned segment to ``<base>.log.cleaned``, renames
-# it to ``<base>.log.swap`` (the commit point) and then replaces ``<base>.log`` with it.
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def complete_swap(dir: Path, base: int) -> None:
-    """Put ``<base>.log.swap`` in place of ``<base>.log`` (the cleaner's last step, also
-    redone by recovery). The old indexes go first: they point into the old file, and
-    a missing index is rebuilt on open, whereas a stale one would mislead reads."""
-    prefix = filename_prefix(base)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        (dir / f"{prefix}{suffix}").unlink(missing_ok=True)
-    os.replace(dir / f"{prefix}{LOG_SUFFIX}{SWAP_SUFFIX}", dir / f"{prefix}{LOG_SUFFIX}")
-    fsync_dir(dir)
 
 
 class ActiveSegment(NamedTuple):
@@ -161,25 +144,6 @@ class LogAppendInfo(NamedTuple):
     size_in_bytes: int
 
 
-@dataclass
-class RecoveryReport:
-    """What opening the log found and did; empty lists mean a clean start."""
-
-    recovery_point: int = 0
-    segments_scanned: list[int] = field(default_factory=list)
-    bytes_scanned: int = 0
-    indexes_rebuilt: list[int] = field(default_factory=list)
-    truncated: list[tuple[int, int, str]] = field(default_factory=list)  # (segment, bytes cut, why)
-    segments_deleted: list[int] = field(default_factory=list)
-    problems: list[tuple[int, str]] = field(default_factory=list)  # damage below the recovery point
-    swaps_completed: list[int] = field(default_factory=list)  # cleaner swaps a crash interrupted
-    cleaned_discarded: list[int] = field(default_factory=list)  # half-written cleaner output
-
-    @property
-    def clean(self) -> bool:
-        return not (self.truncated or self.segments_deleted)
-
-
 class Log:
     """One partition's log in directory ``dir`` (e.g. ``/data/trucks_gps-3``)."""
 
@@ -208,103 +172,9 @@ class Log:
         self._checkpointed: int | None = None  # the recovery point this object last wrote
         self.log_start_offset = self.checkpoints.read(LOG_START_FILE)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir, disk=disk)
-        self.last_recovery = self._load()
+        self.last_recovery = LogLoader(self).load()  # recovery on open: log_loader.py
 
-    # --- opening and recovery ------------------------------------------------------------------
-
-    def _load(self) -> RecoveryReport:
-        report = RecoveryReport(recovery_point=self.recovery_point)
-        recovered_epochs: list[tuple[int, int]] = []  # (epoch, first offset) of the batches recovery read
-        for stray in self.dir.glob("*.tmp"):
-            stray.unlink()
-        # A cleaner that crashed: a ``.cleaned`` file may be half written (the old segment
-        # is still whole), so it goes; a ``.swap`` file was complete when it got that name,
-        # so the swap is finished.
-        for stray in self.dir.glob(f"*{LOG_SUFFIX}{CLEANED_SUFFIX}"):
-            report.cleaned_discarded.append(int(stray.name.split(".")[0]))
-            stray.unlink()
-            logger.warning("%s: deleted unfinished cleaner output %s", self.name, stray.name)
-        for swap in sorted(self.dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            base = int(swap.name.split(".")[0])
-            complete_swap(self.dir, base)
-            report.swaps_completed.append(base)
-            logger.warning("%s: completed the cleaner's interrupted swap of segment %d", self.name, base)
-        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob(f"*{LOG_SUFFIX}") if p.name[:-4].isdigit())
-        for suffix in (".index", ".timeindex"):  # an index whose log is gone
-            for p in self.dir.glob(f"*{suffix}"):
-                if p.name[: -len(suffix)].isdigit() and int(p.name[: -len(suffix)]) not in bases:
-                    p.unlink()
-        for i, base in enumerate(bases):
-            segment = self._new_segment_object(base)
-            if report.truncated:  # an earlier segment was cut: everything after it goes
-                segment.delete()
-                report.segments_deleted.append(base)
-                continue
-            self._add_segment(segment)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            if next_base is not None and next_base <= self.recovery_point:
-                # Wholly below the recovery point: trusted, never cut. A problem here is
-                # damage after the fact (not a crash); say so and leave the bytes alone.
-                result = segment.load()
-                if result and result.problem:
-                    report.problems.append((base, result.problem))
-                    logger.error("%s: flushed segment %d is damaged: %s", self.name, base, result.problem)
-                elif result:
-                    report.indexes_rebuilt.append(base)
-                continue
-            start = 0
-            if base <= self.recovery_point and segment.indexes_look_sane():
-                # Holds the recovery point: walk the headers past the last index entry;
-                # if nothing lies beyond the recovery point (a clean shutdown), done.
-                if segment.load() is None and segment.next_offset <= self.recovery_point:
-                    continue
-                start = segment.offset_index.lookup(self.recovery_point)[1]
-            elif base <= self.recovery_point:
-                report.indexes_rebuilt.append(base)
-            # Batches below the recovery point were flushed: walk them, but only batches
-            # that may hold unflushed bytes are judged by their CRC (and can be cut).
-            result = segment.recover(start, verify_from_offset=self.recovery_point)
-            recovered_epochs += result.epochs
-            report.segments_scanned.append(base)
-            report.bytes_scanned += result.valid_bytes - start
-            if result.truncated_bytes:
-                report.truncated.append((base, result.truncated_bytes, result.problem or ""))
-                logger.warning(
-                    "%s: recovery cut %d bytes from segment %d: %s",
-                    self.name, result.truncated_bytes, base, result.problem,
-                )
-        fresh = not bases and not any((self.dir / f).exists() for f in (RECOVERY_POINT_FILE, LOG_START_FILE))
-        if not self.segments:
-            self._add_segment(self._new_segment_object(max(self.log_start_offset, self.recovery_point)))
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
-            self._replace_with_empty(self.log_start_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # recovery may have cut
-        if recovered_epochs:
-            # As Kafka's recovery: the batches it read say which epoch wrote them. From the
-            # first of them on, they are the truth, and the file may be behind them (a full
-            # disk refused a write since the last flush, which writes it before moving the
-            # recovery point past them): they replace its entries there, before the flush
-            # below moves the recovery point.
-            self.leader_epoch_cache.replace_from_batches(recovered_epochs)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        if fresh:
-            # A new log: nothing was on disk, so nothing to force to disk; the checkpoints
-            # (both 0) are written but not synced, as their loss reads as 0 too. Five fsyncs
-            # per log made a 2,000-partition CreateTopics hold each broker's event loop for
-            # seconds (Kafka syncs nothing either when it creates a log).
-            self.checkpoints.write_or_defer(RECOVERY_POINT_FILE, self.recovery_point, durable=False)
-            self.checkpoints.write_or_defer(LOG_START_FILE, self.log_start_offset, durable=False)
-            self._checkpointed = self.recovery_point
-            return report
-        try:
-            self.flush()  # what recovery kept is now durable, and the checkpoint says so
-            self.checkpoints.write_or_defer(LOG_START_FILE, self.log_start_offset)
-        except (KafkaStorageError, OSError) as e:
-            # Opened on a failing disk: the log still opens (to be read), and is offline
-            # if its fsync failed; the recovery point stays where it was.
-            logger.error("%s: could not make what recovery kept durable: %s", self.name, e)
-        return report
+    # --- segments (opening the log and recovery: log_loader.py) --------------------------------
 
     def _new_segment_object(self, base: int) -> LogSegment:
         # As Kafka, a segment's creation time is when this process made or opened it.
@@ -751,3 +621,13 @@ class Log:
             f"log_end_offset={self.log_end_offset}, segments={len(self.segments)}, "
             f"recovery_point={self.recovery_point})"
         )
+
+
+# DAY_MS, LogConfig, RecoveryReport and the checkpoint names are importable from here too
+# (notebook 01 takes DAY_MS from this module), though they live in log_config.py,
+# log_loader.py and checkpoint.py.
+__all__ = [
+    "CLEANER_CHECKPOINT_FILE", "DAY_MS", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "LOG_START_FILE",
+    "RECOVERY_POINT_FILE", "ActiveSegment", "IncomingBatch", "Log", "LogAppendInfo", "LogConfig",
+    "RecoveryReport", "SegmentInfo", "wall_clock_ms",
+]
