@@ -2,12 +2,14 @@
 
 Theory of operation
 -------------------
-Three rooms:
+Four rooms:
 
 - ``messages``: Vote (with KIP-996's pre-vote), BeginQuorumEpoch, EndQuorumEpoch and the
   pull-based RaftFetch, as frozen dataclasses (``RAFT_MESSAGES`` lists them);
 - ``quorum_state``: the ``quorum-state`` file (epoch, vote, leader), written atomically and
   fsync'd before the client acts on it;
+- ``config``: ``DEFAULT_CONFIG`` (Kafka's ``controller.quorum.*`` names and defaults) and
+  ``parse_quorum_voters``;
 - ``client``: ``KafkaRaftClient``, a sans-I/O state machine a host node embeds: the host
   routes messages (``handle``) and timers (``on_timer``) to it; it replicates the
   ``__cluster_metadata-0`` log and tells a ``RaftListener`` what committed, in order.
@@ -19,7 +21,6 @@ a run of them: at most one leader per epoch, committed records never lost or cha
 
 from minikafka.raft.client import (
     CANDIDATE,
-    DEFAULT_CONFIG,
     FOLLOWER,
     LEADER,
     LEADER_CHANGE_KEY,
@@ -34,8 +35,8 @@ from minikafka.raft.client import (
     NotLeaderError,
     RaftListener,
     ReplicaState,
-    parse_quorum_voters,
 )
+from minikafka.raft.config import DEFAULT_CONFIG, parse_quorum_voters
 from minikafka.raft.messages import (
     NO_LEADER,
     RAFT_MESSAGES,
