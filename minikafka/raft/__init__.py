@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Four rooms:
+Six rooms:
 
 - ``messages``: Vote (with KIP-996's pre-vote), BeginQuorumEpoch, EndQuorumEpoch and the
   pull-based RaftFetch, as frozen dataclasses (``RAFT_MESSAGES`` lists them);
@@ -10,6 +10,9 @@ Four rooms:
   fsync'd before the client acts on it;
 - ``config``: ``DEFAULT_CONFIG`` (Kafka's ``controller.quorum.*`` names and defaults) and
   ``parse_quorum_voters``;
+- ``states``: the client's eight states and its timers, named once;
+- ``listener``: ``RaftListener`` (what the state machine on top implements) and the
+  delivery of committed records and leader changes to it;
 - ``client``: ``KafkaRaftClient``, a sans-I/O state machine a host node embeds: the host
   routes messages (``handle``) and timers (``on_timer``) to it; it replicates the
   ``__cluster_metadata-0`` log and tells a ``RaftListener`` what committed, in order.
@@ -19,22 +22,18 @@ leads); a broker is a listener on an observer's client. ``minikafka.checker.raft
 a run of them: at most one leader per epoch, committed records never lost or changed.
 """
 
-from minikafka.raft.client import (
+from minikafka.raft.client import LEADER_CHANGE_KEY, KafkaRaftClient, NotLeaderError, ReplicaState
+from minikafka.raft.listener import CommittedRecord, RaftListener
+from minikafka.raft.states import (
     CANDIDATE,
     FOLLOWER,
     LEADER,
-    LEADER_CHANGE_KEY,
     OBSERVER,
     PROSPECTIVE,
     RESIGNED,
     STATES,
     UNATTACHED,
     VOTED,
-    CommittedRecord,
-    KafkaRaftClient,
-    NotLeaderError,
-    RaftListener,
-    ReplicaState,
 )
 from minikafka.raft.config import DEFAULT_CONFIG, parse_quorum_voters
 from minikafka.raft.messages import (

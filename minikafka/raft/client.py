@@ -52,13 +52,8 @@ Commit: the leader's high watermark is the largest offset a majority of voters (
 flushed log end included) have, and it moves only once that offset is past the start of the
 leader's epoch (its LeaderChange record): Raft's rule that a leader commits entries of
 earlier epochs only by committing one of its own. Followers take min(leader's HW, own log
-end), and never move it backwards. The listener gets every record strictly below the HW,
-in offset order, each once per client object; a restarted client replays its log from the
-start as soon as it learns the HW. A leader reports itself to the listener
-(``handle_leader_change(own id)``) only once the listener has every record below its
-epoch's start, so whatever state machine sits on top acts on a complete state; every other
-change of (leader, epoch) as this node sees it is reported at once, ``(None, epoch)`` while
-no leader is known (an election, a resigned leader).
+end), and never move it backwards. The listener then hears of every committed record
+once, in order, and of every change of leader (``listener.py`` says how and when).
 
 Invariants (the checker in ``minikafka.checker.raft`` tests them): at most one leader per
 epoch; a committed record is never truncated (asserted: a follower never truncates below
@@ -68,8 +63,7 @@ decreases and a voter never votes twice in an epoch.
 Sans-I/O: the client sends with ``host.send``, sets timers ``("raft", name)`` with
 ``host.set_timer``, reads time only from ``host.now``; its only I/O is its ``Log`` and its
 ``quorum-state`` file. The listener is never called from inside ``append``, ``resign`` or
-``start`` (a zero-delay timer delivers instead), so a caller can note what ``append``
-returned before it hears that the records committed.
+``start`` (a zero-delay timer delivers instead).
 """
 
 from __future__ import annotations
@@ -79,7 +73,7 @@ import logging
 import random
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Mapping, Protocol, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 from minikafka.errors import BrokerResponseError, IllegalArgumentError, KafkaStorageError, NotLeaderForPartitionError
 from minikafka.messages import (
@@ -90,6 +84,7 @@ from minikafka.messages import (
     Disconnected,
 )
 from minikafka.raft.config import DEFAULT_CONFIG, parse_quorum_voters
+from minikafka.raft.listener import CommittedRecord, ListenerContext, RaftListener
 from minikafka.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -102,6 +97,25 @@ from minikafka.raft.messages import (
     VoteResponse,
 )
 from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
+from minikafka.raft.states import (
+    _BACKOFF,
+    _BEGIN_QUORUM,
+    _CHECK_QUORUM,
+    _DELIVER,
+    _ELECTION,
+    _FETCH,
+    _FETCH_REQUEST,
+    _PARKED,
+    CANDIDATE,
+    FOLLOWER,
+    LEADER,
+    OBSERVER,
+    PROSPECTIVE,
+    RESIGNED,
+    STATES,
+    UNATTACHED,
+    VOTED,
+)
 from minikafka.records import MemoryRecords, RecordBatch
 from minikafka.rules import REFERENCE, Request, Rules, Voter
 from minikafka.storage.disk import OS_DISK
@@ -110,27 +124,6 @@ from minikafka.storage.log import Log
 logger = logging.getLogger("minikafka.raft")
 
 LEADER_CHANGE_KEY = b"LeaderChange"
-
-UNATTACHED = "unattached"
-VOTED = "voted"
-PROSPECTIVE = "prospective"
-CANDIDATE = "candidate"
-LEADER = "leader"
-FOLLOWER = "follower"
-RESIGNED = "resigned"
-OBSERVER = "observer"
-STATES = (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE, LEADER, FOLLOWER, RESIGNED, OBSERVER)
-
-# Timer names, each set as ("raft", name) or ("raft", name, replica).
-_ELECTION = "election"  # election timeout; as follower, the fetch timeout
-_BACKOFF = "backoff"  # between a failed election round and the next
-_FETCH = "fetch"  # send the next fetch (after a retry backoff)
-_FETCH_REQUEST = "fetch-request"  # the in-flight fetch's request timeout
-_PARKED = "parked"  # a follower's parked fetch has waited max_wait_ms
-_CHECK_QUORUM = "check-quorum"
-_BEGIN_QUORUM = "begin-quorum"  # resend BeginQuorumEpoch to voters that never fetched
-_DELIVER = "deliver"  # hand commits and leader changes to the listener
-
 
 class NotLeaderError(NotLeaderForPartitionError):
     """``append`` on a client that is not the leader (the caller should find the leader).
@@ -141,23 +134,6 @@ class NotLeaderError(NotLeaderForPartitionError):
         super().__init__(detail)
         self.leader_id = leader_id
         self.epoch = epoch
-
-
-@dataclass(frozen=True)
-class CommittedRecord:
-    """One committed record of the metadata log, as the listener gets it."""
-
-    offset: int
-    epoch: int  # the Raft epoch of the leader that appended it
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-
-
-class RaftListener(Protocol):
-    def handle_commit(self, records: list[CommittedRecord]) -> None: ...  # in offset order, each once
-
-    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
 
 
 @dataclass
@@ -175,7 +151,7 @@ class ReplicaState:
         return (self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms)
 
 
-class KafkaRaftClient:
+class KafkaRaftClient(ListenerContext):
     METADATA_DIR = "__cluster_metadata-0"
 
     def __init__(
@@ -310,18 +286,6 @@ class KafkaRaftClient:
             "leader_id": self.leader_id, "epoch": self.epoch, "high_watermark": self.high_watermark,
             "voters": voters, "observers": observers,
         }
-
-    def read_committed(self, start_offset: int = 0) -> list[CommittedRecord]:
-        """Every committed record from ``start_offset`` up to the high watermark."""
-        out: list[CommittedRecord] = []
-        offset = max(start_offset, self.log_start_offset)
-        while offset < self.high_watermark:
-            got = self._read_committed_batches(offset, self.high_watermark)
-            if not got:
-                break
-            out.extend(r for r in got if r.offset >= start_offset)
-            offset = got[-1].offset + 1
-        return out
 
     def __repr__(self) -> str:
         return (
@@ -1028,49 +992,6 @@ class KafkaRaftClient:
             self._resign(f"fewer than {self.majority} of {len(self.voters)} voters fetched in {window} ms (check-quorum)")
             return
         self._set_timer(_CHECK_QUORUM, quorum_since + window - self.host.now + 1)
-
-    # --- the listener ----------------------------------------------------------------------------------------
-
-    def _schedule_delivery(self) -> None:
-        self._set_timer(_DELIVER, 0)
-
-    def _deliver(self) -> None:
-        """Give the listener every committed record it has not had, then any leader change."""
-        if self._in_api:
-            self._schedule_delivery()
-            return
-        while self._next_delivery < self.high_watermark:
-            records = self._read_committed_batches(self._next_delivery, self.high_watermark)
-            if not records:
-                raise AssertionError(
-                    f"raft {self.node_id}: no records at {self._next_delivery} below the high watermark "
-                    f"{self.high_watermark}"
-                )
-            records = [r for r in records if r.offset >= self._next_delivery]
-            self._next_delivery = records[-1].offset + 1 if records else self._next_delivery + 1
-            if self.listener is not None and records:
-                self.listener.handle_commit(records)
-        self._notify_leader_change()
-
-    def _notify_leader_change(self) -> None:
-        if self.listener is None:
-            return
-        leader = self.leader_id
-        if self.state == LEADER and self._next_delivery < self._epoch_start_offset:
-            leader = None  # not before the listener has all that came before this epoch
-        view = (leader, self.epoch)
-        if view != self._notified:
-            self._notified = view
-            self.listener.handle_leader_change(*view)
-
-    def _read_committed_batches(self, offset: int, limit: int) -> list[CommittedRecord]:
-        out: list[CommittedRecord] = []
-        for batch in self.log.read(offset, self.fetch_max_bytes, max_offset=limit).batches():
-            epoch = batch.partition_leader_epoch
-            for record in batch.records():
-                if offset <= record.offset < limit:
-                    out.append(CommittedRecord(record.offset, epoch, record.timestamp, record.key, record.value))
-        return out
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
