@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Six rooms:
+Seven rooms:
 
 - ``messages``: Vote (with KIP-996's pre-vote), BeginQuorumEpoch, EndQuorumEpoch and the
   pull-based RaftFetch, as frozen dataclasses (``RAFT_MESSAGES`` lists them);
@@ -13,6 +13,8 @@ Six rooms:
 - ``states``: the client's eight states and its timers, named once;
 - ``listener``: ``RaftListener`` (what the state machine on top implements) and the
   delivery of committed records and leader changes to it;
+- ``leader_state``: what a leader knows of the replicas (``ReplicaState``), check-quorum
+  and DescribeQuorum's view;
 - ``client``: ``KafkaRaftClient``, a sans-I/O state machine a host node embeds: the host
   routes messages (``handle``) and timers (``on_timer``) to it; it replicates the
   ``__cluster_metadata-0`` log and tells a ``RaftListener`` what committed, in order.
@@ -22,7 +24,8 @@ leads); a broker is a listener on an observer's client. ``minikafka.checker.raft
 a run of them: at most one leader per epoch, committed records never lost or changed.
 """
 
-from minikafka.raft.client import LEADER_CHANGE_KEY, KafkaRaftClient, NotLeaderError, ReplicaState
+from minikafka.raft.client import LEADER_CHANGE_KEY, KafkaRaftClient, NotLeaderError
+from minikafka.raft.leader_state import ReplicaState
 from minikafka.raft.listener import CommittedRecord, RaftListener
 from minikafka.raft.states import (
     CANDIDATE,

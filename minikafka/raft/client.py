@@ -25,7 +25,7 @@ epoch again), **observer**. Transitions:
 - any message showing a higher epoch -> follower of its leader, or unattached in it if it
   names none; a leader named in our own epoch -> follower (one leader per epoch).
 - a leader resigns (``resign()``, or check-quorum: no fetch from a majority within
-  1.5 x ``fetch.timeout.ms``) and tells the voters with EndQuorumEpoch, longest log first;
+  1.5 x ``fetch.timeout.ms``, see ``leader_state.py``) and tells the voters with EndQuorumEpoch, longest log first;
   the first successor campaigns at once, the others after an exponential backoff.
 
 Vote rule (Raft's; the rule ``grant_vote`` of ``minikafka.rules``, asked through ``self.rules``):
@@ -71,7 +71,6 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Hashable, Mapping, Sequence
 
@@ -84,6 +83,7 @@ from minikafka.messages import (
     Disconnected,
 )
 from minikafka.raft.config import DEFAULT_CONFIG, parse_quorum_voters
+from minikafka.raft.leader_state import LeaderState, ReplicaState
 from minikafka.raft.listener import CommittedRecord, ListenerContext, RaftListener
 from minikafka.raft.messages import (
     NO_LEADER,
@@ -136,22 +136,7 @@ class NotLeaderError(NotLeaderForPartitionError):
         self.epoch = epoch
 
 
-@dataclass
-class ReplicaState:
-    """What the leader knows of one replica, from its fetches in this epoch."""
-
-    replica_id: int
-    log_end_offset: int = -1  # unknown until it fetches
-    last_fetch_ms: int = -1
-    last_caught_up_ms: int = -1
-    last_fetch_leader_leo: int = -1  # the leader's log end at its previous fetch
-    sent_high_watermark: int = -1  # the HW our last answer told it
-
-    def as_tuple(self) -> tuple[int, int, int, int]:
-        return (self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms)
-
-
-class KafkaRaftClient(ListenerContext):
+class KafkaRaftClient(LeaderState, ListenerContext):
     METADATA_DIR = "__cluster_metadata-0"
 
     def __init__(
@@ -269,23 +254,6 @@ class KafkaRaftClient(ListenerContext):
     def delivered_offset(self) -> int:
         """The listener has every committed record below this offset."""
         return self._next_delivery
-
-    def replica_states(self) -> dict:
-        """What DescribeQuorum shows: on the leader, each voter's and observer's
-        (id, log end offset, last fetch ms, last caught-up ms); elsewhere, its own view."""
-        now = self.host.now
-        if self.state == LEADER:
-            me = (self.node_id, self.log_end_offset, now, now)
-            voters = [me if v == self.node_id else self._replicas[v].as_tuple() for v in self.voters]
-            observers = [self._observers[o].as_tuple() for o in sorted(self._observers)]
-        else:
-            mine = (self.node_id, self.log_end_offset, -1, -1)
-            voters = [mine] if self.is_voter else []
-            observers = [] if self.is_voter else [mine]
-        return {
-            "leader_id": self.leader_id, "epoch": self.epoch, "high_watermark": self.high_watermark,
-            "voters": voters, "observers": observers,
-        }
 
     def __repr__(self) -> str:
         return (
@@ -688,13 +656,6 @@ class KafkaRaftClient(ListenerContext):
             self._last_leader_contact = self.host.now
         self._reply(src, BeginQuorumEpochResponse, req, NO_ERROR)
 
-    def _preferred_successors(self) -> tuple[int, ...]:
-        # Longest log first: it is the likeliest to win, so it should try first. A restarted
-        # leader knows nobody's log: the voters in id order, then.
-        others = [v for v in self.voters if v != self.node_id]
-        ends = {v: self._replicas[v].log_end_offset for v in others if v in self._replicas}
-        return tuple(sorted(others, key=lambda v: (-ends.get(v, -1), v)))
-
     def _send_end_quorum_epoch(self, successors: tuple[int, ...]) -> None:
         for voter in self.voters:
             if voter == self.node_id:
@@ -931,28 +892,6 @@ class KafkaRaftClient(ListenerContext):
             return (epoch, end)
         return None
 
-    def _update_replica(self, replica_id: int, fetch_offset: int) -> ReplicaState:
-        """Note a valid fetch (it may move the high watermark)."""
-        now = self.host.now
-        is_voter = replica_id in self.voters
-        table = self._replicas if is_voter else self._observers
-        replica = table.get(replica_id)
-        if replica is None:
-            replica = table[replica_id] = ReplicaState(replica_id)
-        leader_end = self.log.log_end_offset
-        # Kafka's caught-up rule (as the partitions' ISR uses it).
-        if fetch_offset >= leader_end:
-            replica.last_caught_up_ms = now
-        elif fetch_offset >= replica.last_fetch_leader_leo >= 0:
-            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
-        replica.last_fetch_leader_leo = leader_end
-        replica.last_fetch_ms = now
-        replica.log_end_offset = fetch_offset
-        if is_voter and self._maybe_advance_high_watermark():
-            self._deliver()
-            self._complete_parked()  # followers learn the new HW without waiting out a long poll
-        return replica
-
     def _complete_parked(self) -> None:
         parked, self._parked = self._parked, {}
         for replica, (src, req) in sorted(parked.items()):
@@ -978,20 +917,6 @@ class KafkaRaftClient(ListenerContext):
             req.correlation_id, error, leader, self.epoch,
             self.high_watermark, self.log_start_offset, b"",
         ))
-
-    def _check_quorum(self) -> None:
-        """Resign if fewer than a majority of voters (us included) fetched within
-        1.5 x fetch.timeout.ms; else look again exactly when that could first become true."""
-        if self.state != LEADER or self.majority == 1:
-            return
-        window = self.fetch_timeout_ms * 3 // 2
-        # A new leader gives every voter a full window to show up.
-        heard = sorted((max(r.last_fetch_ms, self._leader_since) for r in self._replicas.values()), reverse=True)
-        quorum_since = heard[self.majority - 2]  # the majority - 1 others fetched at or after this
-        if self.host.now - quorum_since > window:
-            self._resign(f"fewer than {self.majority} of {len(self.voters)} voters fetched in {window} ms (check-quorum)")
-            return
-        self._set_timer(_CHECK_QUORUM, quorum_since + window - self.host.now + 1)
 
     # --- plumbing --------------------------------------------------------------------------------------------
 
