@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Seven rooms:
+Eight rooms:
 
 - ``messages``: Vote (with KIP-996's pre-vote), BeginQuorumEpoch, EndQuorumEpoch and the
   pull-based RaftFetch, as frozen dataclasses (``RAFT_MESSAGES`` lists them);
@@ -15,6 +15,7 @@ Seven rooms:
   delivery of committed records and leader changes to it;
 - ``leader_state``: what a leader knows of the replicas (``ReplicaState``), check-quorum
   and DescribeQuorum's view;
+- ``requests``: the request plumbing (correlation ids, retries, replies, parked fetches);
 - ``client``: ``KafkaRaftClient``, a sans-I/O state machine a host node embeds: the host
   routes messages (``handle``) and timers (``on_timer``) to it; it replicates the
   ``__cluster_metadata-0`` log and tells a ``RaftListener`` what committed, in order.

@@ -97,6 +97,7 @@ from minikafka.raft.messages import (
     VoteResponse,
 )
 from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
+from minikafka.raft.requests import RequestPlumbing
 from minikafka.raft.states import (
     _BACKOFF,
     _BEGIN_QUORUM,
@@ -136,7 +137,7 @@ class NotLeaderError(NotLeaderForPartitionError):
         self.epoch = epoch
 
 
-class KafkaRaftClient(LeaderState, ListenerContext):
+class KafkaRaftClient(LeaderState, ListenerContext, RequestPlumbing):
     METADATA_DIR = "__cluster_metadata-0"
 
     def __init__(
@@ -526,9 +527,6 @@ class KafkaRaftClient(LeaderState, ListenerContext):
 
     # --- timers --------------------------------------------------------------------------------------
 
-    def _set_timer(self, name: str, delay_ms: int) -> None:
-        self.host.set_timer(("raft", name), delay_ms)
-
     def _set_fetch_timer(self) -> None:
         # fetch.timeout.ms, plus a seeded jitter: followers that last heard the leader at the
         # same moment (one HW move answers all their parked fetches) would otherwise start
@@ -693,20 +691,7 @@ class KafkaRaftClient(LeaderState, ListenerContext):
     def _handle_quorum_epoch_response(self, src: Any, resp: Any) -> None:
         self._observe(resp.leader_id, resp.leader_epoch)
 
-    def _reply(self, src: Any, cls: type, req: Any, error: int) -> None:
-        leader = self.leader_id
-        self.host.send(src, cls(req.correlation_id, error, NO_LEADER if leader is None else leader, self.epoch))
-
     # --- fetching (followers and observers) --------------------------------------------------------------------
-
-    def _fetch_target(self) -> int | None:
-        if self.state == FOLLOWER and not self._leader_resigned:
-            return self.election.leader_id
-        if self.state == OBSERVER:
-            if self._observer_leader is not None and not self._observer_lost_leader:
-                return self._observer_leader
-            return self.voters[self._voter_cursor % len(self.voters)]
-        return None
 
     def _send_fetch(self) -> None:
         if self._fetch_in_flight is not None:
@@ -720,28 +705,6 @@ class KafkaRaftClient(LeaderState, ListenerContext):
             corr, self.node_id, self.epoch, self.log_end_offset, self.last_fetched_epoch, self.fetch_max_wait_ms,
         ))
         self._set_timer(_FETCH_REQUEST, self.request_timeout_ms)
-
-    def _cancel_fetch(self) -> None:
-        self._fetch_in_flight = None
-        self.host.cancel_timer(("raft", _FETCH_REQUEST))
-        self.host.cancel_timer(("raft", _FETCH))
-
-    def _fetch_failed(self, why: str) -> None:
-        logger.debug("raft %s: fetch failed: %s", self.node_id, why)
-        self._cancel_fetch()
-        if self.state == OBSERVER:
-            # Ask the voters, in turn, who leads now. The leader we knew stays what we report
-            # until one of them names another: a blip is not a leader change.
-            if self._observer_lost_leader or self._observer_leader is None:
-                self._voter_cursor += 1
-            self._observer_lost_leader = True
-        self._set_timer(_FETCH, self.retry_backoff_ms)
-
-    def _on_disconnected(self, node: Any) -> bool:
-        if self._fetch_in_flight is not None and self._fetch_in_flight[1] == node:
-            self._fetch_failed(f"{node} refused the connection")
-            return True
-        return node in self.voters
 
     def _handle_fetch_response(self, src: Any, resp: RaftFetchResponse) -> None:
         if self._fetch_in_flight is None or self._fetch_in_flight[0] != resp.correlation_id:
@@ -892,37 +855,7 @@ class KafkaRaftClient(LeaderState, ListenerContext):
             return (epoch, end)
         return None
 
-    def _complete_parked(self) -> None:
-        parked, self._parked = self._parked, {}
-        for replica, (src, req) in sorted(parked.items()):
-            self.host.cancel_timer(("raft", _PARKED, replica))
-            self._answer_fetch(src, req)
-
-    def _answer_fetch(self, src: Any, req: RaftFetchRequest) -> None:
-        replica = self._replicas.get(req.replica_id) or self._observers.get(req.replica_id)
-        if replica is not None:
-            replica.sent_high_watermark = self.high_watermark
-        records = b""
-        if req.fetch_offset < self.log.log_end_offset:
-            records = self.log.read_bytes(req.fetch_offset, self.fetch_max_bytes)
-        self.host.send(src, RaftFetchResponse(
-            req.correlation_id, NO_ERROR, self.node_id, self.epoch, self.high_watermark,
-            self.log.log_start_offset, records,
-        ))
-
-    def _reply_fetch_error(self, src: Any, req: RaftFetchRequest, error: int, *, leader: int | None = None) -> None:
-        if leader is None:
-            leader = NO_LEADER if self.leader_id is None else self.leader_id
-        self.host.send(src, RaftFetchResponse(
-            req.correlation_id, error, leader, self.epoch,
-            self.high_watermark, self.log_start_offset, b"",
-        ))
-
-    # --- plumbing --------------------------------------------------------------------------------------------
-
-    def _next_correlation(self) -> int:
-        self._correlation += 1
-        return self._correlation
+    # --- which handler takes which message (the plumbing is in requests.py) ----------------------------------
 
     # By name, so a subclass (or a test's mutant) can replace a handler.
     _HANDLERS = {
