@@ -2,7 +2,7 @@
 
 Theory of operation
 -------------------
-Eight rooms:
+Nine rooms:
 
 - ``messages``: Vote (with KIP-996's pre-vote), BeginQuorumEpoch, EndQuorumEpoch and the
   pull-based RaftFetch, as frozen dataclasses (``RAFT_MESSAGES`` lists them);
@@ -15,6 +15,8 @@ Eight rooms:
   delivery of committed records and leader changes to it;
 - ``leader_state``: what a leader knows of the replicas (``ReplicaState``), check-quorum
   and DescribeQuorum's view;
+- ``quorum_epoch``: BeginQuorumEpoch and EndQuorumEpoch, how a leader announces its epoch
+  and hands it on;
 - ``requests``: the request plumbing (correlation ids, retries, replies, parked fetches);
 - ``client``: ``KafkaRaftClient``, a sans-I/O state machine a host node embeds: the host
   routes messages (``handle``) and timers (``on_timer``) to it; it replicates the

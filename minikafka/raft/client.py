@@ -2,6 +2,20 @@
 
 Theory of operation
 -------------------
+The rules a student writes in notebook 08 (``minikafka.rules``, asked through ``self.rules``,
+Kafka's own by default) are called here, each from one place: ``grant_vote`` in
+``_handle_vote_request`` (does this voter grant its vote?) and ``metadata_truncation_offset``
+in ``_truncate_to_diverging`` (where a log that diverged from the leader's is cut). Who *can*
+be elected is what the voters' ``grant_vote`` answers add up to (``_maybe_won``).
+
+This file is Raft's core: the states and their transitions, the election rounds, the vote,
+the fetch on both sides, the truncation and the commit rule. The rest is beside it, each a
+part of this class in a module of its own: ``leader_state.py`` (what a leader knows of the
+replicas; check-quorum), ``quorum_epoch.py`` (BeginQuorumEpoch/EndQuorumEpoch),
+``listener.py`` (the delivery of commits and leader changes), ``requests.py`` (correlation
+ids, retries, replies, parked fetches), ``states.py`` (the names), ``config.py`` (the
+settings) and ``quorum_state.py`` (the persisted election state).
+
 A fixed set of *voters* keeps one replicated log, ``__cluster_metadata-0``, stored by the
 storage layer like any partition (v2 batches; each batch's ``partitionLeaderEpoch`` is the
 Raft epoch, so the leader-epoch cache is Raft's term index). Anyone else (a broker) is an
@@ -25,7 +39,7 @@ epoch again), **observer**. Transitions:
 - any message showing a higher epoch -> follower of its leader, or unattached in it if it
   names none; a leader named in our own epoch -> follower (one leader per epoch).
 - a leader resigns (``resign()``, or check-quorum: no fetch from a majority within
-  1.5 x ``fetch.timeout.ms``, see ``leader_state.py``) and tells the voters with EndQuorumEpoch, longest log first;
+  1.5 x ``fetch.timeout.ms``) and tells the voters with EndQuorumEpoch, longest log first;
   the first successor campaigns at once, the others after an exponential backoff.
 
 Vote rule (Raft's; the rule ``grant_vote`` of ``minikafka.rules``, asked through ``self.rules``):
@@ -97,6 +111,7 @@ from minikafka.raft.messages import (
     VoteResponse,
 )
 from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
+from minikafka.raft.quorum_epoch import QuorumEpochMessages
 from minikafka.raft.requests import RequestPlumbing
 from minikafka.raft.states import (
     _BACKOFF,
@@ -137,7 +152,7 @@ class NotLeaderError(NotLeaderForPartitionError):
         self.epoch = epoch
 
 
-class KafkaRaftClient(LeaderState, ListenerContext, RequestPlumbing):
+class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, RequestPlumbing):
     METADATA_DIR = "__cluster_metadata-0"
 
     def __init__(
@@ -629,67 +644,6 @@ class KafkaRaftClient(LeaderState, ListenerContext, RequestPlumbing):
             return  # an answer to an earlier round
         (self._granted if resp.vote_granted else self._rejected).add(voter)
         self._maybe_won(pre_vote=self.state == PROSPECTIVE)
-
-    # --- BeginQuorumEpoch / EndQuorumEpoch ------------------------------------------------------------------
-
-    def _send_begin_quorum_epoch(self, *, only_silent: bool = False) -> None:
-        for voter in self.voters:
-            if voter == self.node_id:
-                continue
-            if only_silent and self._replicas[voter].last_fetch_ms >= 0:
-                continue
-            self.host.send(voter, BeginQuorumEpochRequest(self._next_correlation(), self.epoch, self.node_id))
-        if only_silent:
-            self._set_timer(_BEGIN_QUORUM, self.request_timeout_ms)
-
-    def _handle_begin_quorum_epoch(self, src: Any, req: BeginQuorumEpochRequest) -> None:
-        if not self.is_voter:
-            self._observe(req.leader_id, req.leader_epoch)
-        elif req.leader_epoch < self.epoch:
-            self._reply(src, BeginQuorumEpochResponse, req, FENCED_LEADER_EPOCH)
-            return
-        elif req.leader_epoch > self.epoch or self.state in (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE):
-            self._observe(req.leader_id, req.leader_epoch, heard_from_leader=True)
-        elif self.state == FOLLOWER and self.election.leader_id == req.leader_id:
-            self._last_leader_contact = self.host.now
-        self._reply(src, BeginQuorumEpochResponse, req, NO_ERROR)
-
-    def _send_end_quorum_epoch(self, successors: tuple[int, ...]) -> None:
-        for voter in self.voters:
-            if voter == self.node_id:
-                continue
-            self.host.send(voter, EndQuorumEpochRequest(self._next_correlation(), self.epoch, self.node_id, successors))
-
-    def _handle_end_quorum_epoch(self, src: Any, req: EndQuorumEpochRequest) -> None:
-        if not self.is_voter:
-            if req.leader_epoch >= self.epoch and req.leader_id == self._observer_leader:
-                self._observer_leader = None  # find the next leader by asking the voters
-                self._cancel_fetch()
-                self._set_timer(_FETCH, self.retry_backoff_ms)
-                self._schedule_delivery()
-            self._reply(src, EndQuorumEpochResponse, req, NO_ERROR)
-            return
-        if req.leader_epoch < self.epoch:
-            self._reply(src, EndQuorumEpochResponse, req, FENCED_LEADER_EPOCH)
-            return
-        if req.leader_epoch > self.epoch:
-            # Its epoch had that leader: remember it, or we could vote in that epoch again.
-            self._become_follower(req.leader_id, req.leader_epoch)
-        if self.state == FOLLOWER and self.election.leader_id == req.leader_id:
-            self._leader_resigned = True
-            self._cancel_fetch()
-            succ = req.preferred_successors
-            if self.node_id in succ:
-                position = succ.index(self.node_id)
-                delay = 0 if position == 0 else min(self.retry_backoff_ms << position, self.backoff_max_ms)
-                self._set_timer(_ELECTION, delay)
-            else:
-                self._set_election_timer()
-            self._schedule_delivery()
-        self._reply(src, EndQuorumEpochResponse, req, NO_ERROR)
-
-    def _handle_quorum_epoch_response(self, src: Any, resp: Any) -> None:
-        self._observe(resp.leader_id, resp.leader_epoch)
 
     # --- fetching (followers and observers) --------------------------------------------------------------------
 
