@@ -110,28 +110,12 @@ from minikafka.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
-from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
 from minikafka.raft.quorum_epoch import QuorumEpochMessages
+from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
 from minikafka.raft.requests import RequestPlumbing
-from minikafka.raft.states import (
-    _BACKOFF,
-    _BEGIN_QUORUM,
-    _CHECK_QUORUM,
-    _DELIVER,
-    _ELECTION,
-    _FETCH,
-    _FETCH_REQUEST,
-    _PARKED,
-    CANDIDATE,
-    FOLLOWER,
-    LEADER,
-    OBSERVER,
-    PROSPECTIVE,
-    RESIGNED,
-    STATES,
-    UNATTACHED,
-    VOTED,
-)
+from minikafka.raft.states import _BACKOFF, _BEGIN_QUORUM, _CHECK_QUORUM, _DELIVER, _ELECTION, _FETCH, _FETCH_REQUEST
+from minikafka.raft.states import _PARKED, CANDIDATE, FOLLOWER, LEADER, OBSERVER, PROSPECTIVE, RESIGNED, UNATTACHED, VOTED
+from minikafka.raft.states import STATES  # (importable from here too, as before)
 from minikafka.records import MemoryRecords, RecordBatch
 from minikafka.rules import REFERENCE, Request, Rules, Voter
 from minikafka.storage.disk import OS_DISK
@@ -140,6 +124,7 @@ from minikafka.storage.log import Log
 logger = logging.getLogger("minikafka.raft")
 
 LEADER_CHANGE_KEY = b"LeaderChange"
+
 
 class NotLeaderError(NotLeaderForPartitionError):
     """``append`` on a client that is not the leader (the caller should find the leader).
