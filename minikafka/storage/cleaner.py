@@ -41,7 +41,7 @@ offset remains. One pass (``LogCleaner().clean(log)``) does:
    ``<base>.log.swap`` (the commit point), then its old indexes are deleted and the swap file
    replaces ``<base>.log``; the segment is reopened and its indexes rebuilt from the new
    file. A crash leaves either the old segment plus a ``.cleaned`` file (deleted on open) or
-   a ``.swap`` file (the swap is finished on open), never a lost record.
+   a ``.swap`` file (the swap is finished on open, by ``log_loader.py``), never a lost record.
 5. *Checkpoint* the end of the dirty range, so the next pass starts from there.
 
 Offsets never change. A batch whose records all survive keeps its bytes; a batch that

@@ -42,9 +42,9 @@ segment is the only one written to. Offsets need not be contiguous: the cleaner 
 records, so a compacted log has gaps. A read from an offset in a gap starts at the next
 batch (in a later segment if the gap runs to the end of one), and a truncation to an offset
 in a gap cuts at the next batch and puts the log end at that offset, as Kafka does. This
-module, ``cleaner.py`` and ``segment.py``/``index.py`` are the only code that touches log
-files. Time comes from the injected ``clock`` (milliseconds),
-so the simulated world can drive it.
+module, the three above, ``cleaner.py`` and ``segment.py``/``index.py`` are the only code
+that touches log files. Time comes from the injected ``clock`` (milliseconds), so the
+simulated world can drive it.
 """
 
 from __future__ import annotations
