@@ -612,7 +612,7 @@ def test_flushing_an_idle_log_writes_nothing(tmp_path, monkeypatch):
     log.append(RecordBatch.build([b"a", b"b"]))
     log.flush()
     writes = []
-    monkeypatch.setattr(log, "_write_checkpoint", lambda *a: writes.append(a))
+    monkeypatch.setattr(log.checkpoints, "write", lambda *a: writes.append(a))
     log.flush()
     assert writes == []
     log.append(RecordBatch.build([b"c"]))

@@ -2,6 +2,20 @@
 
 Theory of operation
 -------------------
+The rules a student writes in notebook 08 (``minikafka.rules``, asked through ``self.rules``,
+Kafka's own by default) are called here, each from one place: ``grant_vote`` in
+``_handle_vote_request`` (does this voter grant its vote?) and ``metadata_truncation_offset``
+in ``_truncate_to_diverging`` (where a log that diverged from the leader's is cut). Who *can*
+be elected is what the voters' ``grant_vote`` answers add up to (``_maybe_won``).
+
+This file is Raft's core: the states and their transitions, the election rounds, the vote,
+the fetch on both sides, the truncation and the commit rule. The rest is beside it, each a
+part of this class in a module of its own: ``leader_state.py`` (what a leader knows of the
+replicas; check-quorum), ``quorum_epoch.py`` (BeginQuorumEpoch/EndQuorumEpoch),
+``listener.py`` (the delivery of commits and leader changes), ``requests.py`` (correlation
+ids, retries, replies, parked fetches), ``states.py`` (the names), ``config.py`` (the
+settings) and ``quorum_state.py`` (the persisted election state).
+
 A fixed set of *voters* keeps one replicated log, ``__cluster_metadata-0``, stored by the
 storage layer like any partition (v2 batches; each batch's ``partitionLeaderEpoch`` is the
 Raft epoch, so the leader-epoch cache is Raft's term index). Anyone else (a broker) is an
@@ -52,13 +66,8 @@ Commit: the leader's high watermark is the largest offset a majority of voters (
 flushed log end included) have, and it moves only once that offset is past the start of the
 leader's epoch (its LeaderChange record): Raft's rule that a leader commits entries of
 earlier epochs only by committing one of its own. Followers take min(leader's HW, own log
-end), and never move it backwards. The listener gets every record strictly below the HW,
-in offset order, each once per client object; a restarted client replays its log from the
-start as soon as it learns the HW. A leader reports itself to the listener
-(``handle_leader_change(own id)``) only once the listener has every record below its
-epoch's start, so whatever state machine sits on top acts on a complete state; every other
-change of (leader, epoch) as this node sees it is reported at once, ``(None, epoch)`` while
-no leader is known (an election, a resigned leader).
+end), and never move it backwards. The listener then hears of every committed record
+once, in order, and of every change of leader (``listener.py`` says how and when).
 
 Invariants (the checker in ``minikafka.checker.raft`` tests them): at most one leader per
 epoch; a committed record is never truncated (asserted: a follower never truncates below
@@ -68,8 +77,7 @@ decreases and a voter never votes twice in an epoch.
 Sans-I/O: the client sends with ``host.send``, sets timers ``("raft", name)`` with
 ``host.set_timer``, reads time only from ``host.now``; its only I/O is its ``Log`` and its
 ``quorum-state`` file. The listener is never called from inside ``append``, ``resign`` or
-``start`` (a zero-delay timer delivers instead), so a caller can note what ``append``
-returned before it hears that the records committed.
+``start`` (a zero-delay timer delivers instead).
 """
 
 from __future__ import annotations
@@ -77,9 +85,8 @@ from __future__ import annotations
 import json
 import logging
 import random
-from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Hashable, Mapping, Protocol, Sequence
+from typing import Any, Hashable, Mapping, Sequence
 
 from minikafka.errors import BrokerResponseError, IllegalArgumentError, KafkaStorageError, NotLeaderForPartitionError
 from minikafka.messages import (
@@ -89,6 +96,9 @@ from minikafka.messages import (
     UNKNOWN_LEADER_EPOCH,
     Disconnected,
 )
+from minikafka.raft.config import DEFAULT_CONFIG, parse_quorum_voters
+from minikafka.raft.leader_state import LeaderState, ReplicaState
+from minikafka.raft.listener import CommittedRecord, ListenerContext, RaftListener
 from minikafka.raft.messages import (
     NO_LEADER,
     BeginQuorumEpochRequest,
@@ -100,7 +110,12 @@ from minikafka.raft.messages import (
     VoteRequest,
     VoteResponse,
 )
+from minikafka.raft.quorum_epoch import QuorumEpochMessages
 from minikafka.raft.quorum_state import ElectionState, QuorumStateStore
+from minikafka.raft.requests import RequestPlumbing
+from minikafka.raft.states import _BACKOFF, _BEGIN_QUORUM, _CHECK_QUORUM, _DELIVER, _ELECTION, _FETCH, _FETCH_REQUEST
+from minikafka.raft.states import _PARKED, CANDIDATE, FOLLOWER, LEADER, OBSERVER, PROSPECTIVE, RESIGNED, UNATTACHED, VOTED
+from minikafka.raft.states import STATES  # (importable from here too, as before)
 from minikafka.records import MemoryRecords, RecordBatch
 from minikafka.rules import REFERENCE, Request, Rules, Voter
 from minikafka.storage.disk import OS_DISK
@@ -108,61 +123,7 @@ from minikafka.storage.log import Log
 
 logger = logging.getLogger("minikafka.raft")
 
-# Kafka's names and defaults. The last two are ours: Kafka fixes them in code.
-DEFAULT_CONFIG: dict[str, int] = {
-    "controller.quorum.election.timeout.ms": 1000,
-    "controller.quorum.fetch.timeout.ms": 2000,
-    "controller.quorum.election.backoff.max.ms": 1000,
-    "controller.quorum.request.timeout.ms": 2000,
-    "controller.quorum.retry.backoff.ms": 20,
-    "controller.quorum.fetch.max.wait.ms": 500,
-    "controller.quorum.fetch.max.bytes": 1024 * 1024,
-}
-
 LEADER_CHANGE_KEY = b"LeaderChange"
-
-
-def parse_quorum_voters(value: str) -> dict[int, tuple[str, int]]:
-    """Kafka's ``controller.quorum.voters`` (``"1@localhost:9093,2@host:9094"``) as
-    ``{id: (host, port)}``."""
-    voters: dict[int, tuple[str, int]] = {}
-    for entry in (e.strip() for e in value.split(",")):
-        if not entry:
-            continue
-        try:
-            node, address = entry.split("@", 1)
-            host, port = address.rsplit(":", 1)
-            node_id, port_number = int(node), int(port)
-        except ValueError:
-            raise IllegalArgumentError(
-                f"controller.quorum.voters entry {entry!r} is not id@host:port (e.g. 1@localhost:9093)"
-            ) from None
-        if node_id in voters:
-            raise IllegalArgumentError(f"controller.quorum.voters names voter {node_id} twice")
-        voters[node_id] = (host.strip("[]"), port_number)
-    if not voters:
-        raise IllegalArgumentError("controller.quorum.voters is empty: a quorum needs at least one voter")
-    return voters
-
-UNATTACHED = "unattached"
-VOTED = "voted"
-PROSPECTIVE = "prospective"
-CANDIDATE = "candidate"
-LEADER = "leader"
-FOLLOWER = "follower"
-RESIGNED = "resigned"
-OBSERVER = "observer"
-STATES = (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE, LEADER, FOLLOWER, RESIGNED, OBSERVER)
-
-# Timer names, each set as ("raft", name) or ("raft", name, replica).
-_ELECTION = "election"  # election timeout; as follower, the fetch timeout
-_BACKOFF = "backoff"  # between a failed election round and the next
-_FETCH = "fetch"  # send the next fetch (after a retry backoff)
-_FETCH_REQUEST = "fetch-request"  # the in-flight fetch's request timeout
-_PARKED = "parked"  # a follower's parked fetch has waited max_wait_ms
-_CHECK_QUORUM = "check-quorum"
-_BEGIN_QUORUM = "begin-quorum"  # resend BeginQuorumEpoch to voters that never fetched
-_DELIVER = "deliver"  # hand commits and leader changes to the listener
 
 
 class NotLeaderError(NotLeaderForPartitionError):
@@ -176,39 +137,7 @@ class NotLeaderError(NotLeaderForPartitionError):
         self.epoch = epoch
 
 
-@dataclass(frozen=True)
-class CommittedRecord:
-    """One committed record of the metadata log, as the listener gets it."""
-
-    offset: int
-    epoch: int  # the Raft epoch of the leader that appended it
-    timestamp: int
-    key: bytes | None
-    value: bytes | None
-
-
-class RaftListener(Protocol):
-    def handle_commit(self, records: list[CommittedRecord]) -> None: ...  # in offset order, each once
-
-    def handle_leader_change(self, leader_id: int | None, epoch: int) -> None: ...
-
-
-@dataclass
-class ReplicaState:
-    """What the leader knows of one replica, from its fetches in this epoch."""
-
-    replica_id: int
-    log_end_offset: int = -1  # unknown until it fetches
-    last_fetch_ms: int = -1
-    last_caught_up_ms: int = -1
-    last_fetch_leader_leo: int = -1  # the leader's log end at its previous fetch
-    sent_high_watermark: int = -1  # the HW our last answer told it
-
-    def as_tuple(self) -> tuple[int, int, int, int]:
-        return (self.replica_id, self.log_end_offset, self.last_fetch_ms, self.last_caught_up_ms)
-
-
-class KafkaRaftClient:
+class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, RequestPlumbing):
     METADATA_DIR = "__cluster_metadata-0"
 
     def __init__(
@@ -326,35 +255,6 @@ class KafkaRaftClient:
     def delivered_offset(self) -> int:
         """The listener has every committed record below this offset."""
         return self._next_delivery
-
-    def replica_states(self) -> dict:
-        """What DescribeQuorum shows: on the leader, each voter's and observer's
-        (id, log end offset, last fetch ms, last caught-up ms); elsewhere, its own view."""
-        now = self.host.now
-        if self.state == LEADER:
-            me = (self.node_id, self.log_end_offset, now, now)
-            voters = [me if v == self.node_id else self._replicas[v].as_tuple() for v in self.voters]
-            observers = [self._observers[o].as_tuple() for o in sorted(self._observers)]
-        else:
-            mine = (self.node_id, self.log_end_offset, -1, -1)
-            voters = [mine] if self.is_voter else []
-            observers = [] if self.is_voter else [mine]
-        return {
-            "leader_id": self.leader_id, "epoch": self.epoch, "high_watermark": self.high_watermark,
-            "voters": voters, "observers": observers,
-        }
-
-    def read_committed(self, start_offset: int = 0) -> list[CommittedRecord]:
-        """Every committed record from ``start_offset`` up to the high watermark."""
-        out: list[CommittedRecord] = []
-        offset = max(start_offset, self.log_start_offset)
-        while offset < self.high_watermark:
-            got = self._read_committed_batches(offset, self.high_watermark)
-            if not got:
-                break
-            out.extend(r for r in got if r.offset >= start_offset)
-            offset = got[-1].offset + 1
-        return out
 
     def __repr__(self) -> str:
         return (
@@ -627,9 +527,6 @@ class KafkaRaftClient:
 
     # --- timers --------------------------------------------------------------------------------------
 
-    def _set_timer(self, name: str, delay_ms: int) -> None:
-        self.host.set_timer(("raft", name), delay_ms)
-
     def _set_fetch_timer(self) -> None:
         # fetch.timeout.ms, plus a seeded jitter: followers that last heard the leader at the
         # same moment (one HW move answers all their parked fetches) would otherwise start
@@ -733,88 +630,7 @@ class KafkaRaftClient:
         (self._granted if resp.vote_granted else self._rejected).add(voter)
         self._maybe_won(pre_vote=self.state == PROSPECTIVE)
 
-    # --- BeginQuorumEpoch / EndQuorumEpoch ------------------------------------------------------------------
-
-    def _send_begin_quorum_epoch(self, *, only_silent: bool = False) -> None:
-        for voter in self.voters:
-            if voter == self.node_id:
-                continue
-            if only_silent and self._replicas[voter].last_fetch_ms >= 0:
-                continue
-            self.host.send(voter, BeginQuorumEpochRequest(self._next_correlation(), self.epoch, self.node_id))
-        if only_silent:
-            self._set_timer(_BEGIN_QUORUM, self.request_timeout_ms)
-
-    def _handle_begin_quorum_epoch(self, src: Any, req: BeginQuorumEpochRequest) -> None:
-        if not self.is_voter:
-            self._observe(req.leader_id, req.leader_epoch)
-        elif req.leader_epoch < self.epoch:
-            self._reply(src, BeginQuorumEpochResponse, req, FENCED_LEADER_EPOCH)
-            return
-        elif req.leader_epoch > self.epoch or self.state in (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE):
-            self._observe(req.leader_id, req.leader_epoch, heard_from_leader=True)
-        elif self.state == FOLLOWER and self.election.leader_id == req.leader_id:
-            self._last_leader_contact = self.host.now
-        self._reply(src, BeginQuorumEpochResponse, req, NO_ERROR)
-
-    def _preferred_successors(self) -> tuple[int, ...]:
-        # Longest log first: it is the likeliest to win, so it should try first. A restarted
-        # leader knows nobody's log: the voters in id order, then.
-        others = [v for v in self.voters if v != self.node_id]
-        ends = {v: self._replicas[v].log_end_offset for v in others if v in self._replicas}
-        return tuple(sorted(others, key=lambda v: (-ends.get(v, -1), v)))
-
-    def _send_end_quorum_epoch(self, successors: tuple[int, ...]) -> None:
-        for voter in self.voters:
-            if voter == self.node_id:
-                continue
-            self.host.send(voter, EndQuorumEpochRequest(self._next_correlation(), self.epoch, self.node_id, successors))
-
-    def _handle_end_quorum_epoch(self, src: Any, req: EndQuorumEpochRequest) -> None:
-        if not self.is_voter:
-            if req.leader_epoch >= self.epoch and req.leader_id == self._observer_leader:
-                self._observer_leader = None  # find the next leader by asking the voters
-                self._cancel_fetch()
-                self._set_timer(_FETCH, self.retry_backoff_ms)
-                self._schedule_delivery()
-            self._reply(src, EndQuorumEpochResponse, req, NO_ERROR)
-            return
-        if req.leader_epoch < self.epoch:
-            self._reply(src, EndQuorumEpochResponse, req, FENCED_LEADER_EPOCH)
-            return
-        if req.leader_epoch > self.epoch:
-            # Its epoch had that leader: remember it, or we could vote in that epoch again.
-            self._become_follower(req.leader_id, req.leader_epoch)
-        if self.state == FOLLOWER and self.election.leader_id == req.leader_id:
-            self._leader_resigned = True
-            self._cancel_fetch()
-            succ = req.preferred_successors
-            if self.node_id in succ:
-                position = succ.index(self.node_id)
-                delay = 0 if position == 0 else min(self.retry_backoff_ms << position, self.backoff_max_ms)
-                self._set_timer(_ELECTION, delay)
-            else:
-                self._set_election_timer()
-            self._schedule_delivery()
-        self._reply(src, EndQuorumEpochResponse, req, NO_ERROR)
-
-    def _handle_quorum_epoch_response(self, src: Any, resp: Any) -> None:
-        self._observe(resp.leader_id, resp.leader_epoch)
-
-    def _reply(self, src: Any, cls: type, req: Any, error: int) -> None:
-        leader = self.leader_id
-        self.host.send(src, cls(req.correlation_id, error, NO_LEADER if leader is None else leader, self.epoch))
-
     # --- fetching (followers and observers) --------------------------------------------------------------------
-
-    def _fetch_target(self) -> int | None:
-        if self.state == FOLLOWER and not self._leader_resigned:
-            return self.election.leader_id
-        if self.state == OBSERVER:
-            if self._observer_leader is not None and not self._observer_lost_leader:
-                return self._observer_leader
-            return self.voters[self._voter_cursor % len(self.voters)]
-        return None
 
     def _send_fetch(self) -> None:
         if self._fetch_in_flight is not None:
@@ -828,28 +644,6 @@ class KafkaRaftClient:
             corr, self.node_id, self.epoch, self.log_end_offset, self.last_fetched_epoch, self.fetch_max_wait_ms,
         ))
         self._set_timer(_FETCH_REQUEST, self.request_timeout_ms)
-
-    def _cancel_fetch(self) -> None:
-        self._fetch_in_flight = None
-        self.host.cancel_timer(("raft", _FETCH_REQUEST))
-        self.host.cancel_timer(("raft", _FETCH))
-
-    def _fetch_failed(self, why: str) -> None:
-        logger.debug("raft %s: fetch failed: %s", self.node_id, why)
-        self._cancel_fetch()
-        if self.state == OBSERVER:
-            # Ask the voters, in turn, who leads now. The leader we knew stays what we report
-            # until one of them names another: a blip is not a leader change.
-            if self._observer_lost_leader or self._observer_leader is None:
-                self._voter_cursor += 1
-            self._observer_lost_leader = True
-        self._set_timer(_FETCH, self.retry_backoff_ms)
-
-    def _on_disconnected(self, node: Any) -> bool:
-        if self._fetch_in_flight is not None and self._fetch_in_flight[1] == node:
-            self._fetch_failed(f"{node} refused the connection")
-            return True
-        return node in self.voters
 
     def _handle_fetch_response(self, src: Any, resp: RaftFetchResponse) -> None:
         if self._fetch_in_flight is None or self._fetch_in_flight[0] != resp.correlation_id:
@@ -1000,116 +794,7 @@ class KafkaRaftClient:
             return (epoch, end)
         return None
 
-    def _update_replica(self, replica_id: int, fetch_offset: int) -> ReplicaState:
-        """Note a valid fetch (it may move the high watermark)."""
-        now = self.host.now
-        is_voter = replica_id in self.voters
-        table = self._replicas if is_voter else self._observers
-        replica = table.get(replica_id)
-        if replica is None:
-            replica = table[replica_id] = ReplicaState(replica_id)
-        leader_end = self.log.log_end_offset
-        # Kafka's caught-up rule (as the partitions' ISR uses it).
-        if fetch_offset >= leader_end:
-            replica.last_caught_up_ms = now
-        elif fetch_offset >= replica.last_fetch_leader_leo >= 0:
-            replica.last_caught_up_ms = max(replica.last_caught_up_ms, replica.last_fetch_ms)
-        replica.last_fetch_leader_leo = leader_end
-        replica.last_fetch_ms = now
-        replica.log_end_offset = fetch_offset
-        if is_voter and self._maybe_advance_high_watermark():
-            self._deliver()
-            self._complete_parked()  # followers learn the new HW without waiting out a long poll
-        return replica
-
-    def _complete_parked(self) -> None:
-        parked, self._parked = self._parked, {}
-        for replica, (src, req) in sorted(parked.items()):
-            self.host.cancel_timer(("raft", _PARKED, replica))
-            self._answer_fetch(src, req)
-
-    def _answer_fetch(self, src: Any, req: RaftFetchRequest) -> None:
-        replica = self._replicas.get(req.replica_id) or self._observers.get(req.replica_id)
-        if replica is not None:
-            replica.sent_high_watermark = self.high_watermark
-        records = b""
-        if req.fetch_offset < self.log.log_end_offset:
-            records = self.log.read_bytes(req.fetch_offset, self.fetch_max_bytes)
-        self.host.send(src, RaftFetchResponse(
-            req.correlation_id, NO_ERROR, self.node_id, self.epoch, self.high_watermark,
-            self.log.log_start_offset, records,
-        ))
-
-    def _reply_fetch_error(self, src: Any, req: RaftFetchRequest, error: int, *, leader: int | None = None) -> None:
-        if leader is None:
-            leader = NO_LEADER if self.leader_id is None else self.leader_id
-        self.host.send(src, RaftFetchResponse(
-            req.correlation_id, error, leader, self.epoch,
-            self.high_watermark, self.log_start_offset, b"",
-        ))
-
-    def _check_quorum(self) -> None:
-        """Resign if fewer than a majority of voters (us included) fetched within
-        1.5 x fetch.timeout.ms; else look again exactly when that could first become true."""
-        if self.state != LEADER or self.majority == 1:
-            return
-        window = self.fetch_timeout_ms * 3 // 2
-        # A new leader gives every voter a full window to show up.
-        heard = sorted((max(r.last_fetch_ms, self._leader_since) for r in self._replicas.values()), reverse=True)
-        quorum_since = heard[self.majority - 2]  # the majority - 1 others fetched at or after this
-        if self.host.now - quorum_since > window:
-            self._resign(f"fewer than {self.majority} of {len(self.voters)} voters fetched in {window} ms (check-quorum)")
-            return
-        self._set_timer(_CHECK_QUORUM, quorum_since + window - self.host.now + 1)
-
-    # --- the listener ----------------------------------------------------------------------------------------
-
-    def _schedule_delivery(self) -> None:
-        self._set_timer(_DELIVER, 0)
-
-    def _deliver(self) -> None:
-        """Give the listener every committed record it has not had, then any leader change."""
-        if self._in_api:
-            self._schedule_delivery()
-            return
-        while self._next_delivery < self.high_watermark:
-            records = self._read_committed_batches(self._next_delivery, self.high_watermark)
-            if not records:
-                raise AssertionError(
-                    f"raft {self.node_id}: no records at {self._next_delivery} below the high watermark "
-                    f"{self.high_watermark}"
-                )
-            records = [r for r in records if r.offset >= self._next_delivery]
-            self._next_delivery = records[-1].offset + 1 if records else self._next_delivery + 1
-            if self.listener is not None and records:
-                self.listener.handle_commit(records)
-        self._notify_leader_change()
-
-    def _notify_leader_change(self) -> None:
-        if self.listener is None:
-            return
-        leader = self.leader_id
-        if self.state == LEADER and self._next_delivery < self._epoch_start_offset:
-            leader = None  # not before the listener has all that came before this epoch
-        view = (leader, self.epoch)
-        if view != self._notified:
-            self._notified = view
-            self.listener.handle_leader_change(*view)
-
-    def _read_committed_batches(self, offset: int, limit: int) -> list[CommittedRecord]:
-        out: list[CommittedRecord] = []
-        for batch in self.log.read(offset, self.fetch_max_bytes, max_offset=limit).batches():
-            epoch = batch.partition_leader_epoch
-            for record in batch.records():
-                if offset <= record.offset < limit:
-                    out.append(CommittedRecord(record.offset, epoch, record.timestamp, record.key, record.value))
-        return out
-
-    # --- plumbing --------------------------------------------------------------------------------------------
-
-    def _next_correlation(self) -> int:
-        self._correlation += 1
-        return self._correlation
+    # --- which handler takes which message (the plumbing is in requests.py) ----------------------------------
 
     # By name, so a subclass (or a test's mutant) can replace a handler.
     _HANDLERS = {

@@ -12,9 +12,9 @@ from minikafka.storage.log import (
     LATEST_TIMESTAMP,
     Log,
     LogAppendInfo,
-    LogConfig,
-    RecoveryReport,
 )
+from minikafka.storage.log_config import LogConfig
+from minikafka.storage.log_loader import RecoveryReport
 from minikafka.storage.log_manager import LogManager
 from minikafka.storage.log_validator import AppendOrigin, LogValidator
 from minikafka.storage.segment import LogSegment

@@ -41,7 +41,7 @@ offset remains. One pass (``LogCleaner().clean(log)``) does:
    ``<base>.log.swap`` (the commit point), then its old indexes are deleted and the swap file
    replaces ``<base>.log``; the segment is reopened and its indexes rebuilt from the new
    file. A crash leaves either the old segment plus a ``.cleaned`` file (deleted on open) or
-   a ``.swap`` file (the swap is finished on open), never a lost record.
+   a ``.swap`` file (the swap is finished on open, by ``log_loader.py``), never a lost record.
 5. *Checkpoint* the end of the dirty range, so the next pass starts from there.
 
 Offsets never change. A batch whose records all survive keeps its bytes; a batch that
@@ -73,14 +73,10 @@ from pathlib import Path
 
 from minikafka.errors import IllegalArgumentError
 from minikafka.records import Record, RecordBatch
-from minikafka.storage.log import (
-    CLEANED_SUFFIX,
-    CLEANER_CHECKPOINT_FILE,
-    SWAP_SUFFIX,
-    Log,
-    complete_swap,
-    fsync_dir,
-)
+from minikafka.storage.checkpoint import CLEANER_CHECKPOINT_FILE
+from minikafka.platform import fsync_dir
+from minikafka.storage.log import Log
+from minikafka.storage.log_loader import CLEANED_SUFFIX, SWAP_SUFFIX, complete_swap
 from minikafka.storage.segment import LogSegment
 
 logger = logging.getLogger("minikafka.storage.cleaner")
@@ -157,7 +153,7 @@ def _scan_transactions(segments: list[LogSegment], high_watermark: int) -> _Tran
 
 
 def read_cleaner_checkpoint(log: Log) -> int:
-    return log._read_checkpoint(CLEANER_CHECKPOINT_FILE)
+    return log.checkpoints.read(CLEANER_CHECKPOINT_FILE)
 
 
 def is_compacted(log: Log) -> bool:
@@ -235,7 +231,7 @@ class LogCleaner:
             self._clean_segment(log, segment, offset_map, end, now, delete_retention_ms, stats, txns)
         stats.bytes_after = sum(s.size for s in log.segments[:-1])
         # Only now: a crash before this point just means the next pass redoes the work.
-        log._write_checkpoint(CLEANER_CHECKPOINT_FILE, end)
+        log.checkpoints.write(CLEANER_CHECKPOINT_FILE, end)
         logger.info(
             "%s: cleaned [%d, %d): %d -> %d bytes, %d records removed (%d tombstones)",
             log.name, first_dirty, end, stats.bytes_before, stats.bytes_after,

@@ -8,14 +8,19 @@ in place, and writes them to the *active* (last) segment. Bytes are never re-enc
 (What a client sends is also decoded record by record before it gets here, by the
 broker's ``LogValidator``; replicated and coordinator appends are not.)
 
-- Roll: a new segment starts, named by the next offset, when the active one would grow
-  past ``segment.bytes``, when its records span more than ``segment.ms``, or before
-  relative offsets would overflow the 4-byte index field.
-- Retention deletes whole, old segments: those whose newest record is older than
-  ``retention.ms``, then the oldest ones while the log is over ``retention.bytes``. The log
-  start offset moves up to the first remaining segment. Only a log whose ``cleanup.policy``
-  includes ``delete`` has retention; a ``compact`` one keeps every segment (the log cleaner,
-  ``cleaner.py``, is what keeps it small).
+The rules a student writes in notebook 01 (``minikafka.rules``, called here through
+``self.rules``, Kafka's own by default) decide; this module applies their answers:
+
+- Roll (``rules.roll_reason``, in ``_maybe_roll``): a new segment starts, named by the next
+  offset, when the active one would grow past ``segment.bytes``, when its records span more
+  than ``segment.ms``, or before relative offsets would overflow the 4-byte index field.
+- Retention (``rules.segments_to_delete``, in ``delete_old_segments``) deletes whole, old
+  segments: those whose newest record is older than ``retention.ms``, then the oldest ones
+  while the log is over ``retention.bytes``. The log start offset moves up to the first
+  remaining segment. Only a log whose ``cleanup.policy`` includes ``delete`` has retention;
+  a ``compact`` one keeps every segment (the log cleaner, ``cleaner.py``, keeps it small).
+- Read (``rules.index_lookup``, in each segment's offset index): whole batches from the one
+  holding the offset asked for.
 - Durability: appends reach the OS, ``flush()`` forces them to disk and moves the
   *recovery point* (the offset below which everything is known to be on disk), which is
   checkpointed in the log's directory.
@@ -25,23 +30,21 @@ broker's ``LogValidator``; replicated and coordinator appends are not.)
   space succeeds. A failed *fsync* is different: the kernel may have dropped what it could
   not write, so the log goes ``offline`` and refuses appends until the broker restarts
   (and recovery re-checks everything past the recovery point, which did not move).
-  Checkpoints and the leader-epoch file go through the same ``Disk``, replaced whole or not
-  at all. One the disk refuses is written at the next ``flush``, which moves the recovery
-  point only once they are all on disk; meanwhile its old file stays, or goes if it says
-  more than the truth (see ``_checkpoint``).
-- Recovery on open: segments below the recovery point are trusted (their indexes reused
-  or rebuilt from batch headers). From the recovery point on, every batch is re-read and
-  its CRC checked; the first torn or corrupt batch and everything after it are cut off and
-  reported in ``last_recovery``. Nothing below the recovery point is ever cut.
+
+The hardening lives beside this file, each part in a module of its own:
+``log_config.py`` (``LogConfig``, the settings, checked), ``checkpoint.py`` (the checkpoint
+files, and what a refusing disk does to them), ``log_loader.py`` (``LogLoader``: opening the
+log, recovery after a crash from the recovery point on, the cleaner's interrupted swap),
+``file_records.py`` (a read left in its file, for sendfile).
 
 Invariants: offsets increase strictly through the log; log start <= log end; the active
 segment is the only one written to. Offsets need not be contiguous: the cleaner removes
 records, so a compacted log has gaps. A read from an offset in a gap starts at the next
 batch (in a later segment if the gap runs to the end of one), and a truncation to an offset
 in a gap cuts at the next batch and puts the log end at that offset, as Kafka does. This
-module, ``cleaner.py`` and ``segment.py``/``index.py`` are the only code that touches log
-files. Time comes from the injected ``clock`` (milliseconds),
-so the simulated world can drive it.
+module, the three above, ``cleaner.py`` and ``segment.py``/``index.py`` are the only code
+that touches log files. Time comes from the injected ``clock`` (milliseconds), so the
+simulated world can drive it.
 """
 
 from __future__ import annotations
@@ -51,7 +54,6 @@ import logging
 import os
 import struct
 import time
-from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any, Callable, Mapping, NamedTuple
 
@@ -73,106 +75,30 @@ from minikafka.records import (
     as_memory_records,
     crc32c,
 )
-from minikafka.platform import fsync_dir
 from minikafka.rules import REFERENCE, Rules
-from minikafka.topic import TopicPartition
+from minikafka.storage.checkpoint import (
+    CLEANER_CHECKPOINT_FILE,
+    LOG_START_FILE,
+    RECOVERY_POINT_FILE,
+    LogCheckpoints,
+)
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.storage.file_records import FileRecords
 from minikafka.storage.leader_epoch import LeaderEpochFileCache
-from minikafka.storage.segment import (
-    INDEX_SUFFIX,
-    LOG_SUFFIX,
-    TIME_INDEX_SUFFIX,
-    LogSegment,
-    filename_prefix,
-)
+from minikafka.storage.log_config import DAY_MS, LogConfig
+from minikafka.storage.log_loader import LogLoader, RecoveryReport
+from minikafka.storage.segment import LogSegment
 
 _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch: outside the CRC
 
 logger = logging.getLogger("minikafka.storage")
 
-DAY_MS = 24 * 60 * 60 * 1000
 EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
 LATEST_TIMESTAMP = -1
-RECOVERY_POINT_FILE = "recovery-point-offset-checkpoint"
-LOG_START_FILE = "log-start-offset-checkpoint"
-# Where the cleaner's last pass ended (cleaner.py); truncation pulls it back (see truncate_to).
-CLEANER_CHECKPOINT_FILE = "cleaner-offset-checkpoint"
-# The log cleaner (cleaner.py) writes a cleaned segment to ``<base>.log.cleaned``, renames
-# it to ``<base>.log.swap`` (the commit point) and then replaces ``<base>.log`` with it.
-CLEANED_SUFFIX = ".cleaned"
-SWAP_SUFFIX = ".swap"
-CLEANUP_POLICIES = ("delete", "compact", "compact,delete")
 
 
 def wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def complete_swap(dir: Path, base: int) -> None:
-    """Put ``<base>.log.swap`` in place of ``<base>.log`` (the cleaner's last step, also
-    redone by recovery). The old indexes go first: they point into the old file, and
-    a missing index is rebuilt on open, whereas a stale one would mislead reads."""
-    prefix = filename_prefix(base)
-    for suffix in (INDEX_SUFFIX, TIME_INDEX_SUFFIX):
-        (dir / f"{prefix}{suffix}").unlink(missing_ok=True)
-    os.replace(dir / f"{prefix}{LOG_SUFFIX}{SWAP_SUFFIX}", dir / f"{prefix}{LOG_SUFFIX}")
-    fsync_dir(dir)
-
-
-
-@dataclass(frozen=True)
-class LogConfig:
-    """Per-topic log settings, with Kafka's defaults. ``LogConfig.of({"segment.bytes": ...})``
-    takes Kafka's dotted names."""
-
-    segment_bytes: int = 1024 * 1024 * 1024
-    segment_ms: int = 7 * DAY_MS
-    retention_ms: int = 7 * DAY_MS  # -1: keep forever
-    retention_bytes: int = -1  # -1: no size limit
-    index_interval_bytes: int = 4096
-    max_message_bytes: int = 1024 * 1024 + 12  # largest batch a producer may append
-    delete_retention_ms: int = DAY_MS  # how long the cleaner keeps a tombstone
-    min_compaction_lag_ms: int = 0  # records younger than this are not compacted yet
-    cleanup_policy: str = "delete"  # "compact": the log cleaner keeps the latest value per key
-
-    _MINIMUM = {
-        "segment_bytes": 14, "segment_ms": 1, "index_interval_bytes": 0, "max_message_bytes": 0,
-        "delete_retention_ms": 0, "min_compaction_lag_ms": 0,
-    }
-
-    def __post_init__(self) -> None:
-        policy = self.cleanup_policy
-        if isinstance(policy, str):  # Kafka accepts a list: "compact, delete" in any order
-            policy = ",".join(sorted(p.strip() for p in policy.split(",")))
-            object.__setattr__(self, "cleanup_policy", policy)
-        if policy not in CLEANUP_POLICIES:
-            raise IllegalArgumentError(
-                f"cleanup.policy must be one of {', '.join(CLEANUP_POLICIES)}, not {self.cleanup_policy!r}"
-            )
-        for f in fields(self):
-            if f.name == "cleanup_policy":
-                continue
-            value = getattr(self, f.name)
-            key = f.name.replace("_", ".")
-            if not isinstance(value, int) or isinstance(value, bool):
-                raise IllegalArgumentError(f"{key} must be an integer, not {value!r}")
-            low = self._MINIMUM.get(f.name, -1)
-            if value < low:
-                raise IllegalArgumentError(f"{key} must be >= {low}, not {value}")
-
-    @classmethod
-    def of(cls, config: Mapping[str, Any] | None = None, **overrides: Any) -> "LogConfig":
-        """Build from Kafka's names (``"retention.ms"``) or ours (``retention_ms``)."""
-        known = {f.name for f in fields(cls)}
-        values: dict[str, Any] = {}
-        for key, value in {**(config or {}), **overrides}.items():
-            name = key.replace(".", "_")
-            if name not in known:
-                names = ", ".join(sorted(k.replace("_", ".") for k in known))
-                raise IllegalArgumentError(f"unknown log config {key!r}; known: {names}")
-            values[name] = int(value) if isinstance(value, str) and value.lstrip("-").isdigit() else value
-        return cls(**values)
 
 
 class ActiveSegment(NamedTuple):
@@ -218,25 +144,6 @@ class LogAppendInfo(NamedTuple):
     size_in_bytes: int
 
 
-@dataclass
-class RecoveryReport:
-    """What opening the log found and did; empty lists mean a clean start."""
-
-    recovery_point: int = 0
-    segments_scanned: list[int] = field(default_factory=list)
-    bytes_scanned: int = 0
-    indexes_rebuilt: list[int] = field(default_factory=list)
-    truncated: list[tuple[int, int, str]] = field(default_factory=list)  # (segment, bytes cut, why)
-    segments_deleted: list[int] = field(default_factory=list)
-    problems: list[tuple[int, str]] = field(default_factory=list)  # damage below the recovery point
-    swaps_completed: list[int] = field(default_factory=list)  # cleaner swaps a crash interrupted
-    cleaned_discarded: list[int] = field(default_factory=list)  # half-written cleaner output
-
-    @property
-    def clean(self) -> bool:
-        return not (self.truncated or self.segments_deleted)
-
-
 class Log:
     """One partition's log in directory ``dir`` (e.g. ``/data/trucks_gps-3``)."""
 
@@ -260,148 +167,14 @@ class Log:
         self.dir.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
-        self.recovery_point = self._read_checkpoint(RECOVERY_POINT_FILE)
+        self.checkpoints = LogCheckpoints(self.dir, self.name, disk)  # see checkpoint.py
+        self.recovery_point = self.checkpoints.read(RECOVERY_POINT_FILE)
         self._checkpointed: int | None = None  # the recovery point this object last wrote
-        self._unwritten: dict[str, int] = {}  # checkpoints the disk refused, for the next flush
-        self.log_start_offset = self._read_checkpoint(LOG_START_FILE)
+        self.log_start_offset = self.checkpoints.read(LOG_START_FILE)
         self.leader_epoch_cache = LeaderEpochFileCache(self.dir, disk=disk)
-        self.last_recovery = self._load()
+        self.last_recovery = LogLoader(self).load()  # recovery on open: log_loader.py
 
-    # --- opening and recovery ------------------------------------------------------------------
-
-    def _read_checkpoint(self, filename: str) -> int:
-        # Kafka's OffsetCheckpointFile format: version, entry count, "topic partition offset".
-        path = self.dir / filename
-        try:
-            lines = path.read_text().split("\n")
-            if lines[0] == "0" and lines[1] == "1":
-                return int(lines[2].split()[-1])
-        except (OSError, IndexError, ValueError):
-            pass
-        return 0
-
-    def _write_checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
-        try:
-            tp = TopicPartition.from_dir_name(self.name)
-        except ValueError:  # a log outside a broker's layout, e.g. in a notebook
-            tp = TopicPartition(self.name, 0)
-        self.disk.replace_file(self.dir / filename, f"0\n1\n{tp.topic} {tp.partition} {offset}\n".encode(),
-                               durable=durable)
-
-    def _checkpoint(self, filename: str, offset: int, *, durable: bool = True) -> None:
-        """Write a checkpoint, or, if the disk refuses (full, failing), write it at the next
-        ``flush``. Meanwhile the file on disk must never say more than the truth: a recovery
-        point above it would trust bytes never flushed, a log start offset above it would
-        hide records. So a refused checkpoint that goes *down* (a truncation) removes the
-        old file, which needs no space: a missing checkpoint reads as 0, the safe side of
-        each (everything checked again, the log start taken from the segments). One that
-        goes up keeps the old file, as safe: more checked again, or records DeleteRecords
-        removed served until the next flush."""
-        try:
-            self._write_checkpoint(filename, offset, durable=durable)
-        except OSError as e:
-            if offset < self._read_checkpoint(filename):
-                (self.dir / filename).unlink(missing_ok=True)
-            if not self._unwritten:
-                logger.error("%s: writing %s failed (%s); it is written at the next flush",
-                             self.name, filename, e.strerror or e)
-            self._unwritten[filename] = offset
-        else:
-            self._unwritten.pop(filename, None)
-
-    def _load(self) -> RecoveryReport:
-        report = RecoveryReport(recovery_point=self.recovery_point)
-        recovered_epochs: list[tuple[int, int]] = []  # (epoch, first offset) of the batches recovery read
-        for stray in self.dir.glob("*.tmp"):
-            stray.unlink()
-        # A cleaner that crashed: a ``.cleaned`` file may be half written (the old segment
-        # is still whole), so it goes; a ``.swap`` file was complete when it got that name,
-        # so the swap is finished.
-        for stray in self.dir.glob(f"*{LOG_SUFFIX}{CLEANED_SUFFIX}"):
-            report.cleaned_discarded.append(int(stray.name.split(".")[0]))
-            stray.unlink()
-            logger.warning("%s: deleted unfinished cleaner output %s", self.name, stray.name)
-        for swap in sorted(self.dir.glob(f"*{LOG_SUFFIX}{SWAP_SUFFIX}")):
-            base = int(swap.name.split(".")[0])
-            complete_swap(self.dir, base)
-            report.swaps_completed.append(base)
-            logger.warning("%s: completed the cleaner's interrupted swap of segment %d", self.name, base)
-        bases = sorted(int(p.name[: -len(LOG_SUFFIX)]) for p in self.dir.glob(f"*{LOG_SUFFIX}") if p.name[:-4].isdigit())
-        for suffix in (".index", ".timeindex"):  # an index whose log is gone
-            for p in self.dir.glob(f"*{suffix}"):
-                if p.name[: -len(suffix)].isdigit() and int(p.name[: -len(suffix)]) not in bases:
-                    p.unlink()
-        for i, base in enumerate(bases):
-            segment = self._new_segment_object(base)
-            if report.truncated:  # an earlier segment was cut: everything after it goes
-                segment.delete()
-                report.segments_deleted.append(base)
-                continue
-            self._add_segment(segment)
-            next_base = bases[i + 1] if i + 1 < len(bases) else None
-            if next_base is not None and next_base <= self.recovery_point:
-                # Wholly below the recovery point: trusted, never cut. A problem here is
-                # damage after the fact (not a crash); say so and leave the bytes alone.
-                result = segment.load()
-                if result and result.problem:
-                    report.problems.append((base, result.problem))
-                    logger.error("%s: flushed segment %d is damaged: %s", self.name, base, result.problem)
-                elif result:
-                    report.indexes_rebuilt.append(base)
-                continue
-            start = 0
-            if base <= self.recovery_point and segment.indexes_look_sane():
-                # Holds the recovery point: walk the headers past the last index entry;
-                # if nothing lies beyond the recovery point (a clean shutdown), done.
-                if segment.load() is None and segment.next_offset <= self.recovery_point:
-                    continue
-                start = segment.offset_index.lookup(self.recovery_point)[1]
-            elif base <= self.recovery_point:
-                report.indexes_rebuilt.append(base)
-            # Batches below the recovery point were flushed: walk them, but only batches
-            # that may hold unflushed bytes are judged by their CRC (and can be cut).
-            result = segment.recover(start, verify_from_offset=self.recovery_point)
-            recovered_epochs += result.epochs
-            report.segments_scanned.append(base)
-            report.bytes_scanned += result.valid_bytes - start
-            if result.truncated_bytes:
-                report.truncated.append((base, result.truncated_bytes, result.problem or ""))
-                logger.warning(
-                    "%s: recovery cut %d bytes from segment %d: %s",
-                    self.name, result.truncated_bytes, base, result.problem,
-                )
-        fresh = not bases and not any((self.dir / f).exists() for f in (RECOVERY_POINT_FILE, LOG_START_FILE))
-        if not self.segments:
-            self._add_segment(self._new_segment_object(max(self.log_start_offset, self.recovery_point)))
-        self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-        if self.active_segment.size == 0 and self.active_segment.base_offset < self.log_start_offset:
-            self._replace_with_empty(self.log_start_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)  # recovery may have cut
-        if recovered_epochs:
-            # As Kafka's recovery: the batches it read say which epoch wrote them. From the
-            # first of them on, they are the truth, and the file may be behind them (a full
-            # disk refused a write since the last flush, which writes it before moving the
-            # recovery point past them): they replace its entries there, before the flush
-            # below moves the recovery point.
-            self.leader_epoch_cache.replace_from_batches(recovered_epochs)
-        self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-        if fresh:
-            # A new log: nothing was on disk, so nothing to force to disk; the checkpoints
-            # (both 0) are written but not synced, as their loss reads as 0 too. Five fsyncs
-            # per log made a 2,000-partition CreateTopics hold each broker's event loop for
-            # seconds (Kafka syncs nothing either when it creates a log).
-            self._checkpoint(RECOVERY_POINT_FILE, self.recovery_point, durable=False)
-            self._checkpoint(LOG_START_FILE, self.log_start_offset, durable=False)
-            self._checkpointed = self.recovery_point
-            return report
-        try:
-            self.flush()  # what recovery kept is now durable, and the checkpoint says so
-            self._checkpoint(LOG_START_FILE, self.log_start_offset)
-        except (KafkaStorageError, OSError) as e:
-            # Opened on a failing disk: the log still opens (to be read), and is offline
-            # if its fsync failed; the recovery point stays where it was.
-            logger.error("%s: could not make what recovery kept durable: %s", self.name, e)
-        return report
+    # --- segments (opening the log and recovery: log_loader.py) --------------------------------
 
     def _new_segment_object(self, base: int) -> LogSegment:
         # As Kafka, a segment's creation time is when this process made or opened it.
@@ -700,8 +473,8 @@ class Log:
             active.next_offset = offset
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.recovery_point = min(self.recovery_point, self.log_end_offset)
-        self._checkpoint(RECOVERY_POINT_FILE, self.recovery_point)
-        self._truncate_cleaner_checkpoint()
+        self.checkpoints.write_or_defer(RECOVERY_POINT_FILE, self.recovery_point)
+        self.checkpoints.pull_back(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
         return True
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
@@ -709,17 +482,9 @@ class Log:
         self._replace_with_empty(offset)
         self.leader_epoch_cache.clear()
         self.log_start_offset = self.recovery_point = offset
-        self._checkpoint(RECOVERY_POINT_FILE, offset)
-        self._checkpoint(LOG_START_FILE, offset)
-        self._truncate_cleaner_checkpoint()
-
-    def _truncate_cleaner_checkpoint(self) -> None:
-        # As Kafka's maybeTruncateCheckpoint: records appended after a truncation below the
-        # cleaner's checkpoint are new and must be seen as dirty by its next pass.
-        if (self.dir / CLEANER_CHECKPOINT_FILE).exists():
-            checkpoint = self._read_checkpoint(CLEANER_CHECKPOINT_FILE)
-            if checkpoint > self.log_end_offset:
-                self._checkpoint(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
+        self.checkpoints.write_or_defer(RECOVERY_POINT_FILE, offset)
+        self.checkpoints.write_or_defer(LOG_START_FILE, offset)
+        self.checkpoints.pull_back(CLEANER_CHECKPOINT_FILE, self.log_end_offset)
 
     def delete_old_segments(self, now_ms: int | None = None, *, high_watermark: int | None = None) -> list[tuple[int, str]]:
         """Apply ``retention.ms`` and then ``retention.bytes``; return (base offset, reason)
@@ -755,7 +520,7 @@ class Log:
             deleted.append(self._delete_segment(segment, why))
         if deleted:
             self.log_start_offset = max(self.log_start_offset, self.segments[0].base_offset)
-            self._checkpoint(LOG_START_FILE, self.log_start_offset)
+            self.checkpoints.write_or_defer(LOG_START_FILE, self.log_start_offset)
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
         return deleted
 
@@ -775,7 +540,7 @@ class Log:
                 break
             deleted.append(self._delete_segment(segment, f"log start offset moved to {offset} (DeleteRecords)"))
         self.log_start_offset = offset
-        self._checkpoint(LOG_START_FILE, offset)
+        self.checkpoints.write_or_defer(LOG_START_FILE, offset)
         self.leader_epoch_cache.truncate_from_start(offset)
         return deleted
 
@@ -795,7 +560,7 @@ class Log:
     def flush(self) -> None:
         """Force everything appended so far to disk and move the recovery point to the end."""
         if (self.recovery_point == self.log_end_offset and self.unflushed_bytes == 0
-                and self._checkpointed == self.recovery_point and not self._unwritten
+                and self._checkpointed == self.recovery_point and not self.checkpoints.unwritten
                 and not self.leader_epoch_cache.behind):
             return  # nothing new: an idle log costs no fsync (a broker flushes every log on a timer)
         try:
@@ -812,10 +577,8 @@ class Log:
             # Which epoch wrote what must be on disk before the recovery point passes it:
             # recovery reads the epochs of the batches after the recovery point only.
             self.leader_epoch_cache.flush()
-            for filename, offset in list(self._unwritten.items()):
-                self._write_checkpoint(filename, offset)
-                del self._unwritten[filename]
-            self._write_checkpoint(RECOVERY_POINT_FILE, self.log_end_offset)
+            self.checkpoints.write_unwritten()
+            self.checkpoints.write(RECOVERY_POINT_FILE, self.log_end_offset)
         except OSError as e:  # the old checkpoints stay, which is safe: recovery checks more
             raise KafkaStorageError(f"{self.name}: writing a checkpoint failed: {e.strerror or e}") from None
         self.recovery_point = self.log_end_offset
@@ -858,3 +621,13 @@ class Log:
             f"log_end_offset={self.log_end_offset}, segments={len(self.segments)}, "
             f"recovery_point={self.recovery_point})"
         )
+
+
+# DAY_MS, LogConfig, RecoveryReport and the checkpoint names are importable from here too
+# (notebook 01 takes DAY_MS from this module), though they live in log_config.py,
+# log_loader.py and checkpoint.py.
+__all__ = [
+    "CLEANER_CHECKPOINT_FILE", "DAY_MS", "EARLIEST_TIMESTAMP", "LATEST_TIMESTAMP", "LOG_START_FILE",
+    "RECOVERY_POINT_FILE", "ActiveSegment", "IncomingBatch", "Log", "LogAppendInfo", "LogConfig",
+    "RecoveryReport", "SegmentInfo", "wall_clock_ms",
+]

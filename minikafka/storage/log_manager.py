@@ -39,7 +39,8 @@ from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
 from minikafka.storage.disk import OS_DISK, Disk
 from minikafka.platform import open_files, raise_open_files_limit
-from minikafka.storage.log import Log, LogConfig, wall_clock_ms
+from minikafka.storage.log import Log, wall_clock_ms
+from minikafka.storage.log_config import LogConfig
 from minikafka.topic import TopicPartition
 
 logger = logging.getLogger("minikafka.storage.cleaner")
