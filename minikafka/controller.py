@@ -103,7 +103,7 @@ from minikafka.metadata import records as mr
 from minikafka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
-from minikafka.replicas import assign_replicas  # noqa: F401  (Kafka's placement: the rule's reference, by its old name)
+from minikafka.replicas import assign_replicas  # noqa: F401  (the placement rule, by its old import path)
 from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import validate_topic_name
 

@@ -138,7 +138,8 @@ def test_a_students_rules_are_what_the_controller_runs():
         cluster.create_topic("trucks_gps", partitions=3, replication_factor=3)
         [(n, rf, brokers, start, shift)] = calls["assign_replicas"]
         assert (n, rf, brokers) == (3, 3, [1, 2, 3])
-        assert [s.replicas for s in cluster.partitions_of("trucks_gps")] == assign_replicas(3, 3, [1, 2, 3], start, shift)
+        placed = [s.replicas for s in cluster.partitions_of("trucks_gps")]
+        assert placed == assign_replicas(3, 3, [1, 2, 3], start, shift)
         led = [s for s in cluster.partitions_of("trucks_gps") if s.leader == 1]
         cluster.kill(1)
         cluster.run_until(lambda: 1 not in cluster.controller.live_brokers, 10_000)

@@ -192,9 +192,10 @@ def placement_and_failover(rules: Mapping[str, Callable], seed: int) -> Finding 
                 before = _states(cluster)
                 live = set(cluster.controller.live_brokers) - {victim}
                 cluster.kill(victim)
+                owed = sum(s.leader == victim and s.replicas[0] == returned for s in before.values())
                 notes.append((cluster.now, f"kill broker {victim}" + (
-                    f" (it leads {sum(s.leader == victim and s.replicas[0] == returned for s in before.values())} partition(s) "
-                    f"whose preferred leader, broker {returned}, is back in sync)" if returned else "")))
+                    f" (it leads {owed} partition(s) whose preferred leader, broker {returned}, is back in sync)"
+                    if returned is not None else "")))
                 if not cluster.run_until(lambda: victim not in cluster.controller.live_brokers, WAIT_MS):
                     return found("stuck", f"the controller never fenced the dead broker {victim}")
                 notes.append((cluster.now, f"the controller fences broker {victim} and elects"))
