@@ -79,6 +79,14 @@ def elect_in_isr_order(replicas, isr, live_brokers, unclean):
     return next((r for r in isr if r in live_brokers), None)
 
 
+def elect_unclean_first_live(replicas, isr, live_brokers, unclean):
+    "Right with unclean off; with it on, the first live replica even when an in-sync one is alive."
+    for r in replicas:
+        if r in live_brokers and (unclean or r in isr):
+            return r
+    return None
+
+
 def elect_any_live_broker(replicas, isr, live_brokers, unclean):
     "The highest live broker, replica or not (the Metadata's broker list, not the partition's)."
     return max(live_brokers)
@@ -95,6 +103,7 @@ WRONG = [
     ("elect_leader", elect_random_in_sync, "leader-order"),
     ("elect_leader", elect_in_isr_order, "leader-order"),
     ("elect_leader", elect_any_live_broker, "rule-error"),
+    ("elect_leader", elect_unclean_first_live, "lost-write"),
 ]
 
 
@@ -275,3 +284,46 @@ def test_the_judge_sends_lecture_03s_rules_to_its_campaign_and_checks_its_argume
     with pytest.raises(IllegalArgumentError, match=r"must take the arguments elect_leader\(replicas, isr"):
         judge({"elect_leader": lambda response, broker, extra: None})
     assert isinstance(judge({"elect_leader": elect_last_in_sync}, schedules=1), tester_cluster.ClusterVerdict)
+
+
+def test_unclean_election_is_the_last_resort_even_when_allowed():
+    text = str(judge({"elect_leader": elect_unclean_first_live}))
+    assert "unclean.leader.election.enable=true" in text and "then: lost-write: " in text, text
+
+
+# --- grading: the tester is a hidden check ----------------------------------------------------------------
+
+# Exercise 2a's rule with one change a student makes: "unclean" read as "any live replica will do". Every
+# comparison of the exercise passes (its unclean cases have no live in-sync replica); the tester, which
+# also runs a topic that allows unclean election, sees it lose acknowledged records.
+UNCLEAN_FIRST_LIVE = (
+    "def elect_leader(replicas, isr, live_brokers, unclean):\n"
+    "    for r in replicas:\n"
+    "        if r in live_brokers and (unclean or r in isr):\n"
+    "            return r\n"
+    "    return None\n")
+
+
+@pytest.mark.notebooks
+def test_an_election_that_passes_the_comparisons_but_not_the_tester_scores_0(tmp_path):
+    import json
+    from pathlib import Path
+
+    from minikafka.course.grade import Settings
+    from minikafka.course.gradebook import feedback, grade_all
+
+    root = Path(__file__).resolve().parents[1]
+    solution = json.loads((root / "solutions" / "03-brokers-and-cluster.ipynb").read_text())
+    submission = json.loads((root / "exercises" / "03-brokers-and-cluster.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    for cell in submission["cells"]:
+        if "exercise" in cell.get("metadata", {}).get("tags", []):
+            cell["source"] = UNCLEAN_FIRST_LIVE if cell["id"] == "ex2-elect" else solved[cell["id"]]
+    (tmp_path / "03-brokers-and-cluster.ipynb").write_text(json.dumps(submission))
+    [result] = grade_all(tmp_path, root / "solutions", Settings(sanitize=root / "tests" / "nbval-sanitize.cfg"))
+    first, second, third = result.exercises
+    assert first.earned == first.points and third.earned == third.points, feedback(result)
+    assert second.earned == 0, feedback(result)
+    # The rule's cases, their hidden twin, the Metadata predictions and the kills pass; "run your
+    # cluster" (its verdict) and the hidden judge do not.
+    assert {c.cell_id for c in second.checks if not c.passed} == {"ex2-yours", "hidden-ex2-judge"}, feedback(result)

@@ -39,9 +39,14 @@ cut off from leader A until it leaves the ISR; acks=all writes go on with the IS
 cut off and killed. C has every acknowledged record, B does not.
 
 - ``unavailable``: no live leader 10 s after the kill, though C was alive and in sync;
-- the checker's anomalies (``lost``: an acknowledged record missing from the final read, and
-  the others of ``minikafka.checker``): an election that takes B, alive but out of the ISR,
+- the checker's anomalies (``lost-write``: an acknowledged record missing from the final read,
+  and the others of ``minikafka.checker``): an election that takes B, alive but out of the ISR,
   loses every record acknowledged while B was cut off.
+
+The same scenario runs a second time with ``unclean.leader.election.enable=true`` on the topic:
+Kafka still elects C (an unclean election is the last resort, when no in-sync replica is alive),
+so nothing may be lost there either; a rule that, once unclean is allowed, takes the first live
+replica whether or not an in-sync one is alive, loses the same records.
 
 And at any call: ``rule-error``, the rule raised, hung, or broke its contract (a partition with
 the same broker twice or the wrong replication factor, a broker that does not exist, a leader
@@ -99,7 +104,7 @@ class ClusterVerdict:
             return (f"0 anomalies in {self.schedules} schedules (seed {self.seed}); your rules: {yours}\n"
                     f"(placement of 13 topics on 4 brokers: leaders and followers spread; brokers killed and "
                     f"restarted: availability, leader order, preferred leaders back; a leader killed while a "
-                    f"live follower is out of sync: acks=all records checked)")
+                    f"live follower is out of sync, unclean election off and on: acks=all records checked)")
         f = self.failure
         calls = ", ".join(f"{n} {k} calls" for k, n in sorted(f.rule_calls.items()))
         return "\n".join([
@@ -243,9 +248,11 @@ def placement_and_failover(rules: Mapping[str, Callable], seed: int) -> Finding 
 placement_and_failover.title = "placement of 13 topics, then a broker killed, restarted, and its successor killed"
 
 
-def out_of_sync_follower_alive(rules: Mapping[str, Callable], seed: int) -> Finding | None:
-    """The second scenario (see the module docstring)."""
+def out_of_sync_follower_alive(rules: Mapping[str, Callable], seed: int, unclean: bool = False) -> Finding | None:
+    """The second scenario (see the module docstring); ``unclean``: the topic allows unclean
+    leader election."""
     topic = "checked"
+    title = out_of_sync_follower_alive_unclean.title if unclean else out_of_sync_follower_alive.title
     notes: list[tuple[int, str]] = []
     with run_cluster(3, seed=seed, config=CONFIG, record_history=False, rules=dict(rules)) as cluster, \
             _quiet_clients():
@@ -253,7 +260,7 @@ def out_of_sync_follower_alive(rules: Mapping[str, Callable], seed: int) -> Find
             notes.append((cluster.now, text))
 
         try:
-            cluster.create_topic(topic, 1, 3)
+            cluster.create_topic(topic, 1, 3, config={"unclean.leader.election.enable": True} if unclean else None)
             a, b, c = cluster.partition_state(topic, 0).replicas
             workload = Workload(cluster, topic, **{**CAMPAIGN_PRODUCER_CONFIG, "acks": "all",
                                                    "enable_idempotence": True})
@@ -280,8 +287,7 @@ def out_of_sync_follower_alive(rules: Mapping[str, Callable], seed: int) -> Find
                 return Finding("unavailable", (
                     f"{topic}-0 had no live leader (leader {state.leader}) {WAIT_MS // 1000} s after broker {a} died, "
                     f"though {c} was alive and in its ISR"), seed, faults=notes, calls=list(trace.differing),
-                    differing=trace.differing_count, rule_calls=dict(trace.calls),
-                    scenario=out_of_sync_follower_alive.title)
+                    differing=trace.differing_count, rule_calls=dict(trace.calls), scenario=title)
             note(f"{cluster.partition_state(topic, 0).leader} leads")
             write_until(lambda: False, 500)
             report = workload.finish()
@@ -292,12 +298,19 @@ def out_of_sync_follower_alive(rules: Mapping[str, Callable], seed: int) -> Find
             finding = _finding(seed, None, error, None)
             finding.faults = list(notes)
     if finding is not None:
-        finding.scenario = out_of_sync_follower_alive.title
+        finding.scenario = title
     return finding
 
 
+def out_of_sync_follower_alive_unclean(rules: Mapping[str, Callable], seed: int) -> Finding | None:
+    """The second scenario again, the topic allowing unclean leader election."""
+    return out_of_sync_follower_alive(rules, seed, unclean=True)
+
+
 out_of_sync_follower_alive.title = "an out-of-sync follower is alive when the leader dies (acks=all)"
-SCENARIOS = (placement_and_failover, out_of_sync_follower_alive)
+out_of_sync_follower_alive_unclean.title = ("an out-of-sync follower is alive when the leader dies (acks=all, "
+                                            "unclean.leader.election.enable=true)")
+SCENARIOS = (placement_and_failover, out_of_sync_follower_alive, out_of_sync_follower_alive_unclean)
 
 
 def judge(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, seed: int = 0) -> ClusterVerdict:
