@@ -25,12 +25,14 @@ record is committed: by then its image holds everything earlier leaders committe
   in memory (as in Kafka): a newly active controller gives every broker a fresh session.
 - Create topic: replicas placed as Kafka's ``assignReplicasToBrokers`` does (rack unaware):
   partition p's first replica on broker ``(p + start) % n``, the others shifted by a second
-  offset that grows every n partitions; start and shift from a seeded RNG. A
+  offset that grows every n partitions; start and shift from a seeded RNG. The placement is
+  the rule ``assign_replicas`` (``minikafka.replicas``), called through ``self.rules``. A
   ``TopicRecord`` with a new topic id and one ``PartitionRecord`` per partition.
 - Leader election (a broker fenced, or back): the next replica in assignment order that is
   unfenced and in the ISR leads; with none, the partition goes offline (leader -1) unless
-  ``unclean.leader.election.enable`` lets any live replica lead. A leader change bumps the
-  leader epoch; every change bumps the partition epoch (``PartitionChangeRecord``).
+  ``unclean.leader.election.enable`` lets any live replica lead (the rule ``elect_leader``,
+  called through ``self.rules``: a leader outside the ISR makes the election unclean). A leader
+  change bumps the leader epoch; every change bumps the partition epoch (``PartitionChangeRecord``).
 - CreatePartitions: only ever more partitions; the new ones placed as Kafka places added
   partitions (continuing the topic's round robin), one ``PartitionRecord`` each.
 - Incremental/AlterConfigs (topics; brokers: the topics' defaults, cluster-wide or per broker): the resulting overrides validated as a whole, then one
@@ -101,29 +103,13 @@ from minikafka.metadata import records as mr
 from minikafka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
+from minikafka.replicas import assign_replicas  # noqa: F401  (the placement rule, by its old import path)
 from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import validate_topic_name
 
 PRODUCER_ID_BLOCK = 1000
 SESSION_CHECK_MS = 500
 EXCESSIVE_PARTITIONS = "Excessively large number of partitions per request."  # Kafka's PolicyViolationException
-
-
-def assign_replicas(n_partitions: int, replication_factor: int, brokers: list[int],
-                    start_index: int, next_replica_shift: int) -> list[tuple[int, ...]]:
-    """Kafka's rack-unaware replica placement (``AdminUtils.assignReplicasToBrokers``)."""
-    n = len(brokers)
-    out = []
-    for p in range(n_partitions):
-        if p > 0 and p % n == 0:
-            next_replica_shift += 1
-        first = (p + start_index) % n
-        replicas = [brokers[first]]
-        for j in range(replication_factor - 1):
-            shift = 1 + (next_replica_shift + j) % (n - 1)
-            replicas.append(brokers[(first + shift) % n])
-        out.append(tuple(replicas))
-    return out
 
 
 @dataclass
@@ -386,13 +372,17 @@ class QuorumController(StateMachine):
         return mr.PartitionChangeRecord(state.partition, self.image.topic_ids[state.topic], **fields)
 
     def _elect(self, state: PartitionState, ok: Callable[[int], bool]) -> mr.PartitionChangeRecord:
-        in_sync = [r for r in state.replicas if r in state.isr and ok(r)]
-        if in_sync:
-            return self._change(state, leader=in_sync[0], isr=tuple(r for r in state.isr if ok(r)))
-        if self._unclean_allowed(state.topic) and any(ok(r) for r in state.replicas):
-            leader = next(r for r in state.replicas if ok(r))
-            return self._change(state, leader=leader, isr=(leader,), unclean=True)
-        return self._change(state, leader=-1)
+        """A new leader for ``state``'s partition, by the rule ``elect_leader`` (the replicas
+        ``ok`` calls alive are the live brokers): one from the ISR keeps the live members of
+        the ISR; one from outside it is an unclean election (the ISR becomes just the leader);
+        None takes the partition offline."""
+        live = tuple(b for b in sorted(set(self.image.brokers).union(state.replicas)) if ok(b))
+        leader = self.rules.elect_leader(state.replicas, state.isr, live, self._unclean_allowed(state.topic))
+        if leader is None:
+            return self._change(state, leader=-1)
+        if leader in state.isr:
+            return self._change(state, leader=leader, isr=tuple(r for r in state.isr if ok(r) or r == leader))
+        return self._change(state, leader=leader, isr=(leader,), unclean=True)
 
     # --- requests --------------------------------------------------------------------------------------------
 
@@ -411,7 +401,8 @@ class QuorumController(StateMachine):
                     live = list(self.image.live_brokers)
                     start = self.rng.randrange(len(live))
                     shift = self.rng.randrange(len(live))
-                    placement = assign_replicas(topic.num_partitions, topic.replication_factor, live, start, shift)
+                    placement = self.rules.assign_replicas(topic.num_partitions, topic.replication_factor, live,
+                                                           start, shift)
                     topic_id = self._new_topic_id()
                     records.append(mr.TopicRecord(topic.name, topic_id))
                     for key, value in topic.configs:
@@ -528,7 +519,7 @@ class QuorumController(StateMachine):
                                                 f"{len(live)} broker(s) are available for the new partitions"), []
         head = self.image.partitions[(name, 0)].replicas[0]
         fixed = live.index(head) if head in live else 0
-        placement = assign_replicas(count, rf, live, fixed, fixed)[current:]
+        placement = self.rules.assign_replicas(count, rf, live, fixed, fixed)[current:]
         return NO_ERROR, None, placement
 
     def _alter_configs(self, src: NodeId, req: AlterConfigsRequest) -> None:

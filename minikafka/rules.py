@@ -84,6 +84,18 @@ reassign            ``StickyAssignor.assign`` for one topic every member reads:
                     ``{member: [partitions]}`` for (partitions, what each owned, the members)
 ==================  ===========================================================================
 
+The rules of notebook 03 (brokers and the cluster), called by the active controller
+(``minikafka.controller``; the functions live in ``minikafka.replicas``):
+
+==================  ===========================================================================
+assign_replicas     ``QuorumController._create_topics`` / ``_new_partitions``: Kafka's rack-unaware
+                    placement (``AdminUtils.assignReplicasToBrokers``), one tuple of broker ids
+                    per partition, the preferred leader first
+elect_leader        ``QuorumController._elect``: the new leader of a partition whose leader died,
+                    was fenced, or that was offline (``PartitionChangeBuilder.electLeader``), or
+                    None (offline)
+==================  ===========================================================================
+
 The rules of notebook 07 (offsets and delivery) are the *application's*: one iteration of a
 consumer's loop, or its rebalance callback, with the exercise's signature (``minikafka.recipes``
 holds Kafka's recipes). They act on a consumer, a producer or a sink rather than return a value,
@@ -122,6 +134,7 @@ from minikafka.assignors import range_assign, reassign
 from minikafka.errors import IllegalArgumentError
 from minikafka.partitioner import murmur2, partition_for_key, to_positive  # lecture 02's rules live there
 from minikafka.recipes import count_reports, no_record_lost, no_record_twice, on_assigned, transactional_step
+from minikafka.replicas import assign_replicas, elect_leader  # lecture 03's rules live there
 
 # --- the reference implementations (Kafka's rules) -------------------------------------------------
 
@@ -441,6 +454,43 @@ DEFAULT_BUDGET_S = 2.0  # a rule's wall-time budget per call, unless Rules(budge
 APPLICATION_BUDGET_S = 5.0  # an application's step polls: the simulated world runs inside the call
 
 
+def _check_assign_replicas(args: dict, value: Any) -> str | None:
+    """The contract of a placement: one replica list per partition, ``rf`` distinct live brokers
+    each (where the leaders and followers go is the tester's to judge)."""
+    n, rf, brokers = args["n_partitions"], args["rf"], list(args["brokers"])
+    if not isinstance(value, (list, tuple)):
+        return f"it returned {type(value).__name__} {value!r}, not a list of replica tuples"
+    if len(value) != n:
+        return f"it placed {len(value)} partition(s), not the {n} asked for"
+    for p, replicas in enumerate(value):
+        if not isinstance(replicas, (list, tuple)) or not all(_int(r) for r in replicas):
+            return f"it gave partition {p} {replicas!r}, not a tuple of broker ids"
+        if len(replicas) != rf:
+            return f"it gave partition {p} {len(replicas)} replica(s) {tuple(replicas)}, not replication factor {rf}"
+        if len(set(replicas)) != len(replicas):
+            return (f"it put the same broker twice in partition {p} {tuple(replicas)}: two copies on one broker "
+                    f"are one copy, the replication factor is broken")
+        strangers = [r for r in replicas if r not in brokers]
+        if strangers:
+            return (f"it gave partition {p} {tuple(replicas)}: {strangers[0]} is not one of the brokers {brokers} "
+                    f"(ids, not positions in the list)")
+    return None
+
+
+def _check_elect_leader(args: dict, value: Any) -> str | None:
+    """The contract of an election: None or one of the partition's replicas (whether it is in
+    sync and alive is the tester's to judge: a dead leader leaves the partition unavailable, an
+    out-of-sync one loses acknowledged records)."""
+    if value is None:
+        return None
+    if not _int(value):
+        return f"it returned {type(value).__name__} {value!r}, not a broker id or None"
+    if value not in args["replicas"]:
+        return (f"it elected broker {value}, which is not a replica of the partition {tuple(args['replicas'])}: "
+                f"it has none of the partition's records")
+    return None
+
+
 @dataclass(frozen=True)
 class Rule:
     """One decision of Kafka's: its reference implementation and its contract."""
@@ -506,6 +556,15 @@ RULES: dict[str, Rule] = {r.name: r for r in (
     Rule("partition_for_key", "02", partition_for_key,
          "toPositive(murmur2(key)) % numPartitions, toPositive clearing the sign bit (not abs)",
          "DefaultPartitioner.partition", _check_partition_for_key),
+    Rule("assign_replicas", "03", assign_replicas,
+         "partition p's first replica on broker (p + start_index) % n; its j-th follower "
+         "1 + (shift + j) % (n - 1) places further round the broker list, the shift growing by one every "
+         "n partitions (AdminUtils.assignReplicasToBrokers, rack unaware)",
+         "QuorumController._create_topics, _new_partitions", _check_assign_replicas),
+    Rule("elect_leader", "03", elect_leader,
+         "the first replica in assignment order that is in the ISR and alive; with none, only if unclean "
+         "leader election is enabled, the first alive replica; else nobody (offline)",
+         "QuorumController._elect (PartitionChangeBuilder.electLeader)", _check_elect_leader),
     Rule("range_assign", "06", range_assign,
          "per topic, its subscribers sorted by member id get contiguous ranges, n // m partitions each and "
          "one more for the first n % m; every member is in the answer",

@@ -429,11 +429,17 @@ def test_a_wrapper_around_the_package_earns_nothing_in_03():
                "def _helper(*args):\n    return _place(*args)\n\n"
                "def assign_replicas(n_partitions, rf, brokers, start_index, next_replica_shift):\n"
                "    return _helper(n_partitions, rf, brokers, start_index, next_replica_shift)\n")
-    [correct], [cheat] = _grade("03-brokers-and-cluster", {}), _grade("03-brokers-and-cluster", {"ex1": wrapper})
+    # Exercise 2's rule, the controller's election, imported from where the package keeps it.
+    elect = ("from minikafka.replicas import elect_leader as _elect\n"
+             "def elect_leader(replicas, isr, live_brokers, unclean):\n"
+             "    return _elect(replicas, isr, live_brokers, unclean)\n")
+    [correct], [cheat] = (_grade("03-brokers-and-cluster", {}),
+                          _grade("03-brokers-and-cluster", {"ex1": wrapper, "ex2-elect": elect}))
     assert correct.points == correct.max_points, feedback(correct)
-    assert cheat.exercises[0].earned == 0, feedback(cheat)
-    assert cheat.points == correct.points - correct.exercises[0].points
+    assert cheat.exercises[0].earned == cheat.exercises[1].earned == 0, feedback(cheat)
+    assert cheat.points == correct.points - correct.exercises[0].points - correct.exercises[1].points
     assert "minikafka.controller:assign_replicas" in feedback(cheat)
+    assert "minikafka.replicas:elect_leader" in feedback(cheat)
 
 
 @ROOT_ONLY

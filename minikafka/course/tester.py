@@ -37,8 +37,9 @@ whose answer differed from Kafka's (which node, what arguments, what it returned
 rule returns), then what the checker found.
 
 Rules of other lectures go to their own judges (``JUDGES``, by each rule's lecture): the log's
-and the partitioner's (01, 02) to ``tester_log``, the assignors (06) to ``tester_groups``, the
-quorum's (08) to ``tester_raft``, the application loops of 07 to ``tester_delivery``.
+and the partitioner's (01, 02) to ``tester_log``, the controller's placement and election (03)
+to ``tester_cluster``, the assignors (06) to ``tester_groups``, the application loops of 07 to
+``tester_delivery``, the quorum's (08) to ``tester_raft``.
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
@@ -456,6 +457,7 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
 JUDGES: dict[str, str] = {
     "01": "minikafka.course.tester_log:judge_log",
     "02": "minikafka.course.tester_log:judge_partitioner",
+    "03": "minikafka.course.tester_cluster:judge",
     "06": "minikafka.course.tester_groups:judge",
     "07": "minikafka.course.tester_delivery:judge",
     "08": "minikafka.course.tester_raft:judge",
