@@ -453,11 +453,12 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
 
 # Other lectures' judges, by the lecture of the rules given: "module:function", imported when
 # first used, each called as function(rules, seed=seed) or function(rules, schedules, seed=seed)
-# and returning a verdict with ``ok``. Rules of lecture 04 run this module's campaign.
+# and returning a verdict with ``ok``. Lecture 04's campaign is this module's own.
 JUDGES: dict[str, str] = {
     "01": "minikafka.course.tester_log:judge_log",
     "02": "minikafka.course.tester_log:judge_partitioner",
     "03": "minikafka.course.tester_cluster:judge",
+    "04": "minikafka.course.tester:judge_replication",
     "06": "minikafka.course.tester_groups:judge",
     "07": "minikafka.course.tester_delivery:judge",
     "08": "minikafka.course.tester_raft:judge",
@@ -469,8 +470,8 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
     """Run the judge's fault campaign (see the module docstring) on a cluster whose brokers
     call ``rules`` ({rule name: function}); stop at the first failing schedule and shrink it.
     ``schedules``: None for each campaign's default (``DEFAULT_SCHEDULES`` here). Rules of
-    another lecture go to that lecture's judge (``JUDGES``) first; the verdict is the first
-    that fails, else the last."""
+    each lecture go to that lecture's judge (``JUDGES``), in lecture order; the verdict is the
+    first that fails, else the last."""
     import importlib
     import inspect
 
@@ -482,7 +483,7 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
     verdict = None
-    for lecture in sorted({RULES[name].lecture for name in rules} - {"04"}):
+    for lecture in sorted({RULES[name].lecture for name in rules}):
         module, function = JUDGES[lecture].split(":")
         campaign = getattr(importlib.import_module(module), function)
         mine = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
@@ -490,10 +491,13 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
         verdict = campaign(mine, *(() if schedules is None else (schedules,)), seed=seed, **options)
         if not verdict.ok:
             return verdict
-    if verdict is not None and not any(RULES[name].lecture == "04" for name in rules):
-        return verdict
-    rules = {name: fn for name, fn in rules.items() if RULES[name].lecture == "04"}
-    schedules = DEFAULT_SCHEDULES if schedules is None else schedules
+    return verdict
+
+
+def judge_replication(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, seed: int = 0, *,
+                      shrinking: bool = True) -> Verdict:
+    """Notebook 04's campaign (see the module docstring): ``schedules`` random fault schedules on
+    brokers calling ``rules``, then the ``SCENARIOS``; stop at the first failure and shrink it."""
     verdict = Verdict(tuple(sorted(rules)), schedules, seed)
     for s in schedule_seeds(seed, schedules):
         finding = run_judged(rules, s)
@@ -513,4 +517,4 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
     return verdict
 
 
-__all__ = ["judge", "Verdict", "Finding", "run_judged", "shrink", "RULES"]
+__all__ = ["judge", "judge_replication", "Verdict", "Finding", "run_judged", "shrink", "RULES"]
