@@ -102,6 +102,7 @@ def test_a_rule_that_raises_stops_its_broker_and_the_health_check_names_node_and
         assert f"your rule high_watermark broke on broker {leader} at t=" in text
         assert "it raised ZeroDivisionError: integer division or modulo by zero" in text
         assert "Kafka's rule returns:" in text
+        assert text.endswith("this node has stopped; the others run on.")
         # The node's own log says it too (what a student reads in broker-N.out).
         assert f"your rule high_watermark broke on broker {leader}" in c.out_file(leader).read_text()
         sent.join()
@@ -133,3 +134,42 @@ def test_rules_are_checked_before_any_process_starts():
             return hw
     with pytest.raises(IllegalArgumentError, match="could not ship your rules"):
         launch(brokers=1, rules={"high_watermark": unshippable})
+
+
+def test_a_lone_combined_mode_server_runs_a_rules_file_too(tmp_path):
+    """``minikafka server --rules-file`` without a quorum (Kafka 4's quickstart shape): the broker
+    and its controller in one process, each with its own label; the broker's rule stops it."""
+    import subprocess
+    import sys
+    import time
+
+    from minikafka.wire import node_rules
+    from minikafka.wire.process import free_port, wait_for_port
+
+    def my_high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+        raise ValueError("not yet")
+
+    shipped = node_rules.save(node_rules.pickled({"high_watermark": my_high_watermark},
+                                                 launched_at_ms=time.time_ns() // 1_000_000), tmp_path)
+    port, controller_port = free_port(), free_port()
+    out = open(tmp_path / "server.out", "wb")
+    server = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "server", "--port", str(port),
+                               "--controller-port", str(controller_port), "--log-dir", str(tmp_path / "data"),
+                               "--rules-file", str(shipped), "--exit-with-parent"],
+                              stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
+    out.close()
+    try:
+        wait_for_port("127.0.0.1", port, 60, server)
+        producer = KafkaProducer(bootstrap_servers=f"127.0.0.1:{port}", acks=1, retries=0,
+                                 request_timeout_ms=5000, max_block_ms=10_000, delivery_timeout_ms=6000)
+        tolerant(lambda: producer.send("t", b"x").get(timeout=10))
+        producer.close(timeout=0)
+        assert server.wait(timeout=60) == RULE_ERROR_EXIT
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    stopped = node_rules.read_stopped(node_rules.error_file(tmp_path, 1, controller=False), 1)
+    assert stopped is not None and stopped.rule == "high_watermark"
+    assert "your rule high_watermark broke on broker 1 at t=" in str(stopped)
+    assert "it raised ValueError: not yet" in str(stopped)

@@ -116,8 +116,9 @@ def error_file(directory: str | Path, node: Any, controller: bool) -> Path:
 def stop(error: RuleError, path: Path, exit: Callable[[int], Any] = os._exit) -> None:
     """A node's ``RuleTrace.on_error``: write the message (to ``path``, whole or not at all,
     and to the log), then end the process."""
-    text = (f"{node_name(error.call.node)} stopped: t counts wall-clock ms since the launch\n"
-            f"{error}\n")
+    # The simulated cluster stops as a whole; here only this process does.
+    message = str(error).replace("  the cluster is stopped.", "  this node has stopped; the others run on.")
+    text = f"{node_name(error.call.node)} stopped: t counts wall-clock ms since the launch\n{message}\n"
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(text)
     os.replace(tmp, path)
