@@ -188,15 +188,15 @@ def run_server(args) -> int:
         return _port_taken("server", e, "--port" if args.controller_quorum_voters else "--port, --controller-port")
 
 
-def _node_rules(args, node, controller: bool):
-    """The ``Rules`` of this node: a student's from ``--rules-file`` (``wire/node_rules.py``), or
-    None (Kafka's)."""
+def _node_rules(args, node_id: int, controller: bool):
+    """The ``Rules`` of this node: a student's from ``--rules-file`` (``wire/node_rules.py``),
+    labelled as the simulated cluster labels its nodes (2, "controller 3000"); or None (Kafka's)."""
     if args.rules_file is None:
         return None
     from .wire import node_rules
 
-    node_id = node if not controller else int(str(node).split()[-1])
-    return node_rules.node_rules(args.rules_file, node,
+    label = f"controller {node_id}" if controller else node_id
+    return node_rules.node_rules(args.rules_file, label,
                                  node_rules.error_file(args.rules_file.parent, node_id, controller))
 
 
@@ -215,7 +215,7 @@ def _run_server(args) -> int:
               flush=True)
         run_combined(args.broker_id, args.host, args.port, controller_port, args.log_dir, _overrides(args),
                      secret=secret, rules=_node_rules(args, args.broker_id, False),
-                     controller_rules=_node_rules(args, f"controller {CONTROLLER_ID}", True))
+                     controller_rules=_node_rules(args, CONTROLLER_ID, True))
     else:
         run_broker(args.broker_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
                    _overrides(args), inter_broker_port=args.inter_broker_port, secret=secret,
@@ -260,7 +260,7 @@ def _run_controller(args) -> int:
         die_with_parent()
     _log_to_stderr(args.log_level)
     serve(args.node_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
-          _overrides(args), secret=_cluster_secret(args), rules=_node_rules(args, f"controller {args.node_id}", True))
+          _overrides(args), secret=_cluster_secret(args), rules=_node_rules(args, args.node_id, True))
     return 0
 
 

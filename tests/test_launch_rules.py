@@ -173,3 +173,32 @@ def test_a_lone_combined_mode_server_runs_a_rules_file_too(tmp_path):
     assert stopped is not None and stopped.rule == "high_watermark"
     assert "your rule high_watermark broke on broker 1 at t=" in str(stopped)
     assert "it raised ValueError: not yet" in str(stopped)
+
+
+def test_node_rules_guard_a_nodes_calls_on_the_launch_clock_and_stop_it_with_the_message(tmp_path):
+    """Without processes: the Rules a node builds from a rules file, its clock, and what ``stop``
+    writes before it ends the process (``exit`` stands in for ``os._exit``)."""
+    from minikafka.rules import RuleError
+    from minikafka.wire import node_rules
+
+    def my_high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+        return leader_leo + 1  # above the log end: no broker could act on it
+
+    shipped = node_rules.save(node_rules.pickled({"high_watermark": my_high_watermark}, launched_at_ms=1_000),
+                              tmp_path)
+    assert node_rules.save(node_rules.pickled({}, launched_at_ms=1_000), tmp_path / "none") is None
+    exits = []
+    error_path = node_rules.error_file(tmp_path, 2, controller=False)
+    rules = node_rules.node_rules(shipped, 2, error_path, clock_ms=lambda: 3_500, exit=exits.append)
+    assert rules.grant_vote is grant_vote  # every rule not given is Kafka's, unwrapped
+    with pytest.raises(RuleError):
+        rules.high_watermark(0, 2, 8, {1: 8, 3: 8}, (1, 2, 3), None)
+    assert exits == [RULE_ERROR_EXIT]
+    stopped = node_rules.read_stopped(error_path, 2)
+    assert (stopped.node, stopped.rule) == (2, "high_watermark")
+    lines = str(stopped).splitlines()
+    assert lines[0] == "broker 2 stopped: t counts wall-clock ms since the launch"
+    assert lines[1] == ("your rule high_watermark broke on broker 2 at t=2500 ms: it put the high watermark "
+                        "at 9, above the leader's log end 8")
+    assert lines[-1] == "  this node has stopped; the others run on."
+    assert node_rules.read_stopped(node_rules.error_file(tmp_path, 3, controller=False), 3) is None

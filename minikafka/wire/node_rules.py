@@ -21,9 +21,9 @@ namespace of its own) *by value*: its code, its defaults, the globals it reads. 
    time becomes *wall-clock milliseconds since the launch*, so ``t=`` in the message is the
    time on the launcher's own clock, the same for every node and across restarts.
 3. **A rule that breaks** (raises, hangs, returns nonsense) raises ``RuleError`` in the node,
-   whose guard first calls ``trace.on_error``: here ``stop``, which writes the one RuleError
-   message to ``DIR/<node>.rule-error`` and to the process's log (``broker-2.out``), then ends
-   the process with ``RULE_ERROR_EXIT``. The node stops as a crashed one does (its log
+   whose guard first calls ``trace.on_error``: here ``stop``, which writes the rule's name and
+   the one RuleError message to ``DIR/<node>.rule-error`` (JSON) and the message to the
+   process's log (``broker-2.out``), then ends the process with ``RULE_ERROR_EXIT``. The node stops as a crashed one does (its log
    directory stays, ``restart`` recovers it), and says why. The launcher reads that file:
    ``LocalCluster.check()`` (the health check) raises ``NodeStopped`` naming the node and the
    rule, with the message; ``wait_until_ready`` and ``restart`` raise it as soon as a node
@@ -39,6 +39,7 @@ code: the file lives in the cluster's own directory, written by the student's ow
 
 from __future__ import annotations
 
+import json
 import os
 import sys
 import time
@@ -114,13 +115,13 @@ def error_file(directory: str | Path, node: Any, controller: bool) -> Path:
 
 
 def stop(error: RuleError, path: Path, exit: Callable[[int], Any] = os._exit) -> None:
-    """A node's ``RuleTrace.on_error``: write the message (to ``path``, whole or not at all,
-    and to the log), then end the process."""
+    """A node's ``RuleTrace.on_error``: write the rule and its message (to ``path`` as JSON,
+    whole or not at all, and to the log), then end the process."""
     # The simulated cluster stops as a whole; here only this process does.
     message = str(error).replace("  the cluster is stopped.", "  this node has stopped; the others run on.")
-    text = f"{node_name(error.call.node)} stopped: t counts wall-clock ms since the launch\n{message}\n"
+    text = f"{node_name(error.call.node)} stopped: t counts wall-clock ms since the launch\n{message}"
     tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(text)
+    tmp.write_text(json.dumps({"rule": error.call.rule, "message": text}))
     os.replace(tmp, path)
     print(text, file=sys.stderr, flush=True)
     sys.stdout.flush()
@@ -141,12 +142,7 @@ def node_rules(path: str | Path, node: Any, error_path: Path, *, clock_ms: Calla
 def read_stopped(path: Path, node: Any) -> NodeStopped | None:
     """The ``NodeStopped`` a node's error file describes, or None if it wrote none."""
     try:
-        text = path.read_text()
-    except OSError:
+        said = json.loads(path.read_text())
+    except (OSError, ValueError):
         return None
-    rule = "?"
-    for line in text.splitlines():
-        if line.startswith("your rule "):
-            rule = line.split()[2]
-            break
-    return NodeStopped(node, rule, text.rstrip("\n"))
+    return NodeStopped(node, said["rule"], said["message"])

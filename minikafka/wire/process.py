@@ -257,8 +257,8 @@ def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int
                     voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
                     secret: bytes, rules: Any = None):
     from minikafka.broker.broker import Broker
-    from minikafka.rules import REFERENCE
     from minikafka.broker.config import BrokerConfig
+    from minikafka.rules import REFERENCE
     from minikafka.wire.codec import SPLICED_RECORDS_BYTES
     from minikafka.wire.runtime import CLIENT_LISTENER, NodeRuntime, wall_clock_ms
 
