@@ -65,6 +65,9 @@ def test_the_untouched_exercises_give_kafkas_rules_everywhere():
     text = mine.summary()
     assert text.splitlines()[0].endswith(f"0 yours, {len(RULES)} Kafka's")
     assert "  04  high_watermark" in text and "reference (not written yet)" in text
+    # launch(rules=...) then ships nothing: every process runs Kafka's rules, unwrapped.
+    from minikafka.wire import node_rules
+    assert node_rules.pickled(mine, launched_at_ms=0) is None
 
 
 def test_a_filled_folder_gives_the_students_functions_and_says_which_fell_back(tmp_path):
