@@ -188,7 +188,20 @@ def run_server(args) -> int:
         return _port_taken("server", e, "--port" if args.controller_quorum_voters else "--port, --controller-port")
 
 
+def _node_rules(args, node_id: int, controller: bool):
+    """The ``Rules`` of this node: a student's from ``--rules-file`` (``wire/node_rules.py``),
+    labelled as the simulated cluster labels its nodes (2, "controller 3000"); or None (Kafka's)."""
+    if args.rules_file is None:
+        return None
+    from .wire import node_rules
+
+    label = f"controller {node_id}" if controller else node_id
+    return node_rules.node_rules(args.rules_file, label,
+                                 node_rules.error_file(args.rules_file.parent, node_id, controller))
+
+
 def _run_server(args) -> int:
+    from .messages import CONTROLLER_ID
     from .wire.process import die_with_parent, parse_voters, run_broker, run_combined
 
     if args.exit_with_parent:
@@ -201,10 +214,12 @@ def _run_server(args) -> int:
               f"quorum, combined mode) on {args.host}:{controller_port}; data in {args.log_dir}", file=sys.stderr,
               flush=True)
         run_combined(args.broker_id, args.host, args.port, controller_port, args.log_dir, _overrides(args),
-                     secret=secret)
+                     secret=secret, rules=_node_rules(args, args.broker_id, False),
+                     controller_rules=_node_rules(args, CONTROLLER_ID, True))
     else:
         run_broker(args.broker_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
-                   _overrides(args), inter_broker_port=args.inter_broker_port, secret=secret)
+                   _overrides(args), inter_broker_port=args.inter_broker_port, secret=secret,
+                   rules=_node_rules(args, args.broker_id, False))
     return 0
 
 
@@ -245,7 +260,7 @@ def _run_controller(args) -> int:
         die_with_parent()
     _log_to_stderr(args.log_level)
     serve(args.node_id, args.host, args.port, args.log_dir, parse_voters(args.controller_quorum_voters),
-          _overrides(args), secret=_cluster_secret(args))
+          _overrides(args), secret=_cluster_secret(args), rules=_node_rules(args, args.node_id, True))
     return 0
 
 
@@ -304,6 +319,9 @@ def _add_process_options(p: argparse.ArgumentParser) -> None:
                         "a combined-mode server makes its own)")
     # launch() passes it: the child dies with the Python process that started it.
     p.add_argument("--exit-with-parent", action="store_true", help=argparse.SUPPRESS)
+    p.add_argument("--rules-file", type=Path, default=None, metavar="FILE",
+                   help="run on a student's rules, as launch(rules=...) writes them to DIR/rules.pickle "
+                        "(pickled code: only a file your own launch wrote; default: Kafka's rules)")
 
 
 def build_parser() -> argparse.ArgumentParser:

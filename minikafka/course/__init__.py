@@ -24,6 +24,8 @@ student's functions).
 `judge(rules, schedules=N, seed=S)` (`tester.py`) is the tester: a fault campaign on a cluster
 whose brokers run a student's rules (`minikafka.rules`), with a verdict a notebook shows. A hidden
 check runs it with `seed=grading_seed()`: the grader picks that seed when it grades.
+`my_rules("exercises/")` (`student_rules.py`) gathers a student's rules from their exercise notebooks, for
+`Cluster(rules=...)`, `launch(rules=...)` and `judge`.
 `show_source(obj)` (`source.py`) is the code tour: a lecture shows the package's own code, read
 when the cell runs, with its file and line.
 Exercise notebooks carry, in each checked cell's metadata `minikafka.expected`, the outputs it
@@ -58,4 +60,8 @@ def __getattr__(name: str):
         from minikafka.course import source
 
         return getattr(source, name)
+    if name in ("my_rules", "MyRules"):
+        from minikafka.course import student_rules
+
+        return getattr(student_rules, name)
     raise AttributeError(f"module 'minikafka.course' has no attribute {name!r}")

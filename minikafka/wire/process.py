@@ -42,6 +42,12 @@ secret*, made at each launch (``minikafka.wire.auth``): written to ``dir/cluster
 line; a restarted node gets the same one. A node started by hand is given it with
 ``--cluster-secret-file``; the lone ``minikafka server`` in combined mode makes its own.
 
+A student's rules (``launch(rules={"high_watermark": my_fn})``, ``minikafka.rules``) are
+pickled by value into ``dir/rules.pickle`` and every node process builds its ``Rules`` from
+them as the simulated cluster does, guard included (``node_rules``); a rule that breaks stops
+its node, which writes the rule's message to ``dir/broker-N.rule-error`` and its log, and
+``check()`` (the health check) raises ``NodeStopped`` naming the node and the rule.
+
 Settings are Kafka's names, given to every process (``config=`` or ``--override``): the
 broker's and topics' defaults, and the socket server's (``NodeRuntime``):
 ``socket.request.max.bytes`` (a request frame larger than that closes its connection),
@@ -103,7 +109,7 @@ from typing import Any, Mapping
 
 from minikafka import platform
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError
-from minikafka.wire import auth
+from minikafka.wire import auth, node_rules
 
 log = logging.getLogger("minikafka.wire")
 
@@ -249,9 +255,10 @@ def _serve(*runtimes) -> None:
 
 def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int, log_dir: str | Path,
                     voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
-                    secret: bytes):
+                    secret: bytes, rules: Any = None):
     from minikafka.broker.broker import Broker
     from minikafka.broker.config import BrokerConfig
+    from minikafka.rules import REFERENCE
     from minikafka.wire.codec import SPLICED_RECORDS_BYTES
     from minikafka.wire.runtime import CLIENT_LISTENER, NodeRuntime, wall_clock_ms
 
@@ -259,7 +266,8 @@ def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int
     # files, for the runtime to sendfile.
     broker = Broker(broker_id, log_dir, BrokerConfig(node_config), incarnation=wall_clock_ms(),
                     advertised=(host, port), inter_broker_port=inter_broker_port,
-                    controllers=tuple(sorted(voters)), file_records_min_bytes=SPLICED_RECORDS_BYTES)
+                    controllers=tuple(sorted(voters)), file_records_min_bytes=SPLICED_RECORDS_BYTES,
+                    rules=REFERENCE if rules is None else rules)
     # Other brokers are reached on their inter-broker listeners, as registered.
     return NodeRuntime(broker, host, port, addresses=dict(voters),
                        context=lambda: broker_context(broker, host, port),
@@ -269,12 +277,14 @@ def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int
 
 def _controller_runtime(node_id: int, host: str, port: int, log_dir: str | Path,
                         voters: Mapping[int, tuple[str, int]], node_config: Mapping[str, Any], server: Mapping[str, int],
-                        secret: bytes):
+                        secret: bytes, rules: Any = None):
     from minikafka.broker.config import BrokerConfig
     from minikafka.controller import QuorumController
+    from minikafka.rules import REFERENCE
     from minikafka.wire.runtime import INTER_NODE_LISTENER, NodeRuntime
 
-    controller = QuorumController(log_dir, BrokerConfig(node_config), node_id=node_id, voters=tuple(sorted(voters)))
+    controller = QuorumController(log_dir, BrokerConfig(node_config), node_id=node_id, voters=tuple(sorted(voters)),
+                                  rules=REFERENCE if rules is None else rules)
 
     def resolve(node):  # brokers register their address; an unregistered one is answered on its connection
         reg = controller.image.brokers.get(node)
@@ -297,30 +307,33 @@ def _need_secret(secret: bytes | None, who: str) -> bytes:
 
 def run_broker(broker_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
                config: Mapping[str, Any] | None = None, *, inter_broker_port: int | None = None,
-               secret: bytes | None = None) -> None:
+               secret: bytes | None = None, rules: Any = None) -> None:
     """Serve one broker until killed (``minikafka server --controller-quorum-voters ...``):
     clients on ``port``, the other nodes on ``inter_broker_port`` (a free one if None; it is
-    registered with the controller, so followers find it)."""
+    registered with the controller, so followers find it). ``rules``: the ``Rules`` it runs on
+    (``node_rules``; Kafka's if None)."""
     node_config, server = split_config(config)
     server["reuse_port"] = ports_reserved_by_launcher()
     secret = _need_secret(secret, f"broker {broker_id}")
     inter = 0 if inter_broker_port is None else inter_broker_port  # 0: the runtime binds a free one
-    _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, server, secret))
+    _serve(_broker_runtime(broker_id, host, port, inter, log_dir, voters, node_config, server, secret, rules))
 
 
 def run_controller(node_id: int, host: str, port: int, log_dir: str | Path, voters: Mapping[int, tuple[str, int]],
-                   config: Mapping[str, Any] | None = None, *, secret: bytes | None = None) -> None:
-    """Serve one controller (a voter of the metadata quorum) until killed (``minikafka controller``)."""
+                   config: Mapping[str, Any] | None = None, *, secret: bytes | None = None, rules: Any = None) -> None:
+    """Serve one controller (a voter of the metadata quorum) until killed (``minikafka controller``);
+    ``rules`` as for ``run_broker``."""
     node_config, server = split_config(config)
     server["reuse_port"] = ports_reserved_by_launcher()
     if node_id not in voters:
         raise IllegalArgumentError(f"controller {node_id} is not one of the voters {sorted(voters)}")
     secret = _need_secret(secret, f"controller {node_id}")
-    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, server, secret))
+    _serve(_controller_runtime(node_id, host, port, log_dir, voters, node_config, server, secret, rules))
 
 
 def run_combined(broker_id: int, host: str, port: int, controller_port: int, log_dir: str | Path,
-                 config: Mapping[str, Any] | None = None, *, secret: bytes | None = None) -> None:
+                 config: Mapping[str, Any] | None = None, *, secret: bytes | None = None, rules: Any = None,
+                 controller_rules: Any = None) -> None:
     """Kafka's combined mode (``process.roles=broker,controller``): one process, a broker on
     ``port`` and the only voter of a one-node metadata quorum on ``controller_port``. The
     controller keeps the metadata log in ``log_dir/controller``; the broker its copy and its
@@ -334,8 +347,8 @@ def run_combined(broker_id: int, host: str, port: int, controller_port: int, log
     secret = auth.generate() if secret is None else secret
     voters = {CONTROLLER_ID: (host, controller_port)}
     controller = _controller_runtime(CONTROLLER_ID, host, controller_port, Path(log_dir) / "controller", voters,
-                                     node_config, server, secret)
-    broker = _broker_runtime(broker_id, host, port, 0, log_dir, voters, node_config, server, secret)
+                                     node_config, server, secret, controller_rules)
+    broker = _broker_runtime(broker_id, host, port, 0, log_dir, voters, node_config, server, secret, rules)
     _serve(controller, broker)
 
 
@@ -409,14 +422,17 @@ class LocalCluster:
 
     def __init__(self, brokers: int = 3, *, controllers: int = 3, base_port: int | None = None,
                  host: str = LOCALHOST, dir: str | Path | None = None, config: Mapping[str, Any] | None = None,
-                 startup_timeout_s: float = 60.0) -> None:
+                 startup_timeout_s: float = 60.0, rules: Mapping[str, Any] | None = None) -> None:
         from minikafka.messages import controller_ids
+        from minikafka.rules import validate as validate_rules
 
         platform.require_real_processes("launch() and `minikafka cluster up`")  # before anything starts
         if not isinstance(brokers, int) or brokers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 broker, not {brokers!r}")
         if not isinstance(controllers, int) or controllers < 1:
             raise IllegalArgumentError(f"a cluster needs at least 1 controller, not {controllers!r}")
+        self.rules = validate_rules(rules)  # {rule name: the student's function}; {}: Kafka's
+        shipped = node_rules.pickled(self.rules, launched_at_ms=time.time_ns() // 1_000_000)  # before anything is held
         self.host = host
         self.config = {k: str(v).lower() if isinstance(v, bool) else str(v) for k, v in (config or {}).items()}
         self.broker_ids = list(range(1, brokers + 1))
@@ -461,6 +477,8 @@ class LocalCluster:
         # (mode 0600) for a node started by hand to join.
         self._secret = auth.generate()
         self.secret_file = auth.save(self._secret, self.dir)
+        # The student's rules, pickled once for every node, restarts included (node_rules.py).
+        self.rules_file = node_rules.save(shipped, self.dir)
         self._procs: dict[Any, subprocess.Popen] = {}
         self._closed = False
         # The lifeline: children inherit only the read end; the write end (not inheritable,
@@ -475,7 +493,10 @@ class LocalCluster:
             self.wait_until_ready()
         except BaseException as e:  # one failed to start: stop the ones that did, say what the dead ones wrote
             said = self._last_words()
+            stopped = self._stopped_by_rules()
             self.close()
+            if stopped and not isinstance(e, node_rules.NodeStopped):
+                raise stopped[0] from None
             if isinstance(e, KafkaTimeoutError) and said:
                 raise KafkaTimeoutError("\n".join([str(e), said])) from None
             raise
@@ -497,11 +518,14 @@ class LocalCluster:
         base = [sys.executable, "-m", "minikafka.cli"]
         extra = [arg for k, v in sorted(self.config.items()) for arg in ("--override", f"{k}={v}")]
         voters = ["--controller-quorum-voters", format_voters(self.voters)]
+        rules = [] if self.rules_file is None else ["--rules-file", str(self.rules_file)]
         if who in self.controller_ids:
             return base + ["controller", "--node-id", str(who), "--host", self.host, "--port", str(self.ports[who]),
-                           "--log-dir", str(self.dir / f"controller-{who}"), *voters, *extra, "--exit-with-parent"]
+                           "--log-dir", str(self.dir / f"controller-{who}"), *voters, *extra, "--exit-with-parent",
+                           *rules]
         return base + ["server", "--broker-id", str(who), "--host", self.host, "--port", str(self.ports[who]),
-                       "--inter-broker-port", str(self.inter_broker_ports[who]), "--log-dir", str(self.dir / f"broker-{who}"), *voters, *extra, "--exit-with-parent"]
+                       "--inter-broker-port", str(self.inter_broker_ports[who]), "--log-dir", str(self.dir / f"broker-{who}"), *voters, *extra, "--exit-with-parent",
+                       *rules]
 
     def out_file(self, who: Any) -> Path:
         """Where a process's stdout and stderr go (its log: warnings, closed connections)."""
@@ -512,7 +536,30 @@ class LocalCluster:
         self._spawn(who)
         self._wait_listening(who)
 
+    def _error_file(self, who: int) -> Path:
+        return node_rules.error_file(self.dir, who, controller=who in self.controller_ids)
+
+    def stopped_by_rule(self, who: Any) -> "node_rules.NodeStopped | None":
+        """Why a node stopped, if a student's rule stopped it (``launch(rules=...)``): a
+        ``NodeStopped`` carrying the rule's message, as the node wrote it; else None."""
+        who = self._node(who)
+        if who not in self._procs or self.alive(who):
+            return None
+        return node_rules.read_stopped(self._error_file(who), who)
+
+    def _stopped_by_rules(self) -> list:
+        return [e for e in (self.stopped_by_rule(n) for n in self._procs) if e is not None]
+
+    def check(self) -> None:
+        """The health check: raise ``NodeStopped`` (the node, the rule, the rule's message) if a
+        student's rule stopped a node; nothing if none did (a node killed on purpose is no
+        failure)."""
+        stopped = self._stopped_by_rules()
+        if stopped:
+            raise stopped[0]
+
     def _spawn(self, who: int) -> None:
+        self._error_file(who).unlink(missing_ok=True)  # a restarted node starts with a clean slate
         out = open(self.out_file(who), "ab")
         env = {**os.environ, LIFELINE_ENV: str(self._lifeline_read), auth.SECRET_ENV: self._secret.hex(),
                PORTS_RESERVED_ENV: "1",
@@ -526,7 +573,8 @@ class LocalCluster:
     def _wait_listening(self, who: int) -> None:
         try:
             wait_for_port(self.host, self.ports[who], self.startup_timeout_s, self._procs[who])
-        except KafkaTimeoutError as e:  # say why: the last lines the process wrote
+        except KafkaTimeoutError as e:  # say why: the rule that stopped it, or the last lines it wrote
+            self.check()
             raise KafkaTimeoutError("\n".join([str(e), *self._tail(who)])) from None
 
     def _tail(self, who: int, lines: int = 5) -> list[str]:
@@ -565,6 +613,7 @@ class LocalCluster:
             if all(v == want for v in seen.values()):
                 return
             dead = [b for b in want if not self.alive(b)]
+            self.check()  # a student's rule stopped a node (a controller too): say which, and why
             if dead:  # it will never register: say so now, with what it wrote
                 raise KafkaTimeoutError(f"broker {dead[0]} exited with code {self._proc(dead[0]).returncode} "
                                         f"before it registered:\n" + "\n".join(self._tail(dead[0], 10)))
@@ -615,6 +664,7 @@ class LocalCluster:
         if node in self.broker_ids:
             deadline = time.monotonic() + self.startup_timeout_s
             while node not in (live_brokers(self.host, self.ports[node]) or []):
+                self.check()
                 if time.monotonic() > deadline or not self.alive(node):
                     log.warning("broker %s restarted but is not unfenced after %s s", node, self.startup_timeout_s)
                     return
@@ -669,5 +719,7 @@ class LocalCluster:
 def launch(brokers: int = 3, **kwargs: Any) -> LocalCluster:
     """Start a local multi-process cluster, a 3-voter controller quorum and ``brokers``
     brokers: ``with minikafka.launch(brokers=3) as cluster: ...``; returns once every broker
-    is registered."""
+    is registered. ``rules={"high_watermark": my_fn, ...}`` runs every broker and controller
+    process on a student's rules, under the simulated cluster's guard (``node_rules``): a rule
+    that breaks stops its node, and ``cluster.check()`` raises ``NodeStopped`` saying why."""
     return LocalCluster(brokers, **kwargs)
