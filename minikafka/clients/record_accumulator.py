@@ -11,7 +11,10 @@ asks two questions, exactly as Kafka's and kafka-python's Sender do:
     full (another batch queues behind it, or it holds ``batch_size`` bytes), when it has
     lingered ``linger_ms``, when a flush or close is under way, or when a ``send()`` is
     blocked waiting for buffer memory; never while it backs off after a failure
-    (``retry_backoff_ms``) or while its partition is muted.
+    (``retry_backoff_ms``) or while its partition is muted. Whether a fresh batch may go is a
+    rule (``minikafka.rules.batch_ready``, notebook 05's exercise), asked through
+    ``self.rules`` (the cluster's for its producers: Kafka's by default); a retried batch
+    (closed: its bytes are sealed, Kafka counts it as full) goes when its backoff is over.
 
 ``drain(metadata, nodes, max_size, now)``
     Take at most one batch per partition for each ready broker, up to ``max_size`` bytes
@@ -44,6 +47,7 @@ from typing import Any, Iterable
 from minikafka.clients.future import FutureProduceResult, FutureRecordMetadata, Waiter
 from minikafka.errors import IllegalStateError, KafkaConfigurationError, KafkaError
 from minikafka.records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Compression, Record, RecordBatch
+from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import TopicPartition
 
 
@@ -242,7 +246,9 @@ class RecordAccumulator:
         "max_in_flight_requests_per_connection": 5,
     }
 
-    def __init__(self, *, transaction_manager: Any = None, wait: Waiter | None = None, **configs: Any) -> None:
+    def __init__(self, *, transaction_manager: Any = None, wait: Waiter | None = None, rules: Rules = REFERENCE,
+                 **configs: Any) -> None:
+        self.rules = rules  # the "ready" rule (minikafka.rules.batch_ready): Kafka's by default
         self.config = dict(self.DEFAULT_CONFIG)
         for key in self.config:
             if key in configs:
@@ -323,9 +329,11 @@ class RecordAccumulator:
             backing_off = batch.attempts > 0 and batch.last_attempt + self.config["retry_backoff_ms"] > now
             time_to_wait = self.config["retry_backoff_ms"] if backing_off else self.config["linger_ms"]
             waited = now - batch.last_attempt
-            full = len(dq) > 1 or batch.is_full()
-            expired = waited >= time_to_wait
-            sendable = full or expired or exhausted or self._closed or self.flush_in_progress()
+            if batch.is_closed:  # a retry: its bytes are sealed (full), it goes when its backoff is over
+                sendable = True
+            else:
+                sendable = self.rules.batch_ready(batch.size_in_bytes, batch.batch_size, len(dq) - 1, waited,
+                                                  time_to_wait, exhausted or self._closed or self.flush_in_progress())
             if sendable and not backing_off:
                 ready_nodes.add(leader)
             else:
