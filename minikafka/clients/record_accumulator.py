@@ -337,7 +337,9 @@ class RecordAccumulator:
             if sendable and not backing_off:
                 ready_nodes.add(leader)
             else:
-                left = max(time_to_wait - waited, 0)
+                # Kafka's rule is never "not yet" once the wait is over; a student's may be: ask
+                # it again 1 ms on (0 would wake the Sender at the same instant forever).
+                left = time_to_wait - waited if waited < time_to_wait else 1
                 next_ready_check = left if next_ready_check is None else min(next_ready_check, left)
         return ready_nodes, next_ready_check, unknown_leaders_exist
 

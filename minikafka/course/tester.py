@@ -37,7 +37,7 @@ whose answer differed from Kafka's (which node, what arguments, what it returned
 rule returns), then what the checker found.
 
 Rules of other lectures go to their own judges (``JUDGES``, by each rule's lecture): the log's
-and the partitioner's (01, 02) to ``tester_log``, the assignors (06) to ``tester_groups``, the
+and the partitioner's (01, 02) to ``tester_log``, the producer's (05) to ``tester_producer``, the assignors (06) to ``tester_groups``, the
 quorum's (08) to ``tester_raft``.
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
@@ -456,6 +456,7 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
 JUDGES: dict[str, str] = {
     "01": "minikafka.course.tester_log:judge_log",
     "02": "minikafka.course.tester_log:judge_partitioner",
+    "05": "minikafka.course.tester_producer:judge",
     "06": "minikafka.course.tester_groups:judge",
     "08": "minikafka.course.tester_raft:judge",
 }
