@@ -315,7 +315,10 @@ class RecordAccumulator:
         ready_nodes: set = set()
         next_ready_check: int | None = None
         unknown_leaders_exist = False
-        exhausted = self._waiting_for_memory > 0
+        # flush(), close() or a send() blocked for buffer memory: everything may go now
+        flushing = self._waiting_for_memory > 0 or self._closed or self._flushes_in_progress > 0
+        batch_ready = self.rules.batch_ready
+        linger_ms = self.config["linger_ms"]
         for tp, dq in self._batches.items():
             if not dq:
                 continue
@@ -327,13 +330,13 @@ class RecordAccumulator:
                 continue
             batch = dq[0]
             backing_off = batch.attempts > 0 and batch.last_attempt + self.config["retry_backoff_ms"] > now
-            time_to_wait = self.config["retry_backoff_ms"] if backing_off else self.config["linger_ms"]
+            time_to_wait = self.config["retry_backoff_ms"] if backing_off else linger_ms
             waited = now - batch.last_attempt
-            if batch.is_closed:  # a retry: its bytes are sealed (full), it goes when its backoff is over
+            if batch.buffer is not None:  # a retry: its bytes are sealed (full), it goes when its backoff is over
                 sendable = True
             else:
-                sendable = self.rules.batch_ready(batch.size_in_bytes, batch.batch_size, len(dq) - 1, waited,
-                                                  time_to_wait, exhausted or self._closed or self.flush_in_progress())
+                sendable = batch_ready(batch.size_in_bytes, batch.batch_size, len(dq) - 1, waited, time_to_wait,
+                                       flushing)
             if sendable and not backing_off:
                 ready_nodes.add(leader)
             else:
