@@ -96,6 +96,21 @@ elect_leader        ``QuorumController._elect``: the new leader of a partition w
                     None (offline)
 ==================  ===========================================================================
 
+The rules of notebook 05 (producers and acks): the broker's idempotence check, asked by a
+partition's ``ProducerStateManager`` before each batch of a client is appended, and the
+producer's "ready" rule, asked by its ``RecordAccumulator`` (the cluster's, for the producers
+made on it) for the first batch of each partition each time the Sender looks for work:
+
+==================  ===========================================================================
+check_batch         ``ProducerStateManager.check``: "append", "duplicate", "out of order" or
+                    "fenced" for a batch (producer id, epoch, first sequence, record count),
+                    given ``state`` {producer id: (epoch, [(first_seq, last_seq), ...])}
+batch_ready         ``RecordAccumulator.ready``: may the first batch of a partition go now
+                    (full, another batch queued behind it, lingered ``linger_ms``, or the
+                    producer flushing or closing)? A retried batch waits for its backoff
+                    outside the rule (its bytes are sealed: Kafka counts it as full).
+==================  ===========================================================================
+
 The rules of notebook 07 (offsets and delivery) are the *application's*: one iteration of a
 consumer's loop, or its rebalance callback, with the exercise's signature (``minikafka.recipes``
 holds Kafka's recipes). They act on a consumer, a producer or a sink rather than return a value,
@@ -291,6 +306,44 @@ def _check_decode_key(args: dict, value: Any) -> str | None:
     return (f"it returned {type(value).__name__} {value!r}, not ('offset', group, topic, partition) "
             f"or ('group', group)")
 
+
+# lecture 05: producers and acks. Sequence numbers are 31-bit: after 2**31 - 1 comes 0.
+
+_SEQ_MOD = 2**31
+BATCH_DECISIONS = ("append", "duplicate", "out of order", "fenced")
+
+
+def check_batch(state, producer_id, epoch, first_seq, count):
+    """What a partition's leader does with a client's batch (Kafka's ``ProducerStateManager``):
+    ``state`` is {producer id: (epoch, [(first_seq, last_seq), ...] its last batches, oldest
+    first)}. No producer id (-1): "append". An unknown producer, or a newer epoch (a new
+    session): "append" from sequence 0, else "out of order". An older epoch: "fenced" (a
+    zombie). The same epoch: "duplicate" if the batch's first and last sequences are those of
+    a remembered batch, "append" if it starts right after the last one, else "out of order"."""
+    if producer_id == -1:
+        return "append"
+    entry = state.get(producer_id)
+    if entry is None:
+        return "append" if first_seq == 0 else "out of order"
+    known_epoch, batches = entry
+    if epoch < known_epoch:
+        return "fenced"
+    if epoch > known_epoch:
+        return "append" if first_seq == 0 else "out of order"
+    last_seq = (first_seq + count - 1) % _SEQ_MOD
+    for f, l in batches:
+        if f == first_seq and l == last_seq:
+            return "duplicate"
+    last = batches[-1][1] if batches else -1
+    return "append" if first_seq == (last + 1) % _SEQ_MOD else "out of order"
+
+
+def batch_ready(batch_bytes, batch_size, queued_behind, waited_ms, linger_ms, flushing):
+    """May the first batch of a partition be sent now (Kafka's ``RecordAccumulator.ready``)?
+    Yes when it is full (``batch_bytes`` >= ``batch_size``, or ``queued_behind`` > 0 batches
+    wait behind it), when it has waited ``linger_ms`` or more, or when the producer is
+    ``flushing`` (flush(), close(), or a send() blocked for buffer memory)."""
+    return queued_behind > 0 or batch_bytes >= batch_size or waited_ms >= linger_ms or flushing
 
 # --- the rules: names, signatures, statements, contracts -----------------------------------------------
 
@@ -491,6 +544,23 @@ def _check_elect_leader(args: dict, value: Any) -> str | None:
     return None
 
 
+def _check_check_batch(args: dict, value: Any) -> str | None:
+    if not isinstance(value, str) or value not in BATCH_DECISIONS:
+        return f"it returned {type(value).__name__} {value!r}, not one of {', '.join(map(repr, BATCH_DECISIONS))}"
+    if value == "duplicate":
+        entry = args["state"].get(args["producer_id"])
+        if entry is None or all(f != args["first_seq"] for f, _ in entry[1]):
+            return (f"it called the batch a duplicate, but producer {args['producer_id']} has no remembered batch "
+                    f"from sequence {args['first_seq']}: the broker has no offset to answer the retry with")
+    return None
+
+
+def _check_batch_ready(args: dict, value: Any) -> str | None:
+    if not isinstance(value, bool):
+        return f"it returned {type(value).__name__} {value!r}, not True or False"
+    return None
+
+
 @dataclass(frozen=True)
 class Rule:
     """One decision of Kafka's: its reference implementation and its contract."""
@@ -600,6 +670,15 @@ RULES: dict[str, Rule] = {r.name: r for r in (
          "poll; in one transaction, every output and the consumer's next offsets (send_offsets_to_transaction "
          "for the group), then commit_transaction; never consumer.commit()",
          "the read-process-write loop (minikafka.recipes)", _acts, effects=True, budget_s=APPLICATION_BUDGET_S),
+    Rule("check_batch", "05", check_batch,
+         "no producer id: append; an unknown producer or a newer epoch starts at sequence 0; an older epoch is "
+         "fenced; in the same epoch a batch with the first and last sequences of a remembered one is a duplicate, "
+         "one starting right after the last is appended, anything else is out of order (31-bit sequences)",
+         "ProducerStateManager.check, asked by Partition.append_as_leader", _check_check_batch),
+    Rule("batch_ready", "05", batch_ready,
+         "the first batch of a partition may go when another batch waits behind it, when it holds batch.size "
+         "bytes, when it has waited linger.ms, or when the producer is flushing or closing",
+         "RecordAccumulator.ready, asked by the producer's Sender", _check_batch_ready),
 )}
 
 

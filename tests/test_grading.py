@@ -545,3 +545,22 @@ def test_hidden_checks_run_with_the_seed_chosen_at_grading_time(tmp_path):
         assert result.seed == seed and result.as_dict()["seed"] == seed
         by_seed[seed] = points(result)
     assert by_seed == {7: (3, 3), 2024: (2, 3)}  # exercise 2 (1 point) fails its hidden check at 2024
+
+
+@pytest.mark.notebooks
+def test_a_ready_rule_that_passes_every_table_but_hangs_flush_scores_0_in_05():
+    # Kafka's rule wherever the tables look (flushing is asked there with linger_ms=10, and
+    # batch_departures never flushes); a producer flushing with a longer linger waits it out.
+    # Only the tester's flush() check sees it: the "run your cluster" cell's verdict and the
+    # hidden judge with the grader's seed.
+    fitted = ("def batch_ready(batch_bytes, batch_size, queued_behind, waited_ms, linger_ms, flushing):\n"
+              "    return (queued_behind > 0 or batch_bytes >= batch_size or waited_ms >= linger_ms\n"
+              "            or (flushing and linger_ms <= 10))\n")
+    [correct], [result] = _grade("05-producers-and-acks", {}), _grade("05-producers-and-acks", {"ex3": fitted})
+    assert correct.points == correct.max_points, feedback(correct)
+    third = result.exercises[2]
+    failed = {c.cell_id for c in third.checks if not c.passed}
+    assert failed == {"ex3-cluster", "hidden-ex3-judge"}, feedback(result)
+    assert {"ex3-check-ready", "ex3-check-examples", "ex3-check-simulated", "hidden-ex3"} <= {
+        c.cell_id for c in third.checks if c.passed}, feedback(result)
+    assert third.earned == 0 and result.points == correct.points - third.points, feedback(result)

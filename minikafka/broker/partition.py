@@ -40,7 +40,8 @@ say it diverged (KIP-101), never just at the HW.
 
 The decisions themselves are rules (``minikafka.rules``), called through ``self.rules``:
 ``high_watermark`` in ``maybe_increment_high_watermark`` and ``last_caught_up`` in
-``update_follower_fetch_state``. Kafka's are the default; a student's can take their place.
+``update_follower_fetch_state``, and ``check_batch`` (the idempotence check) in its
+``ProducerStateManager``. Kafka's are the default; a student's can take their place.
 
 No I/O beyond the partition's own ``Log``, and no clock: ``now`` is passed in.
 """
@@ -102,7 +103,7 @@ class Partition:
         self.high_watermark = log.log_start_offset
         self.leader_epoch_start_offset = -1
         self.followers: dict[int, ReplicaState] = {}
-        self.producer_state = ProducerStateManager()
+        self.producer_state = ProducerStateManager(rules)
         self.producer_state.rebuild(log)
 
     @property

@@ -13,6 +13,11 @@ the most a producer may have in flight). When a batch arrives:
 - anything else: ``OUT_OF_ORDER_SEQUENCE_NUMBER`` (a batch was lost before it, or the
   producer is confused); an older epoch is ``INVALID_PRODUCER_EPOCH`` (a zombie).
 
+That decision is a rule (``minikafka.rules.check_batch``, notebook 05's exercise), asked
+through ``self.rules`` (the partition's: Kafka's by default) with the producer's entry as
+the exercise's ``state`` ({producer id: (epoch, [(first_seq, last_seq), ...])}); ``check``
+turns its answer into the error code (and, for a duplicate, the original batch's offset).
+
 Transactions (KIP-98): a transactional batch opens, for its producer id, a transaction
 on this partition (``ongoing``: its first offset) until a control batch (the coordinator's
 commit or abort marker) closes it. An aborted one goes into the aborted-transaction index
@@ -41,6 +46,7 @@ from minikafka.messages import (
 )
 from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.records import HEADER, LOG_OVERHEAD, NO_PRODUCER_ID, TRANSACTIONAL_BIT, RecordBatch
+from minikafka.rules import REFERENCE, Rules
 
 BATCHES_KEPT = 5
 _SEQ_MOD = 2**31
@@ -56,8 +62,12 @@ class ProducerStateEntry:
         return self.batches[-1][1] if self.batches else -1
 
 
+_ERRORS = {"append": NO_ERROR, "out of order": OUT_OF_ORDER_SEQUENCE_NUMBER, "fenced": INVALID_PRODUCER_EPOCH}
+
+
 class ProducerStateManager:
-    def __init__(self) -> None:
+    def __init__(self, rules: Rules = REFERENCE) -> None:
+        self.rules = rules  # the idempotence check (minikafka.rules.check_batch): Kafka's by default
         self.producers: dict[int, ProducerStateEntry] = {}
         self.ongoing: dict[int, int] = {}  # producer id -> first offset of its open transaction
         self.aborted: list[tuple[int, int, int]] = []  # (producer id, first offset, marker offset)
@@ -122,23 +132,20 @@ class ProducerStateManager:
 
     def check(self, producer_id: int, epoch: int, first_seq: int, count: int) -> tuple[int, int]:
         """(error code, offset of the original batch if a duplicate else -1) for a batch the
-        leader is about to append."""
-        if producer_id == NO_PRODUCER_ID:
-            return NO_ERROR, -1
+        leader is about to append: the rule ``check_batch`` decides."""
         entry = self.producers.get(producer_id)
-        if entry is None:
-            return (NO_ERROR, -1) if first_seq == 0 else (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
-        if epoch < entry.epoch:
-            return INVALID_PRODUCER_EPOCH, -1
-        if epoch > entry.epoch:
-            return (NO_ERROR, -1) if first_seq == 0 else (OUT_OF_ORDER_SEQUENCE_NUMBER, -1)
+        state = {} if entry is None else {producer_id: (entry.epoch, [(f, l) for f, l, _, _ in entry.batches])}
+        decision = self.rules.check_batch(state, producer_id, epoch, first_seq, count)
+        if decision != "duplicate":
+            return _ERRORS[decision], -1
         last_seq = (first_seq + count - 1) % _SEQ_MOD
-        for f, l, first_offset, _ in entry.batches:
+        for f, l, first_offset, _ in entry.batches:  # the remembered batch it repeats ...
             if f == first_seq and l == last_seq:
                 return DUPLICATE_SEQUENCE_NUMBER, first_offset
-        if first_seq != (entry.last_seq + 1) % _SEQ_MOD:
-            return OUT_OF_ORDER_SEQUENCE_NUMBER, -1
-        return NO_ERROR, -1
+        for f, _, first_offset, _ in entry.batches:  # ... or, for a rule that compares only first sequences, that one
+            if f == first_seq:
+                return DUPLICATE_SEQUENCE_NUMBER, first_offset
+        raise AssertionError("check_batch's contract: a duplicate repeats a remembered batch")
 
     def update(self, producer_id: int, epoch: int, first_seq: int, first_offset: int, last_offset: int) -> None:
         """Remember an appended batch (leader or follower, or a scan of the log)."""

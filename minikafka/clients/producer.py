@@ -210,7 +210,8 @@ class KafkaProducer:
         """The factory the world calls (again on a restart: a new Sender has empty buffers)."""
         c = self.config
         tm = TransactionManager() if c["enable_idempotence"] else None
-        accumulator = RecordAccumulator(transaction_manager=tm, wait=self._wait, **c)
+        accumulator = RecordAccumulator(transaction_manager=tm, wait=self._wait,
+                                        rules=self._cluster.client_rules(node_id), **c)
         metadata = ClusterMetadata(list(self._cluster.broker_ids))
         order = not c["enable_idempotence"] and c["max_in_flight_requests_per_connection"] == 1
         sender = Sender(node_id, accumulator, metadata, transaction_manager=tm,

@@ -11,7 +11,10 @@ asks two questions, exactly as Kafka's and kafka-python's Sender do:
     full (another batch queues behind it, or it holds ``batch_size`` bytes), when it has
     lingered ``linger_ms``, when a flush or close is under way, or when a ``send()`` is
     blocked waiting for buffer memory; never while it backs off after a failure
-    (``retry_backoff_ms``) or while its partition is muted.
+    (``retry_backoff_ms``) or while its partition is muted. Whether a fresh batch may go is a
+    rule (``minikafka.rules.batch_ready``, notebook 05's exercise), asked through
+    ``self.rules`` (the cluster's for its producers: Kafka's by default); a retried batch
+    (closed: its bytes are sealed, Kafka counts it as full) goes when its backoff is over.
 
 ``drain(metadata, nodes, max_size, now)``
     Take at most one batch per partition for each ready broker, up to ``max_size`` bytes
@@ -44,6 +47,7 @@ from typing import Any, Iterable
 from minikafka.clients.future import FutureProduceResult, FutureRecordMetadata, Waiter
 from minikafka.errors import IllegalStateError, KafkaConfigurationError, KafkaError
 from minikafka.records import HEADER_SIZE, NO_PRODUCER_EPOCH, NO_PRODUCER_ID, NO_SEQUENCE, Compression, Record, RecordBatch
+from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import TopicPartition
 
 
@@ -242,7 +246,9 @@ class RecordAccumulator:
         "max_in_flight_requests_per_connection": 5,
     }
 
-    def __init__(self, *, transaction_manager: Any = None, wait: Waiter | None = None, **configs: Any) -> None:
+    def __init__(self, *, transaction_manager: Any = None, wait: Waiter | None = None, rules: Rules = REFERENCE,
+                 **configs: Any) -> None:
+        self.rules = rules  # the "ready" rule (minikafka.rules.batch_ready): Kafka's by default
         self.config = dict(self.DEFAULT_CONFIG)
         for key in self.config:
             if key in configs:
@@ -309,7 +315,10 @@ class RecordAccumulator:
         ready_nodes: set = set()
         next_ready_check: int | None = None
         unknown_leaders_exist = False
-        exhausted = self._waiting_for_memory > 0
+        # flush(), close() or a send() blocked for buffer memory: everything may go now
+        flushing = self._waiting_for_memory > 0 or self._closed or self._flushes_in_progress > 0
+        batch_ready = self.rules.batch_ready
+        linger_ms = self.config["linger_ms"]
         for tp, dq in self._batches.items():
             if not dq:
                 continue
@@ -321,15 +330,19 @@ class RecordAccumulator:
                 continue
             batch = dq[0]
             backing_off = batch.attempts > 0 and batch.last_attempt + self.config["retry_backoff_ms"] > now
-            time_to_wait = self.config["retry_backoff_ms"] if backing_off else self.config["linger_ms"]
+            time_to_wait = self.config["retry_backoff_ms"] if backing_off else linger_ms
             waited = now - batch.last_attempt
-            full = len(dq) > 1 or batch.is_full()
-            expired = waited >= time_to_wait
-            sendable = full or expired or exhausted or self._closed or self.flush_in_progress()
+            if batch.buffer is not None:  # a retry: its bytes are sealed (full), it goes when its backoff is over
+                sendable = True
+            else:
+                sendable = batch_ready(batch.size_in_bytes, batch.batch_size, len(dq) - 1, waited, time_to_wait,
+                                       flushing)
             if sendable and not backing_off:
                 ready_nodes.add(leader)
             else:
-                left = max(time_to_wait - waited, 0)
+                # Kafka's rule is never "not yet" once the wait is over; a student's may be: ask
+                # it again 1 ms on (0 would wake the Sender at the same instant forever).
+                left = time_to_wait - waited if waited < time_to_wait else 1
                 next_ready_check = left if next_ready_check is None else min(next_ready_check, left)
         return ready_nodes, next_ready_check, unknown_leaders_exist
 

@@ -38,8 +38,9 @@ rule returns), then what the checker found.
 
 Rules of other lectures go to their own judges (``JUDGES``, by each rule's lecture): the log's
 and the partitioner's (01, 02) to ``tester_log``, the controller's placement and election (03)
-to ``tester_cluster``, the assignors (06) to ``tester_groups``, the application loops of 07 to
-``tester_delivery``, the quorum's (08) to ``tester_raft``.
+to ``tester_cluster``, the producer's (05) to ``tester_producer``, the assignors (06) to
+``tester_groups``, the application loops of 07 to ``tester_delivery``, the quorum's (08) to
+``tester_raft``.
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
@@ -459,6 +460,7 @@ JUDGES: dict[str, str] = {
     "02": "minikafka.course.tester_log:judge_partitioner",
     "03": "minikafka.course.tester_cluster:judge",
     "04": "minikafka.course.tester:judge_replication",
+    "05": "minikafka.course.tester_producer:judge",
     "06": "minikafka.course.tester_groups:judge",
     "07": "minikafka.course.tester_delivery:judge",
     "08": "minikafka.course.tester_raft:judge",
