@@ -660,28 +660,14 @@ def _collector_paused() -> Iterator[None]:
 @_collector_paused()
 def _run(seed: int, params: ScheduleParams, record_history: bool = False,
          epilogue: Callable[[Cluster, Report], None] | None = None) -> Report:
-    rng = random.Random(f"faults/{seed}")
-    partitions = params.partitions or rng.randint(1, 3)
-    n_faults = params.faults if params.faults is not None else rng.randint(1, 4)
-    config = {**CAMPAIGN_BROKER_CONFIG, **dict(params.config),
-              "min.insync.replicas": params.min_insync_replicas,
-              "unclean.leader.election.enable": params.unclean_leader_election}
-    producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
-                       "acks": params.acks, "enable_idempotence": params.enable_idempotence}
+    rng, partitions, n_faults, config, producer_config = _draw(seed, params)
     if params.workload != "produce":
         return _run_rpw(seed, params, rng, partitions, n_faults, {**RPW_BROKER_CONFIG, **config},
                         producer_config, record_history)
     with run_cluster(params.brokers, seed=seed, config=config, record_history=record_history,
                      controllers=params.controllers, rules=dict(params.rules)) as cluster, \
             _quiet_clients(params.disk_faults):
-        cluster.create_topic(TOPIC, partitions, params.replication_factor)
-        workload = Workload(cluster, TOPIC, **producer_config)
-        clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
-        nemesis = _Nemesis(cluster, TOPIC, params, rng, clients)
-        # Half a second of quiet first, so every schedule starts from a working cluster;
-        # a tail after the last fault starts, so delayed kills and restarts still happen
-        # (and writes meet them).
-        nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
+        workload, nemesis = stage(cluster, params, rng, partitions, n_faults, producer_config)
         workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
         nemesis.stop()
         repair_disks(cluster)
@@ -696,6 +682,36 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False,
         if record_history:
             report.cluster = cluster
         return report
+
+
+def _draw(seed: int, params: ScheduleParams) -> tuple[random.Random, int, int, dict, dict]:
+    """A produce schedule's first draws (its partitions and number of faults, from the seed) and
+    its settings: (rng, partitions, faults, broker config, producer config)."""
+    rng = random.Random(f"faults/{seed}")
+    partitions = params.partitions or rng.randint(1, 3)
+    n_faults = params.faults if params.faults is not None else rng.randint(1, 4)
+    config = {**CAMPAIGN_BROKER_CONFIG, **dict(params.config),
+              "min.insync.replicas": params.min_insync_replicas,
+              "unclean.leader.election.enable": params.unclean_leader_election}
+    producer_config = {**CAMPAIGN_PRODUCER_CONFIG, **dict(params.producer_config),
+                       "acks": params.acks, "enable_idempotence": params.enable_idempotence}
+    return rng, partitions, n_faults, config, producer_config
+
+
+def stage(cluster: Cluster, params: ScheduleParams, rng: random.Random, partitions: int, n_faults: int,
+          producer_config: Mapping[str, Any]) -> tuple["Workload", "_Nemesis"]:
+    """Set a produce schedule up on ``cluster``: the topic, the workload's clients, and the
+    nemesis's faults planned at their times (they strike as the cluster's clock passes them,
+    whoever advances it: the campaign's loop, or a dashboard replaying the schedule)."""
+    cluster.create_topic(TOPIC, partitions, params.replication_factor)
+    workload = Workload(cluster, TOPIC, **producer_config)
+    clients = [workload.producer.node_id] + ([workload.reader.node_id] if workload.reader else [])
+    nemesis = _Nemesis(cluster, TOPIC, params, rng, clients)
+    # Half a second of quiet first, so every schedule starts from a working cluster;
+    # a tail after the last fault starts, so delayed kills and restarts still happen
+    # (and writes meet them).
+    nemesis.plan(cluster.now + QUIET_MS, params.duration_ms, n_faults)
+    return workload, nemesis
 
 
 def _run_rpw(seed: int, params: ScheduleParams, rng: random.Random, partitions: int, n_faults: int,

@@ -34,7 +34,8 @@ The first failing schedule is then *shrunk*: the same seed is run again with few
 partition, a shorter run and fewer records, keeping each change under which it still fails.
 The verdict shows the shrunk schedule as a timeline: the faults, and each call of the rules
 whose answer differed from Kafka's (which node, what arguments, what it returned, what Kafka's
-rule returns), then what the checker found.
+rule returns), then what the checker found. ``verdict.replay()`` (``replay.py``) rebuilds that
+schedule, faults at the same simulated milliseconds, on a live ``Dashboard``.
 
 Rules of other lectures go to their own judges (``JUDGES``, by each rule's lecture): the log's
 and the partitioner's (01, 02) to ``tester_log``, the controller's placement and election (03)
@@ -129,10 +130,18 @@ class Verdict:
     seed: int
     passed: int = 0
     failure: Finding | None = None
+    given: Mapping[str, Callable] = field(default_factory=dict, repr=False)  # the rules judged
 
     @property
     def ok(self) -> bool:
         return self.failure is None
+
+    def replay(self):
+        """The failing schedule rebuilt on the rules judged, on a live ``Dashboard``
+        (``minikafka.course.replay.Replay``): show it, press play, watch the faults strike."""
+        from minikafka.course.replay import Replay
+
+        return Replay(self)
 
     def __str__(self) -> str:
         yours = ", ".join(self.rules) or "none (Kafka's rules)"
@@ -500,7 +509,7 @@ def judge_replication(rules: Mapping[str, Callable], schedules: int = DEFAULT_SC
                       shrinking: bool = True) -> Verdict:
     """Notebook 04's campaign (see the module docstring): ``schedules`` random fault schedules on
     brokers calling ``rules``, then the ``SCENARIOS``; stop at the first failure and shrink it."""
-    verdict = Verdict(tuple(sorted(rules)), schedules, seed)
+    verdict = Verdict(tuple(sorted(rules)), schedules, seed, given=dict(rules))
     for s in schedule_seeds(seed, schedules):
         finding = run_judged(rules, s)
         if finding is not None:
