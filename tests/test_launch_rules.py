@@ -197,7 +197,7 @@ def test_node_rules_guard_a_nodes_calls_on_the_launch_clock_and_stop_it_with_the
     stopped = node_rules.read_stopped(error_path, 2)
     assert (stopped.node, stopped.rule) == (2, "high_watermark")
     lines = str(stopped).splitlines()
-    assert lines[0] == "broker 2 stopped: t counts wall-clock ms since the launch"
+    assert lines[0] == "broker 2 stopped by your rule high_watermark (t= below counts wall-clock ms since the launch)"
     assert lines[1] == ("your rule high_watermark broke on broker 2 at t=2500 ms: it put the high watermark "
                         "at 9, above the leader's log end 8")
     assert lines[-1] == "  this node has stopped; the others run on."

@@ -161,7 +161,8 @@ class Verdict:
         return "\n".join([
             where,
             f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's",
-            f"{f.records} records sent; timeline{'' if f.scenario else ' of the shrunk schedule'}:",
+            (f"{f.records} records sent" if f.kind != "rule-error" else "the run stopped at your rule's call")
+            + f"; timeline{'' if f.scenario else ' of the shrunk schedule'}:",
             f.timeline(),
         ])
 

@@ -111,7 +111,8 @@ class ClusterVerdict:
             f"FAILED: schedule {self.passed + 1} of {self.schedules} (seed {f.seed}), the scenario "
             f"\"{f.scenario}\": {f.kind}",
             f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's",
-            f"{f.records} records sent; timeline:",
+            (f"{f.records} records sent" if f.kind != "rule-error" else "the run stopped at your rule's call")
+            + "; timeline:",
             f.timeline(),
         ])
 

@@ -119,7 +119,8 @@ def stop(error: RuleError, path: Path, exit: Callable[[int], Any] = os._exit) ->
     whole or not at all, and to the log), then end the process."""
     # The simulated cluster stops as a whole; here only this process does.
     message = str(error).replace("  the cluster is stopped.", "  this node has stopped; the others run on.")
-    text = f"{node_name(error.call.node)} stopped: t counts wall-clock ms since the launch\n{message}"
+    text = (f"{node_name(error.call.node)} stopped by your rule {error.call.rule} "
+            f"(t= below counts wall-clock ms since the launch)\n{message}")
     tmp = path.with_name(path.name + ".tmp")
     tmp.write_text(json.dumps({"rule": error.call.rule, "message": text}))
     os.replace(tmp, path)
