@@ -23,15 +23,18 @@ from minikafka.course.sandbox import Limits, Sandbox, SandboxError, process_limi
 
 ROOT_ONLY = pytest.mark.skipif(not platform.is_root(), reason="a user of its own needs root")
 PROC = pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="threads are counted in /proc")
-UID = 61_733  # no account: setuid() to it needs none, and nothing else runs as it
+# No account: setuid() to one needs none. One uid per test, as the suite runs tests in parallel:
+# a count of a user's threads sees every thread of that user, another test's helpers included.
+UID = 61_733
+UID_CROWDED = 61_734
 
 
-# A helper that becomes UID and runs THREADS idle threads until its stdin closes; with TRY it then
-# sets RLIMIT_NPROC to TRY and reports whether one more thread and one fork can start.
+# A helper that becomes the uid given and runs THREADS idle threads until its stdin closes; with
+# LIMIT it then sets RLIMIT_NPROC to LIMIT and reports whether one more thread and one fork can start.
 HELPER = textwrap.dedent("""
     import os, resource, sys, threading
-    threads, limit = int(sys.argv[1]), int(sys.argv[2])
-    os.setgroups([]); os.setgid(UID); os.setuid(UID)
+    threads, limit, uid = int(sys.argv[1]), int(sys.argv[2]), int(sys.argv[3])
+    os.setgroups([]); os.setgid(uid); os.setuid(uid)
     gate = threading.Event()
     for _ in range(threads):
         threading.Thread(target=gate.wait, daemon=True).start()
@@ -49,12 +52,12 @@ HELPER = textwrap.dedent("""
     else:
         print("ready", flush=True)
     sys.stdin.read()
-""").replace("UID", str(UID))
+""")
 
 
 class Helper:
-    def __init__(self, threads: int, limit: int = 0):
-        self.proc = subprocess.Popen([sys.executable, "-c", HELPER, str(threads), str(limit)],
+    def __init__(self, threads: int, limit: int = 0, uid: int = UID):
+        self.proc = subprocess.Popen([sys.executable, "-c", HELPER, str(threads), str(limit), str(uid)],
                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.said = self.proc.stdout.readline().strip()  # waits for the state, never a guessed sleep
 
@@ -82,12 +85,12 @@ def test_a_user_with_hundreds_of_threads_still_gets_the_allowance():
     """The user runs 300 threads in one process (a browser, say). The limit before this fix, 256
     plus 4 per process of the user (260), leaves no room: the kernel could not start a thread;
     the sandbox's limit leaves the allowance. The OS enforces both (no user namespace here)."""
-    desktop = Helper(300)
+    desktop = Helper(300, uid=UID_CROWDED)
     try:
-        limit, running = process_limit(256, UID)
+        limit, running = process_limit(256, UID_CROWDED)
         assert running == 301 and limit == 301 + 75 + 256
-        tight = Helper(0, limit=256 + 4 * 1)
-        roomy = Helper(0, limit=limit)
+        tight = Helper(0, limit=256 + 4 * 1, uid=UID_CROWDED)
+        roomy = Helper(0, limit=limit, uid=UID_CROWDED)
         try:
             assert tight.said == "RuntimeError: can't start new thread"
             assert roomy.said == "started"
