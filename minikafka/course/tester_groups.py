@@ -294,8 +294,9 @@ def run_group_schedule(rules: Mapping[str, Callable], seed: int, *, faults: int 
         stalled: dict[Any, int] = {}  # consumer -> when it polls again
         reads: dict[tuple, list] = {}  # (topic, partition, offset) -> [(time, member, committed)]
 
-        def new_member(name: str | None = None) -> None:
-            subs = sorted(topics) if strategy == "sticky" or len(members) % 2 == 0 else ["trucks_gps"]
+        def new_member(name: str | None = None, every_topic: bool = False) -> None:
+            subs = (sorted(topics) if every_topic or strategy == "sticky" or len(members) % 2 == 0
+                    else ["trucks_gps"])
             # Client ids eta-1, eta-2, ...: from eta-10 on, a newcomer's member id sorts first.
             members.append(KafkaConsumer(*subs, bootstrap_servers=c, group_id=GROUP,
                                          client_id=name or f"eta-{len(members) + 1}",
@@ -372,6 +373,15 @@ def run_group_schedule(rules: Mapping[str, Callable], seed: int, *, faults: int 
         ends = {(t, p): c.replica(1, t, p).high_watermark for t, n in topics.items() for p in range(n)}
         settle_end = c.now + SETTLE_MS
         stalled.clear()
+        # Kafka gives a topic's partitions only to members that read it: if the nemesis killed every
+        # reader of a topic (eta-1 and eta-3 both dead), nobody owes its records, and the group is
+        # right to leave them. A newcomer that reads every topic joins, so the settle still judges
+        # whether the rule hands every partition out.
+        orphaned = sorted(set(topics) - {t for m in members if m.alive for t in m.subscription() or ()})
+        if orphaned:
+            new_member(every_topic=True)
+            notes.append((c.now, f"consumer {members[-1].config['client_id']} joins "
+                                 f"(no live member read {', '.join(orphaned)})"))
 
         def all_read() -> bool:
             return all((t, p, o) in reads for (t, p), end in ends.items() for o in range(end))
