@@ -375,7 +375,8 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--budget", type=float, default=None, metavar="SECONDS",
                     help="time per submission (default: the notebook's, else 120)")
     gr.add_argument("--seed", type=int, default=None, metavar="N",
-                    help="the hidden checks' campaign seed (default: a new one, printed; give it to replay a grading)")
+                    help="the hidden checks' campaign seed (default: $MINIKAFKA_GRADING_SEED, else a new one, printed; "
+                         "give it to replay a grading)")
     gr.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
                     help="grade N submissions at once (default: the number of cores)")
     gr.add_argument("--progress", action="store_true", help="show the progress bar even when not a terminal")

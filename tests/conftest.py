@@ -17,12 +17,18 @@ from __future__ import annotations
 import ast
 import functools
 import json
+import os
 import re
 from pathlib import Path
 
 import pytest
 
 DURATIONS = Path(__file__).with_name("durations.json")
+
+# The grader draws a new campaign seed for the hidden checks at every grading (so a rule cannot be
+# fitted to known schedules). The suite grades with one fixed seed instead, so a test that expects
+# a wrong rule to be caught sees the same schedules every run (test_grading_seed.py unsets it).
+os.environ.setdefault("MINIKAFKA_GRADING_SEED", "20261129")
 
 
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection sees the items

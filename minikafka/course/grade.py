@@ -36,6 +36,7 @@ from __future__ import annotations
 import ast
 import copy
 import json
+import os
 import random
 import re
 from dataclasses import dataclass, field
@@ -346,6 +347,23 @@ class Settings:
     seed: int | None = None             # the hidden checks' campaign seed; None: a new one per grading
 
 
+SEED_ENV = "MINIKAFKA_GRADING_SEED"
+
+
+def default_seed() -> int:
+    """The hidden checks' seed when ``--seed`` is not given: ``$MINIKAFKA_GRADING_SEED`` if set (a
+    test suite's, so its gradings are the same run after run), else a new random one, which the
+    submission cannot know."""
+    value = os.environ.get(SEED_ENV)
+    if value is None:
+        return random.SystemRandom().randrange(1, 2**31)
+    try:
+        return int(value)
+    except ValueError:
+        raise ValueError(f"{SEED_ENV}={value!r} is not a seed: give an integer, or unset it "
+                         f"for a new random seed per grading") from None
+
+
 def grade_notebook(reference, submission, settings: Settings, *, from_metadata: bool = False,
                    result: Result) -> Result:
     """Grade one parsed submission against one parsed reference; fills and returns `result`."""
@@ -357,7 +375,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
     steps = _with_grader_cells(reference, planned, program)
-    result.seed = settings.seed if settings.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    result.seed = settings.seed if settings.seed is not None else default_seed()
     steps = [(_seeded(source, result.seed) if cell is not None and HIDDEN_TAG in cell_tags(cell) else source,
               cell, extra) for source, cell, extra in steps]
     with Sandbox(limits, settings.hide, env=_kernel_env(reference)) as box:
