@@ -6,10 +6,12 @@ kernel at all.
 
 `make test` runs the suite on both cores (pytest-xdist, `-n 2`) with the scheduler below. Its
 unit of work is what must stay in one process, in order: a notebook (one kernel, its cells in
-turn), a test module that defines a fixture living longer than one test (one cluster, one Spark
-session, made once), else a single test. Units start heaviest first, by the seconds each took in
-a recorded run (tests/durations.json, rewritten by `make durations`), so that the long ones do not
-come last; a unit the file does not know counts as short.
+turn), the tests of a module that share a fixture living longer than one test (one cluster, one
+Spark session, one graded class: made once; a module with two such fixtures used by different
+tests makes two units), else a single test. Units start heaviest first, by the seconds each took
+in a recorded run (tests/durations.json, rewritten by `make durations`), so that the long ones do
+not come last; a unit the file does not know by its name counts as its tests' recorded seconds,
+else its module's, else as short.
 """
 
 from __future__ import annotations
@@ -43,9 +45,10 @@ SHARED_SCOPES = {"module", "package", "session"}
 
 
 @functools.cache
-def _sharing_tests(path: str) -> frozenset[str] | None:
-    """The test functions of a module that use, directly or through other fixtures, one of the
-    module's own fixtures living longer than one test; None if every test of it may (an
+def _sharing_groups(path: str) -> dict[str, str] | None:
+    """{test function: its group} for the tests of a module that use, directly or through other
+    fixtures, one of the module's own fixtures living longer than one test; tests reaching a common
+    such fixture are one group, named after its fixtures. None if every test of the module may (an
     autouse one, a test class) or the file cannot be read."""
     try:
         tree = ast.parse((ROOT / path).read_text())
@@ -59,6 +62,8 @@ def _sharing_tests(path: str) -> frozenset[str] | None:
         for decorator in function.decorator_list:
             if isinstance(decorator, ast.Call) and ast.unparse(decorator.func) == "pytest.fixture":
                 return {k.arg: getattr(k.value, "value", None) for k in decorator.keywords}
+            if ast.unparse(decorator) == "pytest.fixture":  # bare: function scope
+                return {}
         return None
 
     fixtures = {name: options for name, f in functions.items() if (options := fixture_options(f)) is not None}
@@ -66,26 +71,36 @@ def _sharing_tests(path: str) -> frozenset[str] | None:
         return None
 
     @functools.cache
-    def shares(name: str) -> bool:
-        if fixtures.get(name, {}).get("scope") in SHARED_SCOPES:
-            return True
-        return any(shares(arg.arg) for arg in functions[name].args.args if arg.arg in fixtures)
+    def shared(name: str) -> frozenset[str]:
+        """The long-lived fixtures `name` reaches (itself included)."""
+        own = {name} if fixtures.get(name, {}).get("scope") in SHARED_SCOPES else set()
+        return frozenset(own.union(*(shared(arg.arg) for arg in functions[name].args.args if arg.arg in fixtures)))
 
-    return frozenset(name for name, f in functions.items()
-                     if name.startswith("test") and name not in fixtures and shares(name))
+    tests = {name: shared(name) for name in functions
+             if name.startswith("test") and name not in fixtures and shared(name)}
+    groups: list[set[str]] = []  # fixtures that go together: reached by one test, or linked through tests
+    for reached in tests.values():
+        linked = [g for g in groups if g & reached]
+        groups = [g for g in groups if not g & reached] + [set(reached).union(*linked)]
+    name_of = {fixture: "+".join(sorted(g)) for g in groups for fixture in g}
+    return {test: name_of[next(iter(reached))] for test, reached in tests.items()}
 
 
 def unit_of(nodeid: str) -> str:
     """The unit of work a test belongs to (see the module's docstring), from its nodeid: the
     scheduler sees nodeids only. (xdist's own `--dist loadgroup` marks groups by renaming
-    nodeids, which pytest 9.2's nodeids no longer show.)"""
+    nodeids, which pytest 9.2's nodeids no longer show.) The tests of one long-lived fixture are
+    one unit, named by the module's path, or by path and fixture where a module has several."""
     path, _, rest = nodeid.partition("::")
     if path.endswith(".ipynb"):
         return path
-    sharing = _sharing_tests(path)
-    if sharing is None or rest.split("[", 1)[0] in sharing:
+    groups = _sharing_groups(path)
+    if groups is None:
         return path
-    return nodeid
+    group = groups.get(rest.split("[", 1)[0])
+    if group is None:
+        return nodeid
+    return path if len(set(groups.values())) == 1 else f"{path}::{group}"
 
 
 # Work that takes most of the machine while it starts, one at a time: a JVM (the Spark tests, the
@@ -146,11 +161,22 @@ if LoadScopeScheduling is not None:
         def _split_scope(self, nodeid: str) -> str:
             return unit_of(nodeid)
 
+        def estimate(self, unit: str) -> float:
+            """The unit's recorded seconds; for a unit the file does not know by that name (its
+            tests grouped otherwise since), its tests' recorded seconds, else its module's."""
+            if unit in self.seconds:
+                return self.seconds[unit]
+            tests = self.workqueue.get(unit, {})
+            recorded = sum(self.seconds.get(nodeid, 0.0) for nodeid in tests)
+            if recorded or unit in tests:  # a single test is not its module's shared work
+                return recorded
+            return self.seconds.get(unit.partition("::")[0], 0.0)
+
         def _assign_work_unit(self, node) -> None:
             """The heaviest unit left whose kind (``heavy_kind``) no other worker is running;
             the heaviest of all if every unit left is of a running kind."""
             if self.order is None:
-                self.order = sorted(self.workqueue, key=lambda unit: -self.seconds.get(unit, 0.0))
+                self.order = sorted(self.workqueue, key=lambda unit: -self.estimate(unit))
             self.order = [unit for unit in self.order if unit in self.workqueue]
             running = {heavy_kind(unit) for other, work in self.assigned_work.items() if other is not node
                        for unit, done in work.items() if not all(done.values())} - {None}

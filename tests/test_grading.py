@@ -4,12 +4,18 @@ One class-sized folder of submissions of the fixture notebook (tests/fixtures/co
 99-sample.ipynb: Exercise 1 worth 2 points with a hidden check, Exercise 2 worth 1) is graded once
 per module, two at a time, with short timeouts so that the looping submissions cost seconds; each
 test then reads its student's row. Every cheat listed in issue 12 has a student here.
+
+The lectures' own notebooks are graded the same way: each test's submissions of a lecture (the
+solutions beside the cheat or the fitted rule, whose points are compared) form one class, graded
+in one `grade_all` on two jobs, so the two kernels run side by side instead of one after the
+other; notebook 02's class serves both of its tests (the `graded_02` fixture).
 """
 
 import csv
 import json
 import os
 import shutil
+import tempfile
 from pathlib import Path
 
 import nbformat
@@ -307,34 +313,7 @@ def test_check_refuses_a_notebook_without_expectations(tmp_path, capsys):
     assert "holds no expected outputs" in capsys.readouterr().err
 
 
-@pytest.mark.notebooks
-def test_the_library_in_place_of_the_exercise_earns_nothing():
-    """Issue 12's cheat on the real notebook 02: `murmur2 = minikafka.murmur2` (minikafka is the
-    setup cell's name for minikafka.partitioner), the other two exercises solved properly."""
-    solution = json.loads((ROOT / "solutions" / "02-topics-and-partitions.ipynb").read_text())
-    submission = json.loads((ROOT / "exercises" / "02-topics-and-partitions.ipynb").read_text())
-    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
-    for cell in submission["cells"]:
-        if cell["id"] in ("ex2", "ex3"):
-            cell["source"] = solved[cell["id"]]
-        elif cell["id"] == "ex1":
-            cell["source"] = "murmur2 = minikafka.murmur2"
-    folder = Path(pytest.importorskip("tempfile").mkdtemp(prefix="minikafka-02-"))
-    try:
-        path = folder / "02-topics-and-partitions.ipynb"
-        path.write_text(json.dumps(submission))
-        [result] = grade_all(path, ROOT / "solutions", Settings(sanitize=SANITIZE))
-    finally:
-        shutil.rmtree(folder)
-    assert points(result) == (7, 10), feedback(result)
-    first = result.exercises[0]
-    # Taken from the package (provenance), and its code runs where the student's should (watch).
-    # Its "run your cluster" (check 3) runs Kafka's murmur2 itself: the producer never calls "yours".
-    assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "check 3", "your own code",
-                                                               "your own code"]
-
-
-def _submission(name: str, replace: dict[str, str]) -> Path:
+def _submission(name: str, replace: dict[str, str]) -> dict:
     """A student's copy of solutions/NAME with every exercise solved, some cells replaced."""
     solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
     submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())
@@ -342,17 +321,23 @@ def _submission(name: str, replace: dict[str, str]) -> Path:
     for cell in submission["cells"]:
         if "exercise" in cell.get("metadata", {}).get("tags", []):
             cell["source"] = replace.get(cell["id"], solved[cell["id"]])
-    folder = Path(pytest.importorskip("tempfile").mkdtemp(prefix=f"minikafka-{name[:2]}-"))
-    (folder / f"{name}.ipynb").write_text(json.dumps(submission))
-    return folder
+    return submission
 
 
-def _grade(name: str, replace: dict[str, str]):
-    folder = _submission(name, replace)
+def _grade(name: str, students: dict[str, dict[str, str]]) -> dict:
+    """One class of solutions/NAME, {student: the cells replaced in a solved copy}, graded in one
+    grade_all on two jobs (each submission in a sandbox of its own, two kernels side by side):
+    {student: Result}."""
+    folder = Path(tempfile.mkdtemp(prefix=f"minikafka-{name[:2]}-"))
     try:
-        return grade_all(folder, ROOT / "solutions", Settings(sanitize=SANITIZE))
+        for student, replace in students.items():
+            (folder / student).mkdir()
+            (folder / student / f"{name}.ipynb").write_text(json.dumps(_submission(name, replace)))
+        results = grade_all(folder, ROOT / "solutions", Settings(sanitize=SANITIZE), jobs=2)
     finally:
         shutil.rmtree(folder)
+    assert [r.student for r in results] == sorted(students)  # one result per submission
+    return {r.student: r for r in results}
 
 
 # Issue 12's wrapper cheat: a private reference to the package's function, called by a function
@@ -366,23 +351,45 @@ WRAPPERS_02 = {
 }
 
 
-@pytest.mark.notebooks
-def test_a_wrapper_around_the_package_earns_nothing_in_02():
-    correct, cheat, untraced = (_grade("02-topics-and-partitions", replace) for replace in (
-        {}, WRAPPERS_02,
+@pytest.fixture(scope="module")
+def graded_02():
+    """Notebook 02's class, graded once for its two tests: the solutions, the wrappers, a wrapper
+    that switches tracing off, the library's function in place of the exercise."""
+    return _grade("02-topics-and-partitions", {
+        "correct": {},
+        "cheat": WRAPPERS_02,
         # Switching the grader's tracing off from inside the exercise is no way round it.
-        {"ex1": "import sys\n_m = minikafka.murmur2\ndef murmur2(data):\n    sys.settrace(None)\n"
-                "    return _m(data)\n"}))
-    assert [points(r) for r in correct] == [(10, 10)], feedback(correct[0])
-    [result] = cheat
+        "untraced": {"ex1": "import sys\n_m = minikafka.murmur2\ndef murmur2(data):\n    sys.settrace(None)\n"
+                            "    return _m(data)\n"},
+        "library": {"ex1": "murmur2 = minikafka.murmur2"},
+    })
+
+
+@pytest.mark.notebooks
+def test_a_wrapper_around_the_package_earns_nothing_in_02(graded_02):
+    correct, result, untraced = (graded_02[student] for student in ("correct", "cheat", "untraced"))
+    assert points(correct) == (10, 10), feedback(correct)
     assert [e.earned for e in result.exercises] == [0, 0, 4], feedback(result)
     for exercise, spec in zip(result.exercises, ("minikafka.partitioner:murmur2",
                                                  "minikafka.partitioner:partition_for_key")):
         [failed] = [c for c in exercise.checks if not c.passed]
         assert failed.label == "your own code" and spec in failed.message, failed
-    [result] = untraced  # exercise 2's checks call that murmur2 too, and so lose tracing as well
+    result = untraced  # exercise 2's checks call that murmur2 too, and so lose tracing as well
     assert [e.earned for e in result.exercises] == [0, 0, 4], feedback(result)
     assert "tracing was switched off" in feedback(result)
+
+
+@pytest.mark.notebooks
+def test_the_library_in_place_of_the_exercise_earns_nothing(graded_02):
+    """Issue 12's cheat on the real notebook 02: `murmur2 = minikafka.murmur2` (minikafka is the
+    setup cell's name for minikafka.partitioner), the other two exercises solved properly."""
+    result = graded_02["library"]
+    assert points(result) == (7, 10), feedback(result)
+    first = result.exercises[0]
+    # Taken from the package (provenance), and its code runs where the student's should (watch).
+    # Its "run your cluster" (check 3) runs Kafka's murmur2 itself: the producer never calls "yours".
+    assert [c.label for c in first.checks if not c.passed] == ["hidden check 1", "check 3", "your own code",
+                                                               "your own code"]
 
 
 @pytest.mark.notebooks
@@ -396,7 +403,8 @@ def test_a_rule_that_passes_every_table_but_loses_data_scores_0_in_04():
               "        return max(hw, leader_leo)\n"
               "    members = set(isr) | set(pending_isr or ())\n"
               "    return max(hw, min([leader_leo] + [follower_leos.get(b, -1) for b in members if b != leader]))\n")
-    [correct], [result] = _grade("04-replication-and-isr", {}), _grade("04-replication-and-isr", {"ex1": fitted})
+    by = _grade("04-replication-and-isr", {"correct": {}, "fitted": {"ex1": fitted}})
+    correct, result = by["correct"], by["fitted"]
     assert correct.points == correct.max_points, feedback(correct)
     first = result.exercises[0]
     passed = {c.cell_id for c in first.checks if c.passed}
@@ -414,8 +422,8 @@ def test_a_wrapper_around_kafkas_recipes_earns_nothing_in_07():
     wrapper = ("from minikafka import recipes as _r\n\n"
                "def no_record_lost(consumer, process):\n    return _r.no_record_lost(consumer, process)\n\n"
                "def no_record_twice(consumer, process):\n    return _r.no_record_twice(consumer, process)\n")
-    [correct], [cheat] = (_grade("07-offsets-and-delivery", replace)
-                          for replace in ({}, {"exercise-commit-order": wrapper}))
+    by = _grade("07-offsets-and-delivery", {"correct": {}, "cheat": {"exercise-commit-order": wrapper}})
+    correct, cheat = by["correct"], by["cheat"]
     assert correct.points == correct.max_points, feedback(correct)
     assert [e.earned for e in cheat.exercises] == [0] + [e.points for e in correct.exercises[1:]], feedback(cheat)
     [failed] = [c for c in cheat.exercises[0].checks if not c.passed]
@@ -433,8 +441,8 @@ def test_a_wrapper_around_the_package_earns_nothing_in_03():
     elect = ("from minikafka.replicas import elect_leader as _elect\n"
              "def elect_leader(replicas, isr, live_brokers, unclean):\n"
              "    return _elect(replicas, isr, live_brokers, unclean)\n")
-    [correct], [cheat] = (_grade("03-brokers-and-cluster", {}),
-                          _grade("03-brokers-and-cluster", {"ex1": wrapper, "ex2-elect": elect}))
+    by = _grade("03-brokers-and-cluster", {"correct": {}, "cheat": {"ex1": wrapper, "ex2-elect": elect}})
+    correct, cheat = by["correct"], by["cheat"]
     assert correct.points == correct.max_points, feedback(correct)
     assert cheat.exercises[0].earned == cheat.exercises[1].earned == 0, feedback(cheat)
     assert cheat.points == correct.points - correct.exercises[0].points - correct.exercises[1].points
@@ -556,7 +564,8 @@ def test_a_ready_rule_that_passes_every_table_but_hangs_flush_scores_0_in_05():
     fitted = ("def batch_ready(batch_bytes, batch_size, queued_behind, waited_ms, linger_ms, flushing):\n"
               "    return (queued_behind > 0 or batch_bytes >= batch_size or waited_ms >= linger_ms\n"
               "            or (flushing and linger_ms <= 10))\n")
-    [correct], [result] = _grade("05-producers-and-acks", {}), _grade("05-producers-and-acks", {"ex3": fitted})
+    by = _grade("05-producers-and-acks", {"correct": {}, "fitted": {"ex3": fitted}})
+    correct, result = by["correct"], by["fitted"]
     assert correct.points == correct.max_points, feedback(correct)
     third = result.exercises[2]
     failed = {c.cell_id for c in third.checks if not c.passed}
