@@ -39,6 +39,7 @@ import sys
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 MS_REMOUNT, MS_BIND, MS_MOVE = 32, 4096, 8192
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -172,10 +173,22 @@ def _seal(root, reveal, scratch):
         target = os.path.join(stage, path[len(prefix):])
         os.makedirs(target, mode=0o755, exist_ok=True)
         _mount(path, target, None, MS_BIND | MS_REC, None)
-        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _kept_flags(path), None)
     _mount(stage, root, None, MS_MOVE, None)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
     os.rmdir(stage)
+
+
+def _kept_flags(path):
+    """The flags of the mount holding `path` that a read-only remount of its bind must keep: in a
+    user namespace (the grader without root) the kernel refuses to drop them (EPERM)."""
+    have = os.statvfs(path).f_flag
+    flags = MS_NOSUID | MS_NODEV  # added: nothing under the seal needs set-uid files or devices
+    for st, ms in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                   (os.ST_RELATIME, MS_RELATIME)):
+        if have & st:
+            flags |= ms
+    return flags
 
 
 def _limit(config):

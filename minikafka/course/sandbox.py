@@ -31,6 +31,11 @@ whose fork or thread fails with EAGAIN, or a kernel that dies in a cell, is repo
 limits in force and the last lines the kernel wrote to its stderr (kept in memory, never a file
 the submission can reach).
 
+The kernel sees the package as installed and nothing else of the repository: `seal()` names the
+folder the launcher covers (the repository's parent) and the paths it mounts back read-only (the
+package's folder, the virtualenv), so the repository's .git history (which holds solutions/ and
+its hidden checks), exercises/, notebooks/, tests/ and the folders beside it are out of reach.
+
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
 or expected output in reach of the student's code.
