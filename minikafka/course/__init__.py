@@ -23,7 +23,10 @@ implementation of an exercise, which the grader fails the exercise for running i
 student's functions).
 `judge(rules, schedules=N, seed=S)` (`tester.py`) is the tester: a fault campaign on a cluster
 whose brokers run a student's rules (`minikafka.rules`), with a verdict a notebook shows. A hidden
-check runs it with `seed=grading_seed()`: the grader picks that seed when it grades.
+check runs it with `seed=grading_seed()`: the grader picks that seed when it grades, and prints
+`campaign_outcome(verdict)` (True, or the kind of anomaly found).
+A hidden check's first line says in words what it checks (`# Checks: ...`): a failed hidden check
+is reported by that line alone, never by its inputs, its expected output or its source.
 `my_rules("exercises/")` (`student_rules.py`) gathers a student's rules from their exercise notebooks, for
 `Cluster(rules=...)`, `launch(rules=...)` and `judge`.
 `show_source(obj)` (`source.py`) is the code tour: a lecture shows the package's own code, read
@@ -47,6 +50,16 @@ def grading_seed(seed: int = GRADING_SEED) -> int:
     ``grading_seed(N)`` with N chosen when it grades (``grade.py``), so a rule cannot be fitted to
     the schedules of a seed the student could know."""
     return seed
+
+
+def campaign_outcome(verdict) -> str:
+    """What a hidden check prints for a fault campaign's verdict: ``True``, or ``False: found
+    <kind>`` with the kind of anomaly (``lost-write``, ``stuck``, ``rule-error``, ...) and nothing
+    of the schedule. The grader tells the student that kind, never the schedule (``grade.py``)."""
+    if verdict.ok:
+        return "True"
+    kind = getattr(getattr(verdict, "failure", None), "kind", None) or "an anomaly"
+    return f"False: found {kind}"
 
 
 def __getattr__(name: str):

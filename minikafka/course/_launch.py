@@ -8,7 +8,9 @@ This process, still with the grader's privileges, builds the cage and then execs
    it dies the OS kills everything the submission started, daemons and `setsid` included), mount
    (the reference solutions and the other submissions are covered by empty read-only tmpfs mounts,
    /tmp, /var/tmp and /dev/shm by fresh private ones, and /proc is remounted to show only the
-   sandbox's processes) and network (only a loopback
+   sandbox's processes; the folder holding the repository is sealed: an empty read-only tmpfs
+   on which only the package's folder and the virtualenv are bind-mounted back, read-only, so
+   no .git, exercises/, notebooks/ or folders beside it are readable) and network (only a loopback
    interface: notebooks can still talk to brokers they start themselves, nothing outside).
    Without root it asks for a user namespace to get the same; if that is refused too it goes on
    with what it got and says so on stderr (the grader reports the isolation level);
@@ -36,7 +38,8 @@ import sys
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
-MS_BIND, MS_MOVE = 4096, 8192
+MS_REMOUNT, MS_BIND, MS_MOVE = 32, 4096, 8192
+MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
 PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -96,6 +99,13 @@ def _isolate(config) -> list[str]:
             _expose(path, os.path.join(config["scratch"], f".expose{number}"))
     except OSError as exc:
         missing.append(f"could not expose {path} to the sandbox user ({exc.strerror})")
+    seal = config.get("seal")
+    if seal:
+        try:
+            _seal(seal["root"], seal["reveal"], config["scratch"])
+        except OSError as exc:
+            missing.append(f"could not seal {seal['root']} ({exc.strerror}): the repository "
+                           "(its history, exercises, notebooks) is readable")
     if not config["network"]:
         try:
             _loopback_up()
@@ -145,6 +155,40 @@ def _expose(path, stash):
     os.makedirs(target, mode=0o755, exist_ok=True)
     _mount(stash, target, None, MS_MOVE, None)
     os.rmdir(stash)
+
+
+def _seal(root, reveal, scratch):
+    """Cover `root` (the folder holding the repository) with an empty read-only tmpfs on which
+    only the paths in `reveal` (the package's own folder, the virtualenv) are bind-mounted back,
+    read-only. Nothing else under `root` stays: not the repository's .git, exercises/,
+    notebooks/, solutions/ or tests/, nor the folders beside it. The tmpfs is built aside (on a
+    folder in the scratch folder, which is never under `root`) and then moved onto `root`."""
+    stage = os.path.join(scratch, ".seal")
+    os.mkdir(stage, 0o700)
+    _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
+    prefix = root.rstrip("/") + "/"
+    for path in reveal:
+        if not path.startswith(prefix) or not os.path.exists(path):
+            continue
+        target = os.path.join(stage, path[len(prefix):])
+        os.makedirs(target, mode=0o755, exist_ok=True)
+        _mount(path, target, None, MS_BIND | MS_REC, None)
+        _mount(None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _kept_flags(path), None)
+    _mount(stage, root, None, MS_MOVE, None)
+    _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
+    os.rmdir(stage)
+
+
+def _kept_flags(path):
+    """The flags of the mount holding `path` that a read-only remount of its bind must keep: in a
+    user namespace (the grader without root) the kernel refuses to drop them (EPERM)."""
+    have = os.statvfs(path).f_flag
+    flags = MS_NOSUID | MS_NODEV  # added: nothing under the seal needs set-uid files or devices
+    for st, ms in ((os.ST_NOEXEC, MS_NOEXEC), (os.ST_NOATIME, MS_NOATIME), (os.ST_NODIRATIME, MS_NODIRATIME),
+                   (os.ST_RELATIME, MS_RELATIME)):
+        if have & st:
+            flags |= ms
+    return flags
 
 
 def _limit(config):

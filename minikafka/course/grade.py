@@ -22,6 +22,10 @@ outputs, is flagged). The program runs in a `Sandbox`
 (sandbox.py) by `run_cells` (runner.py); outputs are judged by nbval's rules (compare.py), in this
 process, from the kernel's messages.
 
+A failed hidden check is reported by the property it checks, in words (its first line,
+`# Checks: ...`), and how the code failed it, never by its inputs, expected output or source
+(`hidden_message`).
+
 The student's check (`minikafka check`) is the same code with the student's file as its own
 reference: the expected outputs then come from each cell's `minikafka.expected` metadata, which
 the exercise generator writes and which running and saving in Jupyter never changes. So saving
@@ -474,6 +478,8 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
             run = by_cell.get(id(cell), CellRun(reason="not run"))
             passed, message = verdict(run, cell_options(cell), expected_outputs(cell, from_metadata) or [],
                                       patterns)
+            if is_hidden and not passed:
+                message = hidden_message(cell, run)
             exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message))
     flagged = None
     grader_options = {"check": True, "skip": False, "check_exception": False}
@@ -502,6 +508,39 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
             flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
                        "a patched kernel?)")
     return flagged
+
+
+CHECKS_PREFIX = "# Checks:"
+_ANOMALY = re.compile(r"^False: found ([a-z]+(?:-[a-z]+){0,4})$")
+
+
+def checked_property(cell) -> str | None:
+    """What a hidden check checks, in words: its first line, ``# Checks: ...``; None without one."""
+    first = source_text(cell).split("\n", 1)[0].strip()
+    if not first.startswith(CHECKS_PREFIX):
+        return None
+    return first[len(CHECKS_PREFIX):].strip().rstrip(".") or None
+
+
+def hidden_message(cell, run: CellRun) -> str:
+    """Why a hidden check failed, in words that teach without leaking: the property it checks
+    (its ``# Checks:`` line) and how the code failed it (its output differs, it raised, it timed
+    out, the kernel died), never its inputs, its expected output, its source or the submission's
+    output or error message (which can echo the source: an input transformer sees every cell). A
+    fault campaign's check says the kind of anomaly found (``campaign_outcome``), never the schedule."""
+    said = checked_property(cell)
+    what = f"it checks that {said}" if said else "it checks what the visible checks do not show"
+    if GRADING_SEED_CALL in source_text(cell):
+        text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream").strip()
+        found = _ANOMALY.match(text) if run.status == "ok" else None
+        if found:
+            return f"{what}: the fault campaign on a grading seed found a '{found.group(1)}' anomaly"
+        if run.status == "ok":
+            return f"{what}: the fault campaign on a grading seed did not pass"
+    how = {"error": "your code raised an exception",
+           "died": "the kernel died while it ran (os._exit, a crash or a resource limit)",
+           "ok": "your code's output differs from the reference's"}.get(run.status, run.reason)
+    return f"{what}; {how}"
 
 
 def _exercise_cells_of(reference, exercise: Exercise) -> list[dict]:

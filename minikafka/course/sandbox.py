@@ -31,6 +31,11 @@ whose fork or thread fails with EAGAIN, or a kernel that dies in a cell, is repo
 limits in force and the last lines the kernel wrote to its stderr (kept in memory, never a file
 the submission can reach).
 
+The kernel sees the package as installed and nothing else of the repository: `seal()` names the
+folder the launcher covers (the repository's parent) and the paths it mounts back read-only (the
+package's folder, the virtualenv), so the repository's .git history (which holds solutions/ and
+its hidden checks), exercises/, notebooks/, tests/ and the folders beside it are out of reach.
+
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
 or expected output in reach of the student's code.
@@ -140,10 +145,13 @@ def isolation() -> str:
         return weaker_isolation(missing)
     if is_root():
         return ("sandbox: an unprivileged user per submission, own PID/mount/network namespaces, "
+                "the repository sealed (only the package and its virtualenv visible, read-only), "
                 "references and other submissions hidden, rlimits")
     return ("sandbox (not root): own process group and rlimits; namespaces only if this OS "
-            "allows unprivileged user namespaces; the kernel runs as your user, so files it can "
-            "read you can read (run the grader as root for full isolation)")
+            "allows unprivileged user namespaces, and without them the repository is not sealed: "
+            "its .git history (solutions and hidden checks), exercises/ and notebooks/ are readable; "
+            "the kernel runs as your user, so files it can read you can read (run the grader as "
+            "root for full isolation)")
 
 
 def weaker_isolation(missing: list[str]) -> str:
@@ -151,6 +159,27 @@ def weaker_isolation(missing: list[str]) -> str:
     return (f"sandbox: weaker isolation on this OS (it lacks {', '.join(missing)}): each notebook runs in a "
             "fresh kernel in an empty scratch folder and is graded as on Linux, but as your user, without "
             "process, memory or CPU limits, and what it starts may outlive the run")
+
+
+def seal(scratch: Path) -> dict | None:
+    """What the kernel's mount namespace covers and what it puts back (see `_launch._seal`).
+
+    Covered: the folder holding the repository (its parent: the folders beside it too), or the
+    repository alone where its parent is / or holds the scratch folder; nothing where the package
+    is installed in site-packages (no repository then). Put back, read-only: the
+    package's own folder and the virtualenv, and the interpreter where it lives under the covered
+    folder. So a submission reads the package as installed and the standard library, and nothing
+    of the repository: no .git (whose history holds solutions/), exercises/, notebooks/, tests/.
+    """
+    package = Path(__file__).resolve().parents[1]
+    root = PROJECT_ROOT.resolve()
+    if any(root.is_relative_to(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)):
+        return None  # installed in site-packages: no repository beside the package
+    if root.parent != Path(root.anchor) and not scratch.resolve().is_relative_to(root.parent):
+        root = root.parent
+    reveal = {package, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
+              Path(sys.executable).resolve().parent}
+    return {"root": str(root), "reveal": sorted(str(p) for p in reveal if p.is_relative_to(root))}
 
 
 def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, int | None]:
@@ -315,7 +344,8 @@ class Sandbox:
                       "keep": sorted({str(PROJECT_ROOT.resolve()), str(Path(sys.prefix).resolve())}),
                       # The interpreter may live where the sandbox user cannot go (pyenv under /root).
                       "expose": sorted({str(Path(sys.base_prefix).resolve()),
-                                        str(Path(sys.executable).resolve().parent)})}
+                                        str(Path(sys.executable).resolve().parent)}),
+                      "seal": seal(self.scratch)}
             manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="ipc", ip=str(self.scratch / "zmq"),

@@ -1,0 +1,286 @@
+"""The sealed sandbox and the cheats that must earn 0 (issue 34, items 1, 4 and part of 6).
+
+A submission's kernel must see the package as installed, the standard library and nothing else
+of the repository or the folders beside it: no .git (whose history holds solutions/), no
+exercises/, notebooks/, tests/fixtures/.../solutions/. `test_nothing_readable_from_a_submission_
+holds_a_hidden_check_or_a_solution` walks / from inside a graded kernel and reads every file.
+
+Then the cheats, each against the small fixture course (tests/fixtures/course) so each test is a
+few seconds: reading the solutions from .git, notebooks/ or exercises/; SystemExit,
+KeyboardInterrupt and os._exit in a check; replaying the visible expected outputs.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from minikafka.course.grade import Settings
+from minikafka.course.gradebook import feedback, grade_all
+from minikafka.course.runner import run_cells
+from minikafka.course.sandbox import Limits, Sandbox
+
+ROOT = Path(__file__).resolve().parents[1]
+FIXTURE = ROOT / "tests" / "fixtures" / "course"
+REFERENCES = FIXTURE / "solutions"
+SAMPLE = REFERENCES / "99-sample.ipynb"
+SAMPLE_EXERCISE = FIXTURE / "exercises" / "99-sample.ipynb"
+SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
+FAST = Settings(sanitize=SANITIZE, cell_timeout=10, budget=30)
+ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sealed sandbox needs root")
+PACKAGE = ROOT / "minikafka"
+
+GOOD_LOOKUP = ("def lookup(index, target):\n"
+               "    best = None\n"
+               "    for entry in index:\n"
+               "        if entry[0] <= target:\n"
+               "            best = entry\n"
+               "    return best")
+GOOD_START = "start_position = lookup(INDEX, 250)[1]\nprint(\"start scanning at byte\", start_position)"
+
+
+# -- what a submission can read -------------------------------------------------------------------
+
+def _cells(path: Path) -> list[dict]:
+    return json.loads(path.read_text())["cells"]
+
+
+def _source(cell) -> str:
+    return "".join(cell["source"]) if isinstance(cell["source"], list) else cell["source"]
+
+
+def markers() -> list[str]:
+    """Strings that only a hidden check, a solution or a reference cell holds (never the package):
+    each hidden cell's longest line (its code: a bare "# Grader only:" is quoted in prose, the
+    issue tracker's included), and each long line of code between a solution's markers that the
+    package's own source does not contain."""
+    package = "\n".join(p.read_text(errors="replace") for p in PACKAGE.rglob("*.py"))
+    found = set()
+    for notebook in [*sorted((ROOT / "solutions").glob("*.ipynb")), SAMPLE]:
+        for cell in _cells(notebook):
+            tags = cell.get("metadata", {}).get("tags", [])
+            lines = [line.strip() for line in _source(cell).split("\n")]
+            if "hidden" in tags:
+                found.add(max(lines, key=len))
+            elif "exercise" in tags:
+                inside = False
+                for line in lines:
+                    if line.startswith("### BEGIN SOLUTION") or line.startswith("### END SOLUTION"):
+                        inside = line.startswith("### BEGIN")
+                    elif inside and len(line) >= 30 and line not in package:
+                        found.add(line)
+    return sorted(found)
+
+
+# Runs in the sandboxed kernel. Every name under / (bar the kernel's own /proc, /sys and /dev) is
+# listed, and any .git fails; grep reads every readable file for the markers (fixed strings) and
+# for a solution marker followed by a line break (a notebook's JSON "\n" or a real one: the
+# package only names the marker in prose). Reading all of a machine's 20 GB is no unit test: grep
+# reads every notebook, and every file of at most 2 MB written in the last 30 days (the course,
+# its clones and copies, the venv; not the OS's and the package mirror's files, older).
+WALK = r"""
+import os, subprocess, json
+MARKERS, REPO = {markers!r}, {repo!r}
+readable, gits = 0, []
+tops = [os.path.join("/", n) for n in sorted(os.listdir("/")) if n not in ("proc", "sys", "dev")]
+for top in tops:
+    for folder, dirs, files in os.walk(top):
+        gits += [os.path.join(folder, n) for n in dirs + files if n == ".git"]
+        readable += sum(os.access(os.path.join(folder, f), os.R_OK) for f in files)
+with open("markers.txt", "w") as f:
+    f.write("\n".join(MARKERS) + "\n")
+listed = subprocess.run(["find", *tops, "-type", "f", "-readable", "(", "-name", "*.ipynb", "-o", "(",
+                         "-size", "-2M", "-mtime", "-30", ")", ")", "!", "-path", os.path.abspath("markers.txt"),
+                         "-print0"], capture_output=True).stdout
+with open("files.txt", "wb") as f:
+    f.write(listed)
+def grep(*how):
+    done = subprocess.run(["xargs", "-0", "-a", "files.txt", "grep", "-ls", *how], capture_output=True, text=True)
+    return sorted(done.stdout.split())
+git = subprocess.run(["git", "-c", "safe.directory=*", "-C", REPO, "show", "HEAD:tests/fixtures/course/solutions/99-sample.ipynb"],
+                     capture_output=True, text=True)
+print(json.dumps({{"readable": readable, "read": listed.count(b"\0"), "gits": gits,
+                  "hits": grep("-F", "-f", "markers.txt"), "solutions": grep("-E", r"### BEGIN SOLUTION(\\n|$)"),
+                  "git_show": git.returncode == 0 and "BEGIN SOLUTION" in git.stdout,
+                  "repo": sorted(os.listdir(REPO)) if os.path.isdir(REPO) else None,
+                  "beside": sorted(os.listdir(os.path.dirname(REPO))) if os.path.isdir(os.path.dirname(REPO)) else None}}))
+"""
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_nothing_readable_from_a_submission_holds_a_hidden_check_or_a_solution():
+    found = markers()
+    assert len(found) > 50
+    host = subprocess.run(["grep", "-rlsF", "-e", found[0], "-e", found[-1], str(ROOT / "solutions"),
+                           str(REFERENCES)], capture_output=True, text=True).stdout.split()
+    assert host  # the markers are real: the host finds them
+    # The hidden paths are the grader's (grade_all): the references and the class's folder.
+    with Sandbox(Limits(), hide=(ROOT / "solutions",)) as box:
+        [run] = run_cells(box, [WALK.format(markers=found, repo=str(ROOT))], cell_timeout=600, budget=600)
+    assert run.status == "ok", run.reason
+    seen = json.loads("".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream"))
+    assert seen["readable"] > 1000 and seen["read"] > 1000  # the standard library and the venv are there
+    assert seen["hits"] == [] and seen["solutions"] == [] and seen["gits"] == [], seen
+    assert not seen["git_show"]
+    assert set(seen["repo"]) <= {"minikafka", ".venv"}, seen["repo"]  # the package and its venv only
+    assert seen["beside"] == [ROOT.name], seen["beside"]  # nothing beside the repository
+
+
+@ROOT_ONLY
+def test_the_package_is_read_only_and_imports_inside_the_sandbox():
+    probe = ("import minikafka, minikafka.course, os\n"
+             "print(os.path.dirname(minikafka.__file__) == {pkg!r})\n"
+             "try:\n    open(os.path.join({pkg!r}, 'pwned.py'), 'w')\n    print('written')\n"
+             "except OSError as exc:\n    print(type(exc).__name__)\n").format(pkg=str(PACKAGE))
+    with Sandbox(Limits()) as box:
+        [run] = run_cells(box, [probe], cell_timeout=60, budget=60)
+    assert run.status == "ok", run.reason
+    assert "".join(o.get("text", "") for o in run.outputs).split() == ["True", "OSError"]
+    assert not (PACKAGE / "pwned.py").exists()
+
+
+# -- feedback that teaches without leaking ---------------------------------------------------------
+
+def _hidden_cells():
+    for notebook in [*sorted((ROOT / "solutions").glob("*.ipynb")), SAMPLE]:
+        for cell in _cells(notebook):
+            if "hidden" in cell.get("metadata", {}).get("tags", []):
+                yield notebook.name, cell
+
+
+def test_every_hidden_check_says_what_it_checks_in_words():
+    from minikafka.course.grade import checked_property
+
+    cells = list(_hidden_cells())
+    assert len(cells) > 50
+    unsaid = [(name, cell["id"]) for name, cell in cells if checked_property(cell) is None]
+    assert unsaid == [], "hidden cells without a first line '# Checks: ...'"
+    # A campaign's hidden check prints the kind of anomaly it found, not only False.
+    campaigns = [(name, cell) for name, cell in cells if "grading_seed()" in _source(cell)]
+    assert len(campaigns) >= 15
+    assert all("campaign_outcome(" in _source(cell) for _, cell in campaigns)
+    assert checked_property({"cell_type": "code", "source": "# Grader only: other cases.\nprint(1)"}) is None
+
+
+def test_a_failed_campaign_check_names_the_anomaly_never_the_schedule():
+    from types import SimpleNamespace as NS
+
+    from minikafka.course import campaign_outcome
+    from minikafka.course.grade import hidden_message
+    from minikafka.course.runner import CellRun
+
+    assert campaign_outcome(NS(ok=True, failure=None)) == "True"
+    assert campaign_outcome(NS(ok=False, failure=NS(kind="lost-write"))) == "False: found lost-write"
+    cell = {"cell_type": "code", "source": "# Checks: your rule survives the campaign.\n"
+                                           "# Grader only: the tester on other schedules.\n"
+                                           "print(campaign_outcome(judge({'r': r}, schedules=10, seed=grading_seed())))"}
+    def said(text, status="ok"):
+        return hidden_message(cell, CellRun(status=status, reason="ValueError: schedule 3 of 10 (seed 77)",
+                                            outputs=[{"output_type": "stream", "name": "stdout", "text": text}]))
+    assert said("False: found lost-write\n") == ("it checks that your rule survives the campaign: the fault "
+                                                 "campaign on a grading seed found a 'lost-write' anomaly")
+    # Anything else the kernel prints (a schedule, a seed, the cell's source) is never repeated.
+    for text in ("False: found lost-write at t=1200 ms after kill 2\n", "seed 77, kill-leader at 900\n"):
+        assert said(text) == "it checks that your rule survives the campaign: the fault campaign on a grading seed did not pass"
+    assert said("", status="error") == "it checks that your rule survives the campaign; your code raised an exception"
+
+
+# -- cheats that must earn 0 ---------------------------------------------------------------------------
+
+def exercise(lookup=None, start=None):
+    nb = json.loads(SAMPLE_EXERCISE.read_text())
+    cells = {cell["id"]: cell for cell in nb["cells"]}
+    if lookup is not None:
+        cells["exercise-lookup"]["source"] = lookup
+    if start is not None:
+        cells["exercise-start"]["source"] = start
+    return nb
+
+
+# The repository as a cheat finds it: from the package's own path.
+FIND_REPO = "import os, subprocess, json, minikafka\nREPO = os.path.dirname(os.path.dirname(minikafka.__file__))\n"
+# The reference's lookup out of the repository's history, executed.
+FROM_GIT = FIND_REPO + (
+    "nb = json.loads(subprocess.run(['git', '-c', 'safe.directory=*', '-C', REPO, 'show',\n"
+    "    'HEAD:tests/fixtures/course/solutions/99-sample.ipynb'], capture_output=True, text=True).stdout)\n"
+    "exec(''.join(next(c['source'] for c in nb['cells'] if c['id'] == 'exercise-lookup')))\n")
+# The visible checks' expected outputs (the student's own copy holds them), replayed by a print
+# that ignores what it is given, around a wrong lookup: output replay against hidden checks.
+VISIBLE = [line for c in _cells(SAMPLE_EXERCISE) if "check" in c.get("metadata", {}).get("tags", [])
+           for o in c["outputs"] for line in "".join(o.get("text", "")).splitlines()]
+REPLAY = (f"import builtins, collections\n_queue = collections.deque({VISIBLE!r})\n"
+          "_print = builtins.print\n"
+          "def print(*args, **kwargs):\n"
+          "    _print(_queue.popleft() if _queue else ' '.join(map(str, args)))\n"
+          "builtins.print = print\n"
+          "def lookup(index, target):\n    return index[0] if index and target >= index[0][0] else None\n")
+# The same outputs read from the repository's exercises/ (sealed: the file is not there).
+FROM_EXERCISES = FIND_REPO + (
+    "nb = json.load(open(os.path.join(REPO, 'tests/fixtures/course/exercises/99-sample.ipynb')))\n"
+    + REPLAY.replace(f"{VISIBLE!r}", "(line for c in nb['cells'] if 'check' in c['metadata'].get('tags', []) "
+                     "for o in c['outputs'] for line in ''.join(o.get('text', '')).splitlines())"))
+# The hidden check's source, echoed by an exception it raises (an input transformer sees every cell).
+ECHO = ("def _echo(lines):\n"
+        "    text = ''.join(lines)\n"
+        "    return [f'raise ValueError({text!r})\\n'] if 'Grader only' in text else lines\n"
+        "get_ipython().input_transformers_cleanup.append(_echo)\n" + GOOD_LOOKUP)
+ESCAPES = {
+    "git": FROM_GIT,
+    "replay": REPLAY,
+    "exercises": FROM_EXERCISES,
+    "echo": ECHO,
+    "systemexit": "def lookup(index, target):\n    raise SystemExit(0)\n",
+    "keyboard": "def lookup(index, target):\n    raise KeyboardInterrupt\n",
+    "exit": "def lookup(index, target):\n    import os\n    os._exit(0)\n",
+    "wrong": GOOD_LOOKUP.replace("<=", "<"),
+}
+
+
+@pytest.fixture(scope="module")
+def class_graded(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("class")
+    for student, lookup in {"right": GOOD_LOOKUP, **ESCAPES}.items():
+        (folder / student).mkdir()
+        (folder / student / "99-sample.ipynb").write_text(json.dumps(exercise(lookup, GOOD_START)))
+    return {r.student: r for r in grade_all(folder, REFERENCES, FAST, jobs=2)}
+
+
+@pytest.mark.notebooks
+def test_cheats_earn_nothing_for_the_exercise_they_cheat(class_graded):
+    assert class_graded["right"].points == 3, feedback(class_graded["right"])
+    for student in ESCAPES:
+        result = class_graded[student]
+        assert result.exercises[0].earned == 0, (student, feedback(result))
+    # The history is sealed: the cheat finds no reference to run (its lookup is never defined).
+    git = class_graded["git"].exercises[0].checks[0]
+    assert not git.passed and "NameError" in git.message, git
+    # Replayed outputs pass the visible checks, never the hidden one.
+    replay = class_graded["replay"].exercises[0]
+    assert [(c.label, c.passed) for c in replay.checks] == [
+        ("check 1", True), ("check 2", True), ("hidden check 1", False), ("your own code", True)], replay
+    # exercises/ is sealed too: the same replay reading the stored outputs from there has none.
+    exercises = class_graded["exercises"].exercises[0].checks[0]
+    assert not exercises.passed and "NameError" in exercises.message, exercises
+
+
+@pytest.mark.notebooks
+def test_a_failed_hidden_check_says_what_it_checks_and_never_its_inputs_or_source(class_graded):
+    for student in ("wrong", "echo", "replay"):
+        text = feedback(class_graded[student])
+        [hidden] = [c for c in class_graded[student].exercises[0].checks if c.label == "hidden check 1"]
+        assert not hidden.passed
+        assert hidden.message.startswith("it checks that lookup finds the last entry at or below the target "
+                                         "on any index, a target before the first entry included; "), hidden.message
+        for secret in ("Grader only", "OTHER", "121", "(5, 0)", "None", "10**9"):
+            assert secret not in hidden.message and secret not in text.split("## Notes")[0].split("hidden check 1")[1], \
+                (student, secret, text)
+    assert class_graded["wrong"].exercises[0].checks[2].message.endswith("your code's output differs from the reference's")
+    assert class_graded["echo"].exercises[0].checks[2].message.endswith("your code raised an exception")
