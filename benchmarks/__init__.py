@@ -1,7 +1,10 @@
 """minikafka's benchmarks: the speed targets of the course, measured (never asserted in tests).
 
-    python -m benchmarks                  all of them; figures go to benchmarks/RESULTS.md
-    python -m benchmarks append read      a subset (RESULTS.md then holds only those)
+    python -m benchmarks                  all of them; prints the full report, then rewrites the
+                                          rows of benchmarks/RESULTS.md's targets it measured
+                                          and adds an entry to its log
+    python -m benchmarks append read      a subset (only their rows change)
+    python -m benchmarks NAME --out PATH  the full report to PATH; RESULTS.md is left alone
     python -m benchmarks --quick          a smoke run with small sizes (~1 min); prints the
                                           report and writes no file unless --out is given
 

@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
+import textwrap
 import time
 from pathlib import Path
 
@@ -19,6 +21,24 @@ BENCHMARKS = {
     "grading": grading.run, "kraft": kraft.run, "chaos": chaos.run, "transactions": transactions.run,
 }  # each returns a Section, or a list of them (one per table)
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
+
+# The results page (RESULTS.md): one table of the current figure of every target, then a log.
+FIGURES_HEADING = "## Current figures"
+LOG_HEADING = "## Log"
+FIGURE_COLUMNS = ["Target", "Figure", "Status", "Date (UTC)", "Commit", "Machine"]
+NEW_PAGE = f"""# minikafka benchmarks: results
+
+Today's figure for every target, then a short log of the runs, newest first. `make bench`
+(`python -m benchmarks [NAME ...]`) rewrites the rows of the targets it measured and adds an entry
+to the log; its full report goes to stdout, or to a file with `--out`.
+
+{FIGURES_HEADING}
+
+| {" | ".join(FIGURE_COLUMNS)} |
+|{"|".join("---" for _ in FIGURE_COLUMNS)}|
+
+{LOG_HEADING}
+"""
 
 
 def default_names(quick: bool) -> list[str]:
@@ -55,13 +75,76 @@ def to_markdown(sections: list[Section], about: list[tuple[str, str]], command: 
     return "\n".join(out) + "\n"
 
 
+def _cells(line: str) -> list[str]:
+    """The cells of a Markdown table row (``\\|`` is a ``|`` inside a cell)."""
+    return [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", line.strip()[1:-1])]
+
+
+def _row(cells: list[str]) -> str:
+    return "| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |"
+
+
+def machine_label(about: list[tuple[str, str]]) -> str:
+    """The machine in a few words, as the figures table names it: CPU model, cores, kernel."""
+    info = dict(about)
+    cpu = info.get("CPU", "unknown CPU")
+    model = cpu.split(" (virtual machine", 1)[0].split(",", 1)[0].strip()
+    cores = re.search(r"(\d+) logical cores", cpu)
+    return f"{model}, {cores.group(1) if cores else '?'} cores, {info.get('Kernel', 'unknown kernel')}"
+
+
+def update_results(page: str, sections: list[Section], about: list[tuple[str, str]], command: str,
+                   seconds: float) -> str:
+    """The results page with the rows of the targets this run measured rewritten (or added) with
+    its date, commit and machine, and an entry for the run at the top of its log. Every other
+    row and entry stays as it was. A page without the two headings is started afresh."""
+    if FIGURES_HEADING not in page or LOG_HEADING not in page:
+        page = NEW_PAGE
+    lines = page.splitlines()
+    start = lines.index(FIGURES_HEADING)
+    header = next(i for i in range(start, len(lines)) if lines[i].startswith("|"))
+    if _cells(lines[header]) != FIGURE_COLUMNS:
+        raise ValueError(f"{FIGURES_HEADING}: the table's columns are {_cells(lines[header])}, not {FIGURE_COLUMNS}")
+    end = header + 2
+    while end < len(lines) and lines[end].startswith("|"):
+        end += 1
+    rows = [_cells(line) for line in lines[header + 2:end]]
+    info = dict(about)
+    date = info.get("Date (UTC)", "")[:16]
+    commit = info.get("minikafka", "").removeprefix("git ").strip() or "unknown"
+    where = machine_label(about)
+    targets = [t for s in sections for t in s.targets]
+    for target, measured, status in targets:
+        new = [target, measured, status, date, commit, where]
+        for i, row in enumerate(rows):
+            if row[0] == target:
+                rows[i] = new
+                break
+        else:
+            rows.append(new)
+    lines[header + 2:end] = [_row(r) for r in rows]
+
+    names = ", ".join(dict.fromkeys(s.name for s in sections))
+    not_met = [t for t, _, status in targets if "not met" in status]
+    outcome = (f"{len(targets)} target(s) measured, {len(targets) - len(not_met)} met"
+               + (f"; not met: {'; '.join(not_met)}" if not_met else "") if targets else "no target measured")
+    entry = (f"- **{date} UTC, `{command}`** ({names}; git {commit}; {seconds:.0f} s; {where}; load average "
+             f"at start {info.get('Load average at start (1/5/15 min)', '?')}): {outcome}.")
+    log = lines.index(LOG_HEADING)
+    at = log + 1
+    while at < len(lines) and not lines[at].startswith("- "):
+        at += 1  # past the log's blank line (and any words before its first entry)
+    lines[at:at] = textwrap.wrap(entry, width=100, subsequent_indent="  ", break_on_hyphens=False)
+    return "\n".join(lines) + "\n"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks", description=__doc__)
     parser.add_argument("names", nargs="*", metavar="NAME", help=f"benchmarks to run: {', '.join(BENCHMARKS)} (default: all)")
     parser.add_argument("--quick", action="store_true", help="small sizes, one run each: a smoke test, not figures")
     parser.add_argument("--repeats", type=int, help="runs per measurement (default 5, or 1 with --quick)")
-    parser.add_argument("--out", type=Path, help="where to write the report (default benchmarks/RESULTS.md; "
-                        "with --quick, no file unless given)")
+    parser.add_argument("--out", type=Path, help="write the full report there and leave benchmarks/RESULTS.md "
+                        "alone (default: RESULTS.md's figures and log are updated; with --quick, no file)")
     args = parser.parse_args(argv)
     unknown = [n for n in args.names if n not in BENCHMARKS]
     if unknown:
@@ -70,7 +153,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.error("--repeats must be at least 1")
     names = args.names or default_names(args.quick)
     repeats = args.repeats or (1 if args.quick else 5)
-    out = args.out or (None if args.quick else RESULTS)
+    out = args.out
 
     DATA.mkdir(parents=True, exist_ok=True)
     scratch = Path(tempfile.mkdtemp(prefix="run-", dir=DATA))
@@ -93,6 +176,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.quick:
         report = report.replace("# minikafka benchmarks", "# minikafka benchmarks (--quick: smoke test, not figures)", 1)
     print(report)
+    if out is None and not args.quick:
+        out = RESULTS
+        report = update_results(RESULTS.read_text() if RESULTS.exists() else "", sections, about, command,
+                                time.perf_counter() - start)
     if out:
         tmp = out.with_name(out.name + f".{os.getpid()}.tmp")
         tmp.write_text(report)

@@ -583,7 +583,7 @@ class DescribedMember:
 class DescribedGroup:
     error: int
     group_id: str
-    state: str = "Dead"  # Empty, PreparingRebalance, CompletingRebalance, Stable, Dead
+    state: str = "Dead"  # a GroupState name (minikafka.group_state); a real Kafka may send others
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[DescribedMember, ...] = ()

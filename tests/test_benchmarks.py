@@ -4,6 +4,7 @@ Only that it runs and reports is checked here; the figures themselves live in
 benchmarks/RESULTS.md (speed is never asserted in tests).
 """
 
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -96,3 +97,73 @@ def test_chaos_benchmark_in_its_quick_mode(tmp_path):
     assert control[2] == "met", control
     labels = [row[0] for row in section.rows]
     assert labels == ["safe 1", "**safe: total of 1**", "control 1", "**control: total of 1**"]
+
+
+# --- the results page (benchmarks/RESULTS.md) ------------------------------------------------------
+
+
+def _page_tools():
+    if str(REPO) not in sys.path:
+        sys.path.insert(0, str(REPO))
+    from benchmarks import __main__ as bench
+    from benchmarks.common import Section
+
+    return bench, Section
+
+
+ABOUT = [("Date (UTC)", "2026-12-01 09:30:00"),
+         ("CPU", "AMD EPYC 7B13 (virtual machine: `hypervisor` flag set), 2 logical cores (2 usable)"),
+         ("Kernel", "Linux 6.18.44"), ("minikafka", "git abc1234"),
+         ("Load average at start (1/5/15 min)", "0.50 / 0.40 / 0.30")]
+
+
+def test_the_results_page_is_one_table_of_figures_and_a_log_under_300_lines():
+    bench, _ = _page_tools()
+    page = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    lines = page.splitlines()
+    assert len(lines) < 300
+    start = lines.index(bench.FIGURES_HEADING)
+    header = next(i for i in range(start, len(lines)) if lines[i].startswith("|"))
+    assert bench._cells(lines[header]) == bench.FIGURE_COLUMNS
+    rows = [bench._cells(line) for line in lines[header + 2:] if line.startswith("|")][:100]
+    rows = rows[:next((i for i, r in enumerate(rows) if len(r) != 6), len(rows))]
+    assert len(rows) >= 20
+    for target, figure, status, date, commit, machine in rows:
+        assert target and figure and machine, target
+        assert status in ("met", "**not met**"), (target, status)
+        assert re.fullmatch(r"\d{4}-\d\d-\d\d \d\d:\d\d", date), (target, date)
+        assert re.fullmatch(r"[0-9a-f]{7,40}", commit), (target, commit)
+    assert bench.LOG_HEADING in lines
+
+
+def test_a_run_rewrites_its_targets_rows_and_adds_a_log_entry_leaving_the_rest():
+    bench, Section = _page_tools()
+    page = (REPO / "benchmarks" / "RESULTS.md").read_text()
+    section = Section("append", "append", [], ["x"], [["1"]], targets=[
+        ("append at 16 KiB batches >= 0.5 of raw", "0.61", "met"),
+        ("a target | with a bar", "0.1", "**not met**")])
+    new = bench.update_results(page, [section], ABOUT, "python -m benchmarks append", 42.0)
+    old_lines, new_lines = page.splitlines(), new.splitlines()
+    changed = [line for line in new_lines if line not in old_lines]
+    assert changed[0] == ("| append at 16 KiB batches >= 0.5 of raw | 0.61 | met | 2026-12-01 09:30 | abc1234 "
+                          "| AMD EPYC 7B13, 2 cores, Linux 6.18.44 |")
+    assert changed[1].startswith("| a target \\| with a bar | 0.1 | **not met** | 2026-12-01 09:30 |")
+    entry = " ".join(line.strip() for line in changed[2:])
+    assert entry.startswith("- **2026-12-01 09:30 UTC, `python -m benchmarks append`** (append; git abc1234; 42 s;")
+    assert entry.endswith("2 target(s) measured, 1 met; not met: a target | with a bar.")
+    assert len(new_lines) == len(old_lines) + len(changed) - 1  # one row replaced, the rest added
+    assert [line for line in old_lines if line not in new_lines] == [
+        next(line for line in old_lines if line.startswith("| append at 16 KiB"))]
+    log = new_lines.index(bench.LOG_HEADING)
+    assert new_lines[log + 2] == changed[2]  # the newest entry first
+    again = bench.update_results(new, [section], ABOUT, "python -m benchmarks append", 42.0)
+    assert again.count("| a target \\| with a bar |") == 1  # its row is found again by its target
+
+
+def test_a_page_of_another_layout_is_started_afresh():
+    bench, Section = _page_tools()
+    section = Section("read", "read", [], ["x"], [["1"]], targets=[("read >= 1", "2", "met")])
+    page = bench.update_results("# minikafka benchmarks\n\nsomething else\n", [section], ABOUT, "python -m benchmarks read", 1.0)
+    assert "something else" not in page
+    assert "| read >= 1 | 2 | met | 2026-12-01 09:30 | abc1234 | AMD EPYC 7B13, 2 cores, Linux 6.18.44 |" in page
+    assert page.index(bench.FIGURES_HEADING) < page.index("| read >= 1 |") < page.index(bench.LOG_HEADING)

@@ -8,7 +8,8 @@ broker keeps the group's members and committed offsets in memory and writes ever
 that must survive to that partition (``group_metadata``), so when it dies the partition's
 next leader replays the partition and carries on with the same groups.
 
-A group moves through Kafka's states:
+A group moves through Kafka's states (``minikafka.group_state``: the enum and the one table of
+transitions, which ``Group.transition`` asks; a move it does not list raises):
 
     Empty --join--> PreparingRebalance --all joined--> CompletingRebalance --leader's sync--> Stable
       ^                  ^    |                                 |                          |
@@ -122,6 +123,8 @@ from minikafka.messages import (
 )
 from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.records import MemoryRecords, Record, RecordBatch
+from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
+from minikafka.group_state import GroupEvent, GroupState, next_state
 from minikafka.rules import RuleError
 
 if TYPE_CHECKING:
@@ -131,11 +134,6 @@ OFFSETS_TOPIC = "__consumer_offsets"
 INVALID_COMMIT_OFFSET_SIZE = 28
 UNKNOWN_SERVER_ERROR = -1
 
-EMPTY = "Empty"
-PREPARING_REBALANCE = "PreparingRebalance"
-COMPLETING_REBALANCE = "CompletingRebalance"
-STABLE = "Stable"
-DEAD = "Dead"
 
 logger = logging.getLogger("minikafka.broker")
 
@@ -177,7 +175,7 @@ class Member:
 class Group:
     group_id: str
     partition: int  # of __consumer_offsets
-    state: str = EMPTY
+    state: GroupState = EMPTY
     generation: int = 0
     protocol_type: str | None = None
     protocol: str | None = None
@@ -191,9 +189,13 @@ class Group:
     new_member_added: bool = False
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)  # producer id ->
 
-    def transition(self, state: str, now: int) -> None:
-        self.state = state
-        self.state_timestamp = now
+    def transition(self, event: GroupEvent, now: int | None) -> None:
+        """The one door to a new state: the table (``minikafka.group_state``) says where
+        ``event`` leads, or raises naming the state and the event. ``now`` stamps the move
+        (None: the stamp stays, as for offsets a transaction's marker brings back)."""
+        self.state = next_state(self.state, event, self.group_id)
+        if now is not None:
+            self.state_timestamp = now
 
     def all_joined(self) -> bool:
         return not self.pending_members and all(m.awaiting_join for m in self.members.values())
@@ -313,7 +315,7 @@ class GroupCoordinator:
                 offset = max(offset, batch.last_offset + 1)
         for group in loaded.values():
             if group.state == DEAD and group.offsets:
-                group.transition(EMPTY, self.now)  # offsets from simple commits, no metadata
+                group.transition(GroupEvent.OFFSETS_LOADED, self.now)  # offsets from simple commits, no metadata
             if group.members or group.offsets or group.pending_txn_offsets or group.state != DEAD:
                 self.groups[group.group_id] = group
             for member in group.members.values():
@@ -352,7 +354,8 @@ class GroupCoordinator:
                                 ((value.protocol or "", m.subscription),), m.assignment)
             for m in value.members
         }
-        group.transition(STABLE if group.members else EMPTY, value.current_state_timestamp)
+        group.transition(GroupEvent.LOADED_WITH_MEMBERS if group.members else GroupEvent.LOADED_EMPTY,
+                         value.current_state_timestamp)
 
     def _unload(self, p: int) -> None:
         if p not in self.owned:
@@ -411,7 +414,7 @@ class GroupCoordinator:
             if req.member_id:
                 return fail(UNKNOWN_MEMBER_ID)
             group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
-            group.transition(EMPTY, self.now)
+            group.transition(GroupEvent.CREATED, self.now)
         if group.state == DEAD:
             return fail(COORDINATOR_NOT_AVAILABLE)
         if not group.supports(req.protocol_type, req.protocols):
@@ -479,7 +482,7 @@ class GroupCoordinator:
             for member in group.members.values():  # the assignment being made is void
                 self._answer_sync(member, SyncGroupResponse(0, REBALANCE_IN_PROGRESS))
         was_empty = group.state == EMPTY
-        group.transition(PREPARING_REBALANCE, self.now)
+        group.transition(GroupEvent.REBALANCE, self.now)
         timeout = max((m.rebalance_timeout_ms for m in group.members.values()), default=0)
         if was_empty:
             group.initial_delay = True
@@ -524,13 +527,13 @@ class GroupCoordinator:
         group.generation += 1
         if not group.members:
             group.protocol = group.leader = None
-            group.transition(EMPTY, self.now)
+            group.transition(GroupEvent.NO_MEMBER_LEFT, self.now)
             self._store_group(group, lambda error: None)
             return
         group.protocol = group.select_protocol()
         if group.leader not in group.members:
             group.leader = next(iter(group.members))
-        group.transition(COMPLETING_REBALANCE, self.now)
+        group.transition(GroupEvent.JOIN_PHASE_OVER, self.now)
         for member in group.members.values():
             member.assignment = b""
             self._answer_join(member, self._join_response(group, member, 0))
@@ -593,7 +596,7 @@ class GroupCoordinator:
                 return
             for m in group.members.values():
                 self._answer_sync(m, SyncGroupResponse(0, NO_ERROR, m.assignment))
-            group.transition(STABLE, self.now)
+            group.transition(GroupEvent.ASSIGNMENT_STORED, self.now)
 
         for m in group.members.values():
             m.assignment = assignments.get(m.member_id, b"")
@@ -678,7 +681,7 @@ class GroupCoordinator:
             if not simple:
                 return reply_all(ILLEGAL_GENERATION)
             group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
-            group.transition(EMPTY, self.now)
+            group.transition(GroupEvent.CREATED, self.now)
         elif group.state == DEAD:
             return reply_all(COORDINATOR_NOT_AVAILABLE)
         elif simple:
@@ -736,7 +739,7 @@ class GroupCoordinator:
         group = self.groups.get(req.group_id)
         if group is None:
             group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
-            group.transition(EMPTY, self.now)
+            group.transition(GroupEvent.CREATED, self.now)
         elif group.state == DEAD:
             return reply_all(COORDINATOR_NOT_AVAILABLE)
         limit = self.config["offset.metadata.max.bytes"]
@@ -771,7 +774,7 @@ class GroupCoordinator:
         if pending and committed:
             group.offsets.update(pending)
             if group.state == DEAD:
-                group.state = EMPTY
+                group.transition(GroupEvent.TXN_OFFSETS_COMMITTED, None)
 
     def fetch_offsets(self, src: Any, req: OffsetFetchRequest) -> None:
         if not self.owns(req.group_id):
@@ -804,7 +807,7 @@ class GroupCoordinator:
                 del group.offsets[key]
             if not group.offsets:
                 records.append((GroupKey(group.group_id).encode(), None))
-                group.transition(DEAD, self.now)
+                group.transition(GroupEvent.OFFSETS_EXPIRED, self.now)
                 del self.groups[group.group_id]
             self._append(group, records, lambda error: None)
 

@@ -107,6 +107,7 @@ from minikafka.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
+from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, GROUP_STATES, PREPARING_REBALANCE
 from minikafka.node import NodeId, StateMachine
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from minikafka.topic import OffsetAndMetadata, TopicPartition, validate_topic_name
@@ -115,10 +116,9 @@ OFFSETS_TOPIC = "__consumer_offsets"
 INTERNAL_TOPICS = frozenset({OFFSETS_TOPIC, "__transaction_state"})
 MISSING = "-"  # Kafka's MISSING_COLUMN_VALUE
 
-# Group states (Kafka's GroupState names, as DescribeGroups and ListGroups spell them).
-EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
-    "Empty", "PreparingRebalance", "CompletingRebalance", "Stable", "Dead")
-GROUP_STATES = (EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD)
+# Group states (Kafka's GroupState names, as DescribeGroups and ListGroups spell them) are
+# minikafka.group_state's enum, the one the coordinator moves along its table of transitions:
+# EMPTY, DEAD and the two rebalancing states are read here, GROUP_STATES validates --state.
 
 # Failures that say "ask again, maybe elsewhere" rather than "no".
 _RETRIABLE = (KafkaConnectionError, KafkaTimeoutError, CoordinatorNotAvailableError, NotCoordinatorError,

@@ -13,8 +13,9 @@ the fetch on both sides, the truncation and the commit rule. The rest is beside 
 part of this class in a module of its own: ``leader_state.py`` (what a leader knows of the
 replicas; check-quorum), ``quorum_epoch.py`` (BeginQuorumEpoch/EndQuorumEpoch),
 ``listener.py`` (the delivery of commits and leader changes), ``requests.py`` (correlation
-ids, retries, replies, parked fetches), ``states.py`` (the names), ``config.py`` (the
-settings) and ``quorum_state.py`` (the persisted election state).
+ids, retries, replies, parked fetches), ``states.py`` (the states, the events and the one
+table of transitions between them), ``config.py`` (the settings) and ``quorum_state.py``
+(the persisted election state).
 
 A fixed set of *voters* keeps one replicated log, ``__cluster_metadata-0``, stored by the
 storage layer like any partition (v2 batches; each batch's ``partitionLeaderEpoch`` is the
@@ -26,7 +27,8 @@ leader), **voted** (voted in this epoch), **prospective** (KIP-996: asking for p
 epoch is unchanged and nothing is persisted, so a voter that was cut off and comes back
 cannot bump the epoch and depose a healthy leader), **candidate** (epoch + 1, voted for
 itself), **leader**, **follower**, **resigned** (a leader stepping down: it never leads the
-epoch again), **observer**. Transitions:
+epoch again), **observer**. Transitions (``states.TRANSITIONS`` is their table, and the only
+place a move is allowed: each ``_become_*`` asks it first, naming the event):
 
 - election timeout (randomised in [t, 2t), seeded) as unattached/voted/resigned, or no good
   fetch answer for ``fetch.timeout.ms`` (plus a seeded jitter of up to t/2, so followers
@@ -116,6 +118,7 @@ from minikafka.raft.requests import RequestPlumbing
 from minikafka.raft.states import _BACKOFF, _BEGIN_QUORUM, _CHECK_QUORUM, _DELIVER, _ELECTION, _FETCH, _FETCH_REQUEST
 from minikafka.raft.states import _PARKED, CANDIDATE, FOLLOWER, LEADER, OBSERVER, PROSPECTIVE, RESIGNED, UNATTACHED, VOTED
 from minikafka.raft.states import STATES  # (importable from here too, as before)
+from minikafka.raft.states import RaftEvent, RaftState, next_state
 from minikafka.records import MemoryRecords, RecordBatch
 from minikafka.rules import REFERENCE, Request, Rules, Voter
 from minikafka.storage.disk import OS_DISK
@@ -279,23 +282,24 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
                 self._send_fetch()
             elif self.election.leader_id == me:
                 # It led this epoch before it went down: it must not lead it again.
-                self.state = RESIGNED
+                self.state = self._next(RaftEvent.START_LED)
                 self._send_end_quorum_epoch(self._preferred_successors())
                 self._set_election_timer()
             elif self.election.voted_id == me and self.election.leader_id is None:
                 self._become_candidate_again()
             elif self.election.voted_id is not None and self.election.leader_id is None:
-                self.state = VOTED
+                self.state = self._next(RaftEvent.START_VOTED)
                 self._set_election_timer()
             elif self.election.leader_id is not None:
-                self.state = FOLLOWER
+                self.state = self._next(RaftEvent.START_LEADER_KNOWN)
                 self._set_fetch_timer()
                 self._send_fetch()
             else:
-                self.state = UNATTACHED
+                self.state = self._next(RaftEvent.START_NOTHING_KNOWN)
                 self._set_election_timer()
             if self.voters == (me,) and self.state != LEADER:
-                self._become_prospective()  # a quorum of one needs nobody's word: lead at once
+                # A quorum of one needs nobody's word: lead at once.
+                self._become_prospective(RaftEvent.ALONE)
             logger.info("raft %s: started %s in epoch %d", me, self.state, self.epoch)
             self._schedule_delivery()
         finally:
@@ -336,7 +340,7 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
             self._on_election_timeout()
         elif name == _BACKOFF:
             if self._backing_off and self.state in (PROSPECTIVE, CANDIDATE):
-                self._become_prospective()
+                self._become_prospective(RaftEvent.BACKOFF_OVER)
         elif name == _FETCH:
             if self._fetch_in_flight is None:
                 self._send_fetch()
@@ -386,6 +390,13 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
             self._in_api -= 1
 
     # --- state transitions -------------------------------------------------------------------------------
+    # Where an event leads is the table's answer (``states.TRANSITIONS``), looked up before anything
+    # changes; each ``_become_*`` then does what the new state needs (timers, fetches, a round).
+
+    def _next(self, event: RaftEvent) -> RaftState:
+        """The state ``event`` moves this client to; ``IllegalStateError`` (naming the state and
+        the event) if the table does not allow it."""
+        return next_state(self.state, event)
 
     def _persist(self, election: ElectionState) -> None:
         """The one door to a new election state: on disk (fsync'd) before anyone hears of it."""
@@ -424,51 +435,57 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
         self.host.cancel_timer(("raft", _BACKOFF))
 
     def _become_unattached(self, epoch: int) -> None:
+        state = self._next(RaftEvent.HIGHER_EPOCH)
         self._leave_state()
         self._persist(ElectionState(epoch))
-        self.state = UNATTACHED
+        self.state = state
         self._set_election_timer()
         self._log_transition()
 
     def _become_voted(self, candidate: int) -> None:
+        state = self._next(RaftEvent.VOTE_GRANTED)
         self._leave_state()
         self._persist(self.election.with_vote(candidate))
-        self.state = VOTED
+        self.state = state
         self._set_election_timer()
         self._log_transition()
 
-    def _become_follower(self, leader: int, epoch: int, *, heard_from_leader: bool = False) -> None:
+    def _become_follower(self, leader: int, epoch: int, event: RaftEvent, *, heard_from_leader: bool = False) -> None:
+        state = self._next(event)
         self._leave_state()
         voted = self.election.voted_id if epoch == self.epoch else None
         self._persist(ElectionState(epoch, leader, voted))
-        self.state = FOLLOWER
+        self.state = state
         self._last_leader_contact = self.host.now if heard_from_leader else -1
         self._set_fetch_timer()
         self._log_transition()
         self._send_fetch()
 
-    def _become_prospective(self) -> None:
+    def _become_prospective(self, event: RaftEvent) -> None:
+        state = self._next(event)
         self._leave_state()
-        self.state = PROSPECTIVE
+        self.state = state
         self._log_transition()
         self._start_round(pre_vote=True)
 
     def _become_candidate(self) -> None:
+        state = self._next(RaftEvent.PRE_VOTES_WON)
         self._leave_state()
         self._persist(ElectionState(self.epoch + 1, None, self.node_id))
-        self.state = CANDIDATE
+        self.state = state
         self._log_transition()
         self._start_round(pre_vote=False)
 
     def _become_candidate_again(self) -> None:
         # Restarted after voting for itself: the vote stands, so ask again in that epoch.
-        self.state = CANDIDATE
+        self.state = self._next(RaftEvent.START_VOTED_FOR_ITSELF)
         self._start_round(pre_vote=False)
 
     def _become_leader(self) -> None:
+        state = self._next(RaftEvent.VOTES_WON)
         self._leave_state()
         self._persist(ElectionState(self.epoch, self.node_id, self.node_id))
-        self.state = LEADER
+        self.state = state
         self.host.cancel_timer(("raft", _ELECTION))
         self._leader_since = self.host.now
         self._epoch_start_offset = self.log.log_end_offset
@@ -486,9 +503,10 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
 
     def _resign(self, why: str) -> None:
         logger.info("raft %s: leader of epoch %d resigns (%s)", self.node_id, self.epoch, why)
+        state = self._next(RaftEvent.RESIGN)
         successors = self._preferred_successors()
         self._leave_state()
-        self.state = RESIGNED  # the stored election keeps us as this epoch's leader: never again
+        self.state = state  # the stored election keeps us as this epoch's leader: never again
         self._send_end_quorum_epoch(successors)
         self._set_election_timer()
         self._schedule_delivery()
@@ -510,7 +528,7 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
             return False
         if epoch > self.epoch:
             if leader_id is not None and leader_id != self.node_id:
-                self._become_follower(leader_id, epoch, heard_from_leader=heard_from_leader)
+                self._become_follower(leader_id, epoch, RaftEvent.HIGHER_EPOCH_LEADER, heard_from_leader=heard_from_leader)
             else:
                 self._become_unattached(epoch)
             return True
@@ -518,7 +536,7 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
             if self.state == PROSPECTIVE and leader_id == self.election.leader_id:
                 return False  # the leader we timed out on: no news (see _maybe_won)
             if self.state in (UNATTACHED, VOTED, PROSPECTIVE, CANDIDATE):
-                self._become_follower(leader_id, epoch, heard_from_leader=heard_from_leader)
+                self._become_follower(leader_id, epoch, RaftEvent.LEADER_OF_EPOCH, heard_from_leader=heard_from_leader)
                 return True
             if self.state in (LEADER, RESIGNED):
                 # Two leaders in one epoch would break Raft: only a bug gets here.
@@ -539,7 +557,7 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
 
     def _on_election_timeout(self) -> None:
         if self.state in (UNATTACHED, VOTED, FOLLOWER, RESIGNED):
-            self._become_prospective()
+            self._become_prospective(RaftEvent.ELECTION_TIMEOUT)
         elif self.state in (PROSPECTIVE, CANDIDATE) and not self._backing_off:
             self._back_off("the election timed out")
 
@@ -581,7 +599,7 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
             if self.state == PROSPECTIVE and leader is not None and leader != self.node_id:
                 # A majority still follows the leader we lost touch with (KIP-996): it is
                 # alive, so follow it again rather than campaign against it.
-                self._become_follower(leader, self.epoch)
+                self._become_follower(leader, self.epoch, RaftEvent.LEADER_ALIVE)
                 return False
             self._back_off("a majority said no")
         return False

@@ -37,6 +37,7 @@ from minikafka.raft.messages import (
     EndQuorumEpochResponse,
 )
 from minikafka.raft.states import _BEGIN_QUORUM, _ELECTION, _FETCH, CANDIDATE, FOLLOWER, PROSPECTIVE, UNATTACHED, VOTED
+from minikafka.raft.states import RaftEvent
 
 
 class QuorumEpochMessages:
@@ -84,7 +85,7 @@ class QuorumEpochMessages:
             return
         if req.leader_epoch > self.epoch:
             # Its epoch had that leader: remember it, or we could vote in that epoch again.
-            self._become_follower(req.leader_id, req.leader_epoch)
+            self._become_follower(req.leader_id, req.leader_epoch, RaftEvent.HIGHER_EPOCH_LEADER)
         if self.state == FOLLOWER and self.election.leader_id == req.leader_id:
             self._leader_resigned = True
             self._cancel_fetch()

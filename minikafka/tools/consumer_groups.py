@@ -45,11 +45,16 @@ import time
 from datetime import datetime
 from typing import Any, Iterable
 
+from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE
+
 from .common import ToolError, UsageError, add_bootstrap, admin_client, retrying, run_tool
 
 ERROR_PREFIX = "Error: "
 DEFAULT_TIMEOUT_MS = 5000  # Kafka's --timeout default
-ACTIVE_STATES_OK = ("Empty", "Dead")  # the states in which offsets may be reset
+ACTIVE_STATES_OK = (EMPTY, DEAD)  # the states in which offsets may be reset
+# A real Kafka's groups of the new consumer protocol (KIP-848) rebalance in two more states,
+# which minikafka's (classic) coordinator never reports: the tool names them too.
+KIP_848_REBALANCING = ("Assigning", "Reconciling")
 NO_EXECUTE_WARNING = (
     "WARN: No action will be performed as the --execute option is missing. In a future major release, the "
     "default behavior of this command will be to prompt the user before executing the reset rather than doing "
@@ -257,9 +262,9 @@ class GroupTool:
     # --- --describe ----------------------------------------------------------------------------------
 
     def _notice(self, group: str, state: str) -> None:
-        if state == "Empty":
+        if state == EMPTY:
             print(f"\nConsumer group '{group}' has no active members.", file=sys.stderr)
-        elif state in ("PreparingRebalance", "CompletingRebalance", "Assigning", "Reconciling"):
+        elif state in (PREPARING_REBALANCE, COMPLETING_REBALANCE, *KIP_848_REBALANCING):
             print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
 
     def describe(self, groups: list[str], *, members: bool, state: bool, verbose: bool) -> int:
@@ -275,7 +280,7 @@ class GroupTool:
         for group in groups:
             info = self.describe_group(group)
             group_state = info["group_state"]
-            if group_state == "Dead":
+            if group_state == DEAD:
                 missing.append(group)
                 print(f"{ERROR_PREFIX}Consumer group '{group}' does not exist.", file=sys.stderr)
                 continue
