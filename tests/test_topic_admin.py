@@ -233,6 +233,6 @@ def test_dynamic_broker_configs_are_the_topics_defaults_cluster_wide_or_per_brok
     assert c.replica(1, "t", 0).log.config.segment_bytes != 4096
     refused = admin.alter_configs([ConfigResource("broker", "9", {"retention.ms": 1}),
                                    ConfigResource("broker", "1", {"num.partitions": 3})])
-    assert refused["broker"]["9"].startswith("[Error 42] BrokerResponseError: broker '9' is not registered")
+    assert refused["broker"]["9"].startswith("[Error 42] InvalidRequestError: broker '9' is not registered")
     assert refused["broker"]["1"].startswith("[Error 40] InvalidConfigurationError: unknown dynamic broker config")
     admin.close()
