@@ -512,6 +512,9 @@ class QuorumController(StateMachine):
             self.send(src, CreatePartitionsResponse(req.correlation_id, tuple((t, error, message) for t, _ in req.topics)))
 
         def run() -> tuple[list, Callable[[], None]]:
+            if req.assignments and len(req.assignments) != len(req.topics):  # parallel to topics, or ()
+                return [], lambda: fail(INVALID_REQUEST, f"{len(req.assignments)} assignment entries for "
+                                                         f"{len(req.topics)} topics")
             if self._too_many_partitions(max(count - self.image.partition_count(name), 0) for name, count in req.topics):
                 return [], lambda: fail(POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
             results, records, seen = [], [], set()

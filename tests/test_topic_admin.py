@@ -278,6 +278,16 @@ def test_added_partitions_may_name_their_replicas_one_list_per_new_partition(mak
     admin.close()
 
 
+def test_create_partitions_assignments_must_be_parallel_to_its_topics(make_cluster):
+    from minikafka.messages import INVALID_REQUEST, CreatePartitionsRequest
+
+    c = make_cluster(1)
+    c.create_topic("t", partitions=1)
+    answer = request(c, 1, lambda k: CreatePartitionsRequest(k, (("t", 2),), False, (None, ((1,),))))
+    assert answer.results == (("t", INVALID_REQUEST, "2 assignment entries for 1 topics"),)
+    assert c.image.partition_count("t") == 1
+
+
 # --- IncrementalAlterConfigs, and retention on a timer -------------------------------------------------------
 
 
@@ -390,3 +400,4 @@ def test_dynamic_broker_configs_are_the_topics_defaults_cluster_wide_or_per_brok
     assert refused["broker"]["9"].startswith("[Error 42] InvalidRequestError: broker '9' is not registered")
     assert refused["broker"]["1"].startswith("[Error 40] InvalidConfigurationError: unknown dynamic broker config")
     admin.close()
+
