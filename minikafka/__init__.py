@@ -20,6 +20,8 @@ _WHERE = {
     "KafkaAdminClient": "minikafka.clients",
     "KafkaConsumer": "minikafka.clients",
     "KafkaProducer": "minikafka.clients",
+    "NewPartitions": "minikafka.clients",
+    "NewTopic": "minikafka.clients",
     "RecordMetadata": "minikafka.clients",
     "Cluster": "minikafka.cluster",
     "LocalCluster": "minikafka.wire.process",

@@ -33,6 +33,10 @@ record is committed: by then its image holds everything earlier leaders committe
   ``unclean.leader.election.enable`` lets any live replica lead (the rule ``elect_leader``,
   called through ``self.rules``: a leader outside the ISR makes the election unclean). A leader
   change bumps the leader epoch; every change bumps the partition epoch (``PartitionChangeRecord``).
+- Explicit replicas (``kafka-topics --replica-assignment``, ``NewTopic(replica_assignments=...)``,
+  ``NewPartitions(new_assignments=...)``): no placement; the lists are judged as KRaft's
+  ``ReplicationControlManager`` judges them (``minikafka.replica_assignment``) and written as
+  given, each partition's ISR its live replicas and its leader the first of them.
 - CreatePartitions: only ever more partitions; the new ones placed as Kafka places added
   partitions (continuing the topic's round robin), one ``PartitionRecord`` each.
 - Incremental/AlterConfigs (topics; brokers: the topics' defaults, cluster-wide or per broker): the resulting overrides validated as a whole, then one
@@ -103,6 +107,7 @@ from minikafka.metadata import records as mr
 from minikafka.metadata.image import BROKER_RESOURCE, TOPIC_RESOURCE, MetadataImage
 from minikafka.node import NodeId, StateMachine
 from minikafka.raft import KafkaRaftClient
+from minikafka.replica_assignment import added_partitions_placement, topic_placement
 from minikafka.replicas import assign_replicas  # noqa: F401  (the placement rule, by its old import path)
 from minikafka.rules import REFERENCE, Rules
 from minikafka.topic import validate_topic_name
@@ -391,24 +396,31 @@ class QuorumController(StateMachine):
             self.send(src, CreateTopicsResponse(req.correlation_id, tuple((t.name, error, message) for t in req.topics)))
 
         def run() -> tuple[list, Callable[[], None]]:
-            if self._too_many_partitions(max(t.num_partitions, 0) for t in req.topics):
+            # Kafka's validateTotalNumberOfPartitions: a topic with explicit replicas counts its lists
+            if self._too_many_partitions(len(t.assignments) if t.assignments else max(t.num_partitions, 0)
+                                         for t in req.topics):
                 return [], lambda: fail(POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
             results, records, seen = [], [], set()
             for topic in req.topics:
-                error, message = self._check_new_topic(topic, seen)
+                if topic.assignments:
+                    error, message, placement = self._check_manual_topic(topic, seen)
+                else:
+                    error, message = self._check_new_topic(topic, seen)
                 if error == NO_ERROR:
                     seen.add(topic.name)
-                    live = list(self.image.live_brokers)
-                    start = self.rng.randrange(len(live))
-                    shift = self.rng.randrange(len(live))
-                    placement = self.rules.assign_replicas(topic.num_partitions, topic.replication_factor, live,
-                                                           start, shift)
+                    if not topic.assignments:
+                        live = list(self.image.live_brokers)
+                        start = self.rng.randrange(len(live))
+                        shift = self.rng.randrange(len(live))
+                        placement = [(replicas, replicas) for replicas in self.rules.assign_replicas(
+                            topic.num_partitions, topic.replication_factor, live, start, shift)]
                     topic_id = self._new_topic_id()
                     records.append(mr.TopicRecord(topic.name, topic_id))
                     for key, value in topic.configs:
                         records.append(mr.ConfigRecord(TOPIC_RESOURCE, topic.name, key, value))
-                    for p, replicas in enumerate(placement):
-                        records.append(mr.PartitionRecord(p, topic_id, replicas, replicas, replicas[0], 0, 0))
+                    for p, (replicas, isr) in enumerate(placement):
+                        # the leader: the first in-sync replica (Kafka's buildPartitionRegistration)
+                        records.append(mr.PartitionRecord(p, topic_id, replicas, isr, isr[0], 0, 0))
                 results.append((topic.name, error, message))
             return records, lambda: self.send(src, CreateTopicsResponse(req.correlation_id, tuple(results),
                                                                         self.image.offset))
@@ -450,7 +462,7 @@ class QuorumController(StateMachine):
 
         self._submit(run, fail)
 
-    def _check_new_topic(self, topic: TopicConfig, seen: set[str]) -> tuple[int, str | None]:
+    def _check_topic_name(self, topic: TopicConfig, seen: set[str]) -> tuple[int, str | None]:
         try:
             validate_topic_name(topic.name)
         except InvalidTopicError as e:
@@ -459,6 +471,32 @@ class QuorumController(StateMachine):
             return INVALID_TOPIC_EXCEPTION, "'__cluster_metadata' is the controllers' metadata log, not a topic"
         if topic.name in self.image.topic_ids or topic.name in seen:
             return TOPIC_ALREADY_EXISTS, f"topic '{topic.name}' already exists"
+        return NO_ERROR, None
+
+    def _check_topic_configs(self, topic: TopicConfig) -> tuple[int, str | None]:
+        try:
+            validate(dict(topic.configs), allowed=TOPIC_KEYS)
+        except IllegalArgumentError as e:
+            return INVALID_CONFIG, str(e)
+        return NO_ERROR, None
+
+    def _check_manual_topic(self, topic: TopicConfig, seen: set[str]) -> tuple[int, str | None, list]:
+        """A new topic with explicit replicas, in Kafka's order: the name, the configs
+        (``ReplicationControlManager.createTopics``), then the lists (``createTopic``).
+        Returns (error, message, [(replicas, isr) per partition])."""
+        for error, message in (self._check_topic_name(topic, seen), self._check_topic_configs(topic)):
+            if error != NO_ERROR:
+                return error, message, []
+        placement, refusal = topic_placement(topic.assignments, topic.num_partitions, topic.replication_factor,
+                                             self.image.brokers, self.image.live_brokers)
+        if refusal is not None:
+            return *refusal, []
+        return NO_ERROR, None, placement
+
+    def _check_new_topic(self, topic: TopicConfig, seen: set[str]) -> tuple[int, str | None]:
+        error, message = self._check_topic_name(topic, seen)
+        if error != NO_ERROR:
+            return error, message
         if topic.num_partitions < 1:
             return INVALID_PARTITIONS, f"number of partitions must be at least 1, not {topic.num_partitions}"
         live = len(self.image.live_brokers)
@@ -467,39 +505,42 @@ class QuorumController(StateMachine):
                 f"replication factor {topic.replication_factor} is not between 1 and the "
                 f"{live} available brokers"
             )
-        try:
-            validate(dict(topic.configs), allowed=TOPIC_KEYS)
-        except IllegalArgumentError as e:
-            return INVALID_CONFIG, str(e)
-        return NO_ERROR, None
+        return self._check_topic_configs(topic)
 
     def _create_partitions(self, src: NodeId, req: CreatePartitionsRequest) -> None:
         def fail(error: int, message: str) -> None:
             self.send(src, CreatePartitionsResponse(req.correlation_id, tuple((t, error, message) for t, _ in req.topics)))
 
         def run() -> tuple[list, Callable[[], None]]:
+            if req.assignments and len(req.assignments) != len(req.topics):  # parallel to topics, or ()
+                return [], lambda: fail(INVALID_REQUEST, f"{len(req.assignments)} assignment entries for "
+                                                         f"{len(req.topics)} topics")
             if self._too_many_partitions(max(count - self.image.partition_count(name), 0) for name, count in req.topics):
                 return [], lambda: fail(POLICY_VIOLATION, EXCESSIVE_PARTITIONS)
             results, records, seen = [], [], set()
-            for name, count in req.topics:
-                error, message, placement = self._new_partitions(name, count, seen)
+            assignments = req.assignments or (None,) * len(req.topics)
+            for (name, count), assigned in zip(req.topics, assignments):
+                error, message, placement = self._new_partitions(name, count, seen, assigned)
                 seen.add(name)
                 if error == NO_ERROR and not req.validate_only:
                     topic_id = self.image.topic_ids[name]
                     first = self.image.partition_count(name)
-                    for p, replicas in enumerate(placement, start=first):
-                        records.append(mr.PartitionRecord(p, topic_id, replicas, replicas, replicas[0], 0, 0))
+                    for p, (replicas, isr) in enumerate(placement, start=first):
+                        records.append(mr.PartitionRecord(p, topic_id, replicas, isr, isr[0], 0, 0))
                 results.append((name, error, message))
             return records, lambda: self.send(src, CreatePartitionsResponse(req.correlation_id, tuple(results),
                                                                             self.image.offset))
 
         self._submit(run, fail)
 
-    def _new_partitions(self, name: str, count: int, seen: set[str]) -> tuple[int, str | None, list]:
+    def _new_partitions(self, name: str, count: int, seen: set[str],
+                        assigned: Sequence[Sequence[int]] | None = None) -> tuple[int, str | None, list]:
         """Validate growing ``name`` to ``count`` partitions; place the new ones as Kafka's
         ``assignReplicasToBrokers`` does for added partitions: the start index and the
         replica shift fixed by partition 0's first replica, numbering from the current count,
-        so the new partitions continue the existing round robin."""
+        so the new partitions continue the existing round robin. ``assigned``: explicit
+        replicas for the new ones instead, judged as ``ReplicationControlManager.createPartitions``
+        does. Returns (error, message, [(replicas, isr) per new partition])."""
         if name in seen:
             return INVALID_REQUEST, f"topic '{name}' is named twice in one request", []
         if name not in self.image.topic_ids:
@@ -514,13 +555,17 @@ class QuorumController(StateMachine):
                                         "an increase (partitions can be added, never removed)"), []
         rf = len(self.image.partitions[(name, 0)].replicas)
         live = list(self.image.live_brokers)
+        if assigned is not None:
+            placement, refusal = added_partitions_placement(assigned, count - current, current, rf,
+                                                            self.image.brokers, live)
+            return (*refusal, []) if refusal is not None else (NO_ERROR, None, placement)
         if rf > len(live):
             return INVALID_REPLICATION_FACTOR, (f"topic '{name}' has replication factor {rf}, but only "
                                                 f"{len(live)} broker(s) are available for the new partitions"), []
         head = self.image.partitions[(name, 0)].replicas[0]
         fixed = live.index(head) if head in live else 0
         placement = self.rules.assign_replicas(count, rf, live, fixed, fixed)[current:]
-        return NO_ERROR, None, placement
+        return NO_ERROR, None, [(replicas, replicas) for replicas in placement]
 
     def _alter_configs(self, src: NodeId, req: AlterConfigsRequest) -> None:
         def fail(error: int, message: str) -> None:

@@ -146,9 +146,26 @@ class InvalidReplicationFactorError(BrokerResponseError):
     message = "INVALID_REPLICATION_FACTOR"
 
 
+class InvalidReplicaAssignmentError(BrokerResponseError):
+    """Explicit replicas that cannot be used: partitions not numbered 0..n-1, lists of different
+    lengths, a broker named twice or not registered, no live broker in a list."""
+    errno = 39
+    message = "INVALID_REPLICA_ASSIGNMENT"
+
+
+InvalidReplicationAssignmentError = InvalidReplicaAssignmentError  # kafka-python's name for it
+
+
 class InvalidConfigurationError(BrokerResponseError):
     errno = 40
     message = "INVALID_CONFIG"
+
+
+class InvalidRequestError(BrokerResponseError):
+    """A request that is well formed but asks something contradictory (e.g. a replica
+    assignment together with a partition count)."""
+    errno = 42
+    message = "INVALID_REQUEST"
 
 
 class OutOfOrderSequenceNumberError(BrokerResponseError):

@@ -47,10 +47,16 @@ class PartitionState:
 
 @frozen_dataclass
 class TopicConfig:
+    """A topic to create (CreateTopics' ``CreatableTopic``) or one that exists."""
+
     name: str
     num_partitions: int
     replication_factor: int
     configs: tuple[tuple[str, str], ...] = ()
+    # Explicit replicas (kafka-topics --replica-assignment): (partition index, broker ids), as
+    # the request lists them, duplicates included, for the controller to judge; then
+    # num_partitions and replication_factor must be -1. (): the controller places them.
+    assignments: tuple[tuple[int, tuple[int, ...]], ...] = ()
 
     def config(self, key: str, default=None):
         return dict(self.configs).get(key, default)
@@ -235,6 +241,10 @@ class CreatePartitionsRequest:
     correlation_id: int
     topics: tuple[tuple[str, int], ...]  # (topic, the new total partition count)
     validate_only: bool = False
+    # Explicit replicas for the new partitions (kafka-python's NewPartitions(new_assignments=...)):
+    # assignments[i] belongs to topics[i], one broker-id list per new partition, or None for
+    # "the controller places them"; () when no topic gives any.
+    assignments: tuple[tuple[tuple[int, ...], ...] | None, ...] = ()
 
 
 @frozen_dataclass
@@ -733,6 +743,7 @@ INVALID_REQUIRED_ACKS = 21
 TOPIC_ALREADY_EXISTS = 36
 INVALID_PARTITIONS = 37
 INVALID_REPLICATION_FACTOR = 38
+INVALID_REPLICA_ASSIGNMENT = 39
 OUT_OF_ORDER_SEQUENCE_NUMBER = 45
 DUPLICATE_SEQUENCE_NUMBER = 46
 INVALID_PRODUCER_EPOCH = 47

@@ -144,6 +144,23 @@ def test_topics_create_list_describe_delete(tool, bootstrap):
     assert code == 0 and topic not in out.splitlines()
 
 
+def test_topics_create_with_a_replica_assignment(tool, bootstrap):
+    # kafka-topics --replica-assignment: partitions separated by ',', each one's brokers by ':'
+    topic = name("placed")
+    code, out, err = tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", topic,
+                          "--replica-assignment", "1,1")
+    assert (code, out, err) == (0, f"Created topic {topic}.\n", "")
+    code, out, _ = tool("topics", "--bootstrap-server", bootstrap, "--describe", "--topic", topic)
+    lines = out.splitlines()
+    assert code == 0 and lines[0].startswith(f"Topic: {topic}\tPartitionCount: 2\tReplicationFactor: 1\t")
+    assert lines[1:] == [f"\tTopic: {topic}\tPartition: {p}\tLeader: 1\tReplicas: 1\tIsr: 1" for p in range(2)]
+    # the controller's refusal, in KRaft's words
+    code, out, err = tool("topics", "--bootstrap-server", bootstrap, "--create", "--topic", name("refused"),
+                          "--replica-assignment", "1,2")
+    assert (code, out, err) == (1, "", f"{TOPIC_ERROR}The manual partition assignment includes broker 2, but no such "
+                                       "broker is registered.\n")
+
+
 def test_topics_errors_are_one_line_and_exit_1(tool, bootstrap):
     topic = name("dup")
     create_topic(tool, bootstrap, topic, partitions=1)

@@ -83,6 +83,132 @@ def test_an_illegal_name_is_invalid_never_created(make_cluster):
     assert not set(names) & set(c.broker(1).topics)
 
 
+# --- CreateTopics with explicit replicas (kafka-topics --replica-assignment) -------------------------------
+
+
+def log_values(c, broker, topic, partition):
+    replica = c.replica(broker, topic, partition)
+    data = replica.log.read(replica.log.log_start_offset, 1 << 30)
+    return [r.value for b in data.batches() for r in b.records()]
+
+
+def test_explicit_replicas_are_placed_as_given_and_records_land_on_the_assigned_leaders(make_cluster):
+    from minikafka import KafkaAdminClient, KafkaProducer, NewTopic
+
+    c = make_cluster(3)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    assigned = {0: [2, 3], 1: [3, 1], 2: [1, 2]}
+    assert admin.create_topics([NewTopic("placed", replica_assignments=assigned)]) == {
+        "topics": [{"name": "placed", "error_code": NO_ERROR, "error_message": None}]}
+    # kafka-python 3.0's dict form, and the first list's head leads
+    admin.create_topics({"solo": {"assignments": {0: [3]}, "configs": {"retention.ms": 60_000}}})
+    assert [(s.replicas, s.leader, s.isr) for s in c.partitions_of("placed")] == [
+        ((2, 3), 2, (2, 3)), ((3, 1), 3, (3, 1)), ((1, 2), 1, (1, 2))]
+    assert [(s.replicas, s.leader) for s in c.partitions_of("solo")] == [((3,), 3)]
+    assert c.broker(1).topics["solo"].config("retention.ms") == "60000"
+
+    producer = KafkaProducer(bootstrap_servers=c, acks="all")
+    for p in range(3):
+        assert producer.send("placed", f"v{p}".encode(), partition=p).get(timeout=10).offset == 0
+    producer.close()
+    for p, replicas in assigned.items():
+        # acks=all: on the leader and its follower; the third broker has no replica at all
+        assert [log_values(c, b, "placed", p) for b in replicas] == [[f"v{p}".encode()]] * 2
+        assert [b for b in (1, 2, 3) if c.replica(b, "placed", p) is not None] == sorted(replicas)
+    admin.close()
+
+
+@pytest.mark.parametrize("topic, error, message", [
+    ({"num_partitions": 2, "assignments": {0: [1], 1: [2]}}, "InvalidRequestError",
+     "A manual partition assignment was specified, but numPartitions was not set to -1."),
+    ({"replication_factor": 1, "assignments": {0: [1]}}, "InvalidRequestError",
+     "A manual partition assignment was specified, but replication factor was not set to -1."),
+    ({"assignments": {0: [1], 2: [2]}}, "InvalidReplicationAssignmentError",
+     "partitions should be a consecutive 0-based integer sequence"),
+    ({"assignments": {0: [1, 2], 1: [3]}}, "InvalidReplicationAssignmentError",
+     "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent with "
+     "previous partitions, which have 2 replica(s)."),
+    ({"assignments": {0: [1, 1]}}, "InvalidReplicationAssignmentError",
+     "The manual partition assignment includes the broker 1 more than once."),
+    ({"assignments": {0: [1, 9]}}, "InvalidReplicationAssignmentError",
+     "The manual partition assignment includes broker 9, but no such broker is registered."),
+    ({"assignments": {0: []}}, "InvalidReplicationAssignmentError",
+     "The manual partition assignment includes an empty replica list."),
+    ({"assignments": {0: [1]}, "configs": {"retention.msec": 1}}, "InvalidConfigurationError", "retention.msec"),
+])
+def test_each_invalid_assignment_is_refused_with_krafts_error_and_nothing_is_created(make_cluster, topic, error,
+                                                                                      message):
+    import minikafka.errors as Errors
+    from minikafka import KafkaAdminClient
+
+    c = make_cluster(3)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    with pytest.raises(getattr(Errors, error)) as refused:
+        admin.create_topics({"bad": topic})
+    assert message in str(refused.value)
+    answer = admin.create_topics({"bad": topic, "good": {"assignments": {0: [1, 2]}}}, raise_errors=False)
+    assert [(t["name"], t["error_code"], message in t["error_message"]) for t in answer["topics"][:1]] == [
+        ("bad", getattr(Errors, error).errno, True)]
+    assert answer["topics"][1] == {"name": "good", "error_code": NO_ERROR, "error_message": None}
+    assert c.topics() == ["good"]
+    admin.close()
+
+
+def test_a_fenced_broker_may_be_named_it_is_outside_the_isr_until_it_returns(make_cluster):
+    from minikafka import KafkaAdminClient, NewTopic
+    from minikafka.errors import InvalidReplicationAssignmentError
+
+    c = make_cluster(3)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    c.kill(3)
+    assert c.run_until(lambda: c.image.live_brokers == (1, 2), 30_000)  # fenced, still registered
+    admin.create_topics([NewTopic("t", replica_assignments={0: [3, 1], 1: [2, 3]})])
+    # the preferred leader 3 is fenced: the first live replica leads, the ISR is the live ones
+    assert [(s.replicas, s.leader, s.isr) for s in c.partitions_of("t")] == [((3, 1), 1, (1,)), ((2, 3), 2, (2,))]
+    with pytest.raises(InvalidReplicationAssignmentError, match="All brokers specified in the manual partition "
+                       "assignment for partition 0 are fenced or in controlled shutdown"):
+        admin.create_topics([NewTopic("u", replica_assignments={0: [3]})])
+    c.restart(3)
+    assert c.run_until(lambda: all(3 in s.isr for s in c.partitions_of("t")), 30_000)
+    admin.close()
+
+
+def test_explicit_replicas_count_towards_the_partitions_one_request_may_add(make_cluster):
+    from minikafka import KafkaAdminClient
+    from minikafka.controller import EXCESSIVE_PARTITIONS
+    from minikafka.errors import PolicyViolationError
+
+    c = make_cluster(1, config={**FAST, "max.request.partition.size.limit": 3})
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    with pytest.raises(PolicyViolationError, match=EXCESSIVE_PARTITIONS):
+        admin.create_topics({"a": {"assignments": {p: [1] for p in range(2)}},
+                             "b": {"assignments": {p: [1] for p in range(2)}}})
+    admin.create_topics({"a": {"assignments": {p: [1] for p in range(3)}}})
+    assert c.topics() == ["a"]
+    admin.close()
+
+
+def test_create_topics_checks_the_shape_of_what_it_is_given(make_cluster):
+    from minikafka import KafkaAdminClient, NewTopic
+    from minikafka.errors import IllegalArgumentError
+
+    c = make_cluster(1)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    with pytest.raises(IllegalArgumentError, match=r"topic 't''s partition 0 must be a list of broker ids, not 1"):
+        admin.create_topics([NewTopic("t", replica_assignments={0: 1})])
+    with pytest.raises(IllegalArgumentError, match=r"topic 't': a partition index must be an int, not '0'"):
+        admin.create_topics({"t": {"assignments": {"0": [1]}}})
+    with pytest.raises(IllegalArgumentError, match=r"unknown option\(s\) \['partitions'\]"):
+        admin.create_topics({"t": {"partitions": 3}})
+    with pytest.raises(IllegalArgumentError, match="validate_only is not supported"):
+        admin.create_topics(["t"], validate_only=True)
+    assert c.topics() == []
+    # a list of names: the broker's defaults (num.partitions 1, default.replication.factor 1)
+    admin.create_topics(["t"])
+    assert [(s.replicas, s.leader) for s in c.partitions_of("t")] == [((1,), 1)]
+    admin.close()
+
+
 # --- CreatePartitions ---------------------------------------------------------------------------------------
 
 
@@ -122,6 +248,44 @@ def test_partitions_are_only_ever_added(make_cluster):
     assert admin.create_partitions({"t": 4}, validate_only=True) == {"t": "OK"}
     assert c.broker(1).topics["t"].num_partitions == 3  # validated only
     admin.close()
+
+
+def test_added_partitions_may_name_their_replicas_one_list_per_new_partition(make_cluster):
+    from minikafka import KafkaAdminClient, NewPartitions
+    from minikafka.errors import InvalidReplicationAssignmentError
+
+    c = make_cluster(3)
+    c.create_topic("t", partitions=1, replication_factor=2)
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    for spec, message in [
+        (NewPartitions(3, [[3, 1]]), "Attempted to add 2 additional partition(s), but only 1 assignment(s) were "
+                                     "specified."),
+        (NewPartitions(2, [[3]]), "includes a partition with 1 replica(s), but this is not consistent with previous "
+                                  "partitions, which have 2 replica(s)."),
+        ({"count": 2, "assignments": [[3, 7]]}, "includes broker 7, but no such broker is registered."),
+        ({"count": 2, "assignments": [[2, 2]]}, "includes the broker 2 more than once."),
+    ]:
+        with pytest.raises(InvalidReplicationAssignmentError) as refused:
+            admin.create_partitions({"t": spec})
+        assert message in str(refused.value)
+    assert c.image.partition_count("t") == 1
+    assert admin.create_partitions({"t": NewPartitions(3, [[3, 1], [1, 2]])}) == {"t": "OK"}
+    assert admin.create_partitions({"t": {"count": 4, "assignments": [[2, 3]]}}) == {"t": "OK"}
+    assert [(s.replicas, s.leader, s.isr) for s in c.partitions_of("t")][1:] == [
+        ((3, 1), 3, (3, 1)), ((1, 2), 1, (1, 2)), ((2, 3), 2, (2, 3))]
+    assert c.run_until(lambda: all(c.replica(b, "t", p) is not None for p in range(1, 4)
+                                   for b in c.partition_state("t", p).replicas), 10_000)
+    admin.close()
+
+
+def test_create_partitions_assignments_must_be_parallel_to_its_topics(make_cluster):
+    from minikafka.messages import INVALID_REQUEST, CreatePartitionsRequest
+
+    c = make_cluster(1)
+    c.create_topic("t", partitions=1)
+    answer = request(c, 1, lambda k: CreatePartitionsRequest(k, (("t", 2),), False, (None, ((1,),))))
+    assert answer.results == (("t", INVALID_REQUEST, "2 assignment entries for 1 topics"),)
+    assert c.image.partition_count("t") == 1
 
 
 # --- IncrementalAlterConfigs, and retention on a timer -------------------------------------------------------
@@ -233,6 +397,7 @@ def test_dynamic_broker_configs_are_the_topics_defaults_cluster_wide_or_per_brok
     assert c.replica(1, "t", 0).log.config.segment_bytes != 4096
     refused = admin.alter_configs([ConfigResource("broker", "9", {"retention.ms": 1}),
                                    ConfigResource("broker", "1", {"num.partitions": 3})])
-    assert refused["broker"]["9"].startswith("[Error 42] BrokerResponseError: broker '9' is not registered")
+    assert refused["broker"]["9"].startswith("[Error 42] InvalidRequestError: broker '9' is not registered")
     assert refused["broker"]["1"].startswith("[Error 40] InvalidConfigurationError: unknown dynamic broker config")
     admin.close()
+

@@ -139,6 +139,108 @@ def test_confluent_kafka_adds_partitions(cluster, admin):
     assert refused.value.args[0].code() == ck.KafkaError.INVALID_PARTITIONS
 
 
+# --- explicit replica assignments (kafka-topics --replica-assignment) ----------------------------------------------
+
+
+def placement(admin, topic):
+    """[(replicas, leader, isr)] per partition, in partition order, as Metadata answers."""
+    described = sorted(admin.describe_topics([topic])[0]["partitions"], key=lambda p: p["partition_index"])
+    return [(p["replica_nodes"], p["leader_id"], sorted(p["isr_nodes"])) for p in described]
+
+
+def test_kafka_python_creates_a_topic_on_explicit_replicas_and_records_land_on_the_assigned_leaders(cluster, admin):
+    from kafka.admin import NewTopic
+
+    topic = unique("placed")
+    assigned = {0: [1, 2], 1: [2, 3], 2: [3, 1]}
+    result = admin.create_topics([NewTopic(topic, num_partitions=-1, replication_factor=-1,
+                                           replica_assignments=assigned)])
+    assert [(t["name"], t["error_code"]) for t in result["topics"]] == [(topic, 0)]
+    wait_until(lambda: known_everywhere(cluster, topic, 3), 20, f"{topic} on every broker")
+    # the first of each list leads (the preferred leader), every listed broker is in the ISR
+    assert placement(admin, topic) == [(r, r[0], sorted(r)) for r in assigned.values()]
+
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    try:
+        sent = [producer.send(topic, f"v{p}".encode(), partition=p).get(timeout=30) for p in assigned]
+    finally:
+        producer.close()
+    assert [(m.partition, m.offset) for m in sent] == [(0, 0), (1, 0), (2, 0)]
+    # acks=all: the record is in the leader's and the follower's log, and no other broker has the partition
+    for p, replicas in assigned.items():
+        holders = sorted(b for b in cluster.broker_ids if (cluster.dir / f"broker-{b}" / f"{topic}-{p}").is_dir())
+        assert holders == sorted(replicas)
+        for b in replicas:
+            segments = list((cluster.dir / f"broker-{b}" / f"{topic}-{p}").glob("*.log"))
+            assert f"v{p}".encode() in b"".join(s.read_bytes() for s in segments)
+    consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, auto_offset_reset="earliest")
+    try:
+        got = poll_until(consumer, 3)
+    finally:
+        consumer.close()
+    assert sorted((r.partition, r.value) for r in got) == [(0, b"v0"), (1, b"v1"), (2, b"v2")]
+
+
+@pytest.mark.parametrize("spec, code, message", [
+    ({"num_partitions": 2, "assignments": {0: [1], 1: [2]}}, 42,
+     "A manual partition assignment was specified, but numPartitions was not set to -1."),
+    ({"replication_factor": 2, "assignments": {0: [1, 2]}}, 42,
+     "A manual partition assignment was specified, but replication factor was not set to -1."),
+    ({"assignments": {0: [1], 2: [2]}}, 39, "partitions should be a consecutive 0-based integer sequence"),
+    ({"assignments": {0: [1, 2], 1: [3]}}, 39,
+     "The manual partition assignment includes a partition with 1 replica(s), but this is not consistent with "
+     "previous partitions, which have 2 replica(s)."),
+    ({"assignments": {0: [2, 3, 2]}}, 39, "The manual partition assignment includes the broker 2 more than once."),
+    ({"assignments": {0: [1, 9]}}, 39, "The manual partition assignment includes broker 9, but no such broker is "
+                                       "registered."),
+    ({"assignments": {0: []}}, 39, "The manual partition assignment includes an empty replica list."),
+])
+def test_kafka_python_gets_krafts_error_for_each_invalid_assignment(cluster, admin, spec, code, message):
+    import kafka.errors as Errors
+
+    topic = unique("refused")
+    result = admin.create_topics({topic: spec}, raise_errors=False)
+    assert [(t["name"], t["error_code"], t["error_message"]) for t in result["topics"]] == [(topic, code, message)]
+    with pytest.raises({39: Errors.InvalidReplicationAssignmentError, 42: Errors.InvalidRequestError}[code]):
+        admin.create_topics({topic: spec})
+    assert topic not in admin.list_topics()
+
+
+def test_kafka_python_adds_partitions_on_explicit_replicas(cluster, admin):
+    import kafka.errors as Errors
+
+    topic = new_topic(admin, partitions=1, rf=2)
+    with pytest.raises(Errors.InvalidReplicationAssignmentError):  # two new partitions, one list
+        admin.create_partitions({topic: {"count": 3, "assignments": [[3, 1]]}})
+    refused = admin.create_partitions({topic: {"count": 2, "assignments": [[3, 3]]}}, raise_errors=False)
+    assert [(r.error_code, r.error_message) for r in refused.results] == [
+        (39, "The manual partition assignment includes the broker 3 more than once.")]
+    admin.create_partitions({topic: {"count": 3, "assignments": [[3, 1], [2, 3]]}})
+    wait_until(lambda: known_everywhere(cluster, topic, 3), 20, f"{topic}'s new partitions on every broker")
+    assert placement(admin, topic)[1:] == [([3, 1], 3, [1, 3]), ([2, 3], 2, [2, 3])]
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    try:
+        assert producer.send(topic, b"x", partition=2).get(timeout=30).partition == 2
+    finally:
+        producer.close()
+
+
+def test_confluent_kafka_creates_a_topic_on_explicit_replicas(cluster, admin):
+    ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) comes with the dev extra")
+    from confluent_kafka.admin import AdminClient, NewTopic
+
+    topic, refused = unique("rdkafka-placed"), unique("rdkafka-refused")
+    client = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    # librdkafka wants the partition count locally and sends -1 for both counts, as Kafka requires
+    client.create_topics([NewTopic(topic, 2, replica_assignment=[[3, 2], [1, 3]])])[topic].result(timeout=30)
+    wait_until(lambda: known_everywhere(cluster, topic, 2), 20, f"{topic} on every broker")
+    assert placement(admin, topic) == [([3, 2], 3, [2, 3]), ([1, 3], 1, [1, 3])]
+    with pytest.raises(ck.KafkaException) as error:
+        client.create_topics([NewTopic(refused, 1, replica_assignment=[[1, 7]])])[refused].result(timeout=30)
+    assert error.value.args[0].code() == ck.KafkaError.INVALID_REPLICA_ASSIGNMENT
+    assert "broker 7, but no such broker is registered" in error.value.args[0].str()
+
+
 # --- IncrementalAlterConfigs / AlterConfigs ----------------------------------------------------------------------
 
 

@@ -561,22 +561,31 @@ def test_create_topics(v):
         ("trucks_gps", 0, None), ("defaults", 37, "number of partitions must be at least 1")]
 
 
-@pytest.mark.parametrize("kwargs, why", [
-    (dict(validate_only=True), "validate_only"),
-    (dict(assignments=True), "replica assignments"),
-])
-def test_create_topics_we_cannot_honour_get_an_error_answer(kwargs, why):
-    spec = {"num_partitions": 2, "replication_factor": 1}
-    if kwargs.get("assignments"):
-        spec = {"assignments": {0: [1], 1: [1]}}
-    topics = TopicAdminMixin._process_create_topics_input({"t": spec})
+@pytest.mark.parametrize("v", ends(codec.CREATE_TOPICS))
+def test_create_topics_with_explicit_replicas_passes_them_on_as_listed(v):
+    # kafka-python's NewTopic(name, -1, -1, replica_assignments=...) and kafka-topics
+    # --replica-assignment; a partition listed twice and the counts are left for the controller.
+    topics = TopicAdminMixin._process_create_topics_input({
+        "placed": {"assignments": {0: [1, 2], 1: [2, 3], 2: [3, 1]}},
+        "odd": {"num_partitions": 2, "replication_factor": 1, "assignments": {1: [4], 0: [4, 4]}}})
+    request = KCreateTopics(topics=topics, timeout_ms=30000, validate_only=False)
+    expected = m.CreateTopicsRequest(CORR, (
+        m.TopicConfig("placed", -1, -1, (), ((0, (1, 2)), (1, (2, 3)), (2, (3, 1)))),
+        m.TopicConfig("odd", 2, 1, (), ((1, (4,)), (0, (4, 4))))))
+    response = m.CreateTopicsResponse(CORR, (("placed", 0, None), ("odd", m.INVALID_REQUEST, "both were set")))
+    r = roundtrip(request, v, expected, response)
+    assert [(t.name, t.error_code, t.error_message) for t in r.topics] == [
+        ("placed", 0, None), ("odd", 42, "both were set")]
+
+
+def test_create_topics_we_cannot_honour_get_an_error_answer():
+    topics = TopicAdminMixin._process_create_topics_input({"t": {"num_partitions": 2, "replication_factor": 1}})
     client = Client()
-    decoded = decode_request(client.send(
-        KCreateTopics(topics=topics, timeout_ms=1000, validate_only=kwargs.get("validate_only", False)), 4))
+    decoded = decode_request(client.send(KCreateTopics(topics=topics, timeout_ms=1000, validate_only=True), 4))
     assert decoded.messages == ()
     r = client.receive(encode_response(decoded, decoded.reply))
     [t] = r.topics
-    assert t.error_code == m.INVALID_REQUEST and why in t.error_message
+    assert t.error_code == m.INVALID_REQUEST and "validate_only" in t.error_message
 
 
 @pytest.mark.parametrize("v", ends(codec.DELETE_TOPICS))
@@ -951,7 +960,8 @@ INTERNAL_SAMPLES = [
     m.AlterPartitionResponse(6, m.FENCED_LEADER_EPOCH, None),
     m.AllocateProducerIdsRequest(8, 2),
     m.AllocateProducerIdsResponse(8, 0, 1000, 1000),
-    m.CreateTopicsRequest(9, (TOPIC, m.TopicConfig("été", 1, 1))),
+    m.CreateTopicsRequest(9, (TOPIC, m.TopicConfig("été", 1, 1), m.TopicConfig("placed", -1, -1, (),
+                                                                              ((0, (1, 2)), (1, (2, 3)))))),
     m.CreateTopicsResponse(9, (("trucks_gps", 0, None), ("x", m.TOPIC_ALREADY_EXISTS, "exists: ☃"))),
     m.DeleteTopicsRequest(10, ("a", "b"), 5000),
     m.DeleteTopicsResponse(10, (("a", 0, None), ("b", 3, "no such topic"))),
@@ -961,6 +971,7 @@ INTERNAL_SAMPLES = [
                                                    m.QuorumReplica(3000, 50)), (m.QuorumReplica(1, 57, 5, 6),)),
     m.DescribeQuorumResponse(12, m.NOT_CONTROLLER, error_message="not the leader"),
     m.CreatePartitionsRequest(13, (("t", 6), ("u", 2)), validate_only=True),
+    m.CreatePartitionsRequest(13, (("t", 6), ("u", 2)), False, (None, ((1, 2),))),
     m.CreatePartitionsResponse(13, (("t", 0, None), ("u", m.INVALID_PARTITIONS, "not an increase")), 57),
     m.AlterConfigsRequest(14, ((2, "t", (("retention.ms", m.CONFIG_SET, "60000"), ("segment.bytes", m.CONFIG_DELETE, None))),),
                           incremental=False),
@@ -1159,6 +1170,17 @@ def test_delete_records_and_create_partitions_and_configs_round_trip():
                   1, m.CreatePartitionsRequest(CORR, (("t", 4),)),
                   m.CreatePartitionsResponse(CORR, (("t", m.INVALID_PARTITIONS, "not an increase"),)))
     assert [(x.name, x.error_code, x.error_message) for x in r.results] == [("t", 37, "not an increase")]
+    # explicit replicas for the new partitions (NewPartitions(new_assignments=...)): one list per new
+    # partition, null for a topic the controller places
+    request = KCreatePartitions(topics=[
+        C(name="t", count=3, assignments=None),
+        C(name="u", count=4, assignments=[C.CreatePartitionsAssignment(broker_ids=[2, 3]),
+                                          C.CreatePartitionsAssignment(broker_ids=[3, 1])])],
+        timeout_ms=1, validate_only=False)
+    r = roundtrip(request, 1, m.CreatePartitionsRequest(CORR, (("t", 3), ("u", 4)), False,
+                                                        (None, ((2, 3), (3, 1)))),
+                  m.CreatePartitionsResponse(CORR, (("t", 0, None), ("u", 39, "broker 3 is not registered"))))
+    assert [(x.name, x.error_code) for x in r.results] == [("t", 0), ("u", 39)]
     A = KIncrementalAlterConfigs.AlterConfigsResource
     request = KIncrementalAlterConfigs(resources=[A(resource_type=2, resource_name="t", configs=[
         A.AlterableConfig(name="retention.ms", config_operation=0, value="1000"),

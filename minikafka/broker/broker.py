@@ -711,8 +711,9 @@ class Broker(StateMachine):
                 else (t.name, INVALID_REQUEST, "not created: the request also names an internal topic")
                 for t in request.topics)))
             return
-        # -1 asks for the broker's defaults, as kafka-topics does without --partitions.
-        topics = tuple(replace(
+        # -1 asks for the broker's defaults, as kafka-topics does without --partitions. With
+        # explicit replicas -1 is what Kafka requires, and the controller checks it: left as sent.
+        topics = tuple(t if t.assignments else replace(
             t, num_partitions=self.config["num.partitions"] if t.num_partitions == -1 else t.num_partitions,
             replication_factor=(self.config["default.replication.factor"] if t.replication_factor == -1
                                 else t.replication_factor)) for t in request.topics)

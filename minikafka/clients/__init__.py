@@ -10,6 +10,7 @@ from minikafka.clients.admin import ConsumerGroupCommand, KafkaAdminClient
 from minikafka.clients.consumer import CommitFuture, ConsumerRebalanceListener, KafkaConsumer
 from minikafka.clients.fetcher import ConsumerRecord
 from minikafka.clients.future import FutureRecordMetadata, RecordMetadata
+from minikafka.clients.new_topic import NewPartitions, NewTopic
 from minikafka.clients.producer import KafkaConfigurationError, KafkaProducer
 from minikafka.clients.record_accumulator import ProducerBatch, RecordAccumulator
 from minikafka.clients.sender import Sender
@@ -24,6 +25,8 @@ __all__ = [
     "FutureRecordMetadata",
     "KafkaConfigurationError",
     "KafkaProducer",
+    "NewPartitions",
+    "NewTopic",
     "ProducerBatch",
     "RecordAccumulator",
     "RecordMetadata",

@@ -20,6 +20,9 @@ How each question is answered, as in Kafka:
   DescribeGroups, OffsetFetch, OffsetCommit and DeleteGroups to the group's coordinator.
 - *Log ends*: ListOffsets (earliest -2, latest -1 = the high watermark, or a timestamp) to
   each partition's leader.
+- *Topics and partitions*: CreateTopics, CreatePartitions and (Incremental)AlterConfigs to
+  any broker, which forwards them to the active controller (``NewTopic``/``NewPartitions``,
+  explicit replica assignments included: ``minikafka.clients.new_topic``).
 
 Retriable failures (a refused connection, no answer within ``request_timeout_ms``, a moved
 coordinator or leader) are retried after ``retry_backoff_ms`` until ``request_timeout_ms``
@@ -56,6 +59,7 @@ from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
 from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.new_topic import creatable_topics, new_partitions
 from minikafka.assignors import Assignment, Subscription
 from minikafka.errors import (
     BrokerResponseError,
@@ -87,6 +91,7 @@ from minikafka.messages import (
     COORDINATOR_LOAD_IN_PROGRESS,
     AlterConfigsRequest,
     CreatePartitionsRequest,
+    CreateTopicsRequest,
     DeleteRecordsRequest,
     COORDINATOR_NOT_AVAILABLE,
     NO_ERROR,
@@ -316,11 +321,12 @@ class KafkaAdminClient:
             raise answer
         return answer
 
-    def _retrying(self, what: str, attempt: Callable[[int], Any]) -> Any:
+    def _retrying(self, what: str, attempt: Callable[[int], Any], timeout_ms: int | None = None) -> Any:
         """Run ``attempt(deadline)`` until it returns, retrying retriable failures after
-        ``retry_backoff_ms``, for at most ``request_timeout_ms`` of simulated time."""
+        ``retry_backoff_ms``, for at most ``timeout_ms`` (default ``request_timeout_ms``) of
+        simulated time."""
         self._node  # a clear error if closed
-        timeout = self.config["request_timeout_ms"]
+        timeout = self.config["request_timeout_ms"] if timeout_ms is None else timeout_ms
         deadline = self._world.now + timeout
         while True:
             try:
@@ -664,29 +670,60 @@ class KafkaAdminClient:
 
     # --- changing topics: partitions and configs -------------------------------------------------------
 
-    def _to_controller(self, make: Callable[[int], Any], what: str) -> Any:
+    def _to_controller(self, make: Callable[[int], Any], what: str, timeout_ms: int | None = None) -> Any:
         """Ask any broker: it forwards to the active controller and answers once the change is
         in its own metadata (as KRaft brokers do for kafka-python's admin client)."""
-        return self._retrying(what, lambda deadline: self._any_broker(make, what, deadline))
+        return self._retrying(what, lambda deadline: self._any_broker(make, what, deadline), timeout_ms)
+
+    def create_topics(self, new_topics: Any, timeout_ms: int | None = None, validate_only: bool = False,
+                      raise_errors: bool = True) -> dict[str, list[dict]]:
+        """Create topics (CreateTopics through any broker, which forwards it to the active
+        controller), as kafka-python 3.0 does: a list of ``NewTopic(name, num_partitions,
+        replication_factor, replica_assignments, topic_configs)`` (-1: the broker's default),
+        a list of names, or ``{name: {'num_partitions': ..., 'replication_factor': ...,
+        'assignments': {partition: [brokers]}, 'configs': {...}}}``. With
+        ``replica_assignments`` the replicas are yours, the first of each list its preferred
+        leader; the counts must then be -1 and the controller judges the lists as Kafka's does
+        (``minikafka.replica_assignment``). The first refused topic raises its Kafka error
+        (``TopicAlreadyExistsError``, ``InvalidReplicationAssignmentError``, ...) unless
+        ``raise_errors=False``. Returns kafka-python's shape, the fields minikafka answers:
+        ``{'topics': [{'name': ..., 'error_code': 0, 'error_message': None}, ...]}``.
+        ``timeout_ms``: how long to keep trying (simulated ms; default ``request_timeout_ms``)."""
+        topics = creatable_topics(new_topics)
+        if validate_only:
+            raise IllegalArgumentError("validate_only is not supported: minikafka's controller would really create "
+                                       "the topics (the wire broker answers INVALID_REQUEST for it too)")
+        if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
+                                       or timeout_ms < 1):
+            raise IllegalArgumentError(f"timeout_ms must be an int >= 1 or None, not {timeout_ms!r}")
+        response = self._to_controller(lambda c: CreateTopicsRequest(c, topics), "CreateTopics", timeout_ms)
+        if raise_errors:
+            for topic, error, message in response.results:
+                if error != NO_ERROR:
+                    raise for_code(error)(message or f"CreateTopics for {topic!r}")
+        return {"topics": [{"name": topic, "error_code": error, "error_message": message}
+                           for topic, error, message in response.results]}
 
     def create_partitions(self, topic_partitions: Mapping[str, Any], validate_only: bool = False) -> dict[str, str]:
         """Grow topics to a new total partition count: ``create_partitions({'orders': 6})``
-        (kafka-python's; a ``NewPartitions``-like object with ``total_count`` works too).
+        (kafka-python's; ``NewPartitions(6, new_assignments=[[2, 3]])`` or ``{'count': 6,
+        'assignments': [[2, 3]]}`` name the new partitions' replicas, one list per new partition).
         Partitions are only ever added: a count that is not an increase raises
-        ``InvalidPartitionsError``; an unknown topic ``UnknownTopicOrPartitionError``. Keys
-        already written keep their partition; *new* records of a key may now hash elsewhere.
+        ``InvalidPartitionsError``; an unknown topic ``UnknownTopicOrPartitionError``; replicas
+        the controller cannot use ``InvalidReplicationAssignmentError``. Keys already written
+        keep their partition; *new* records of a key may now hash elsewhere.
         Returns ``{topic: 'OK'}``."""
         if not isinstance(topic_partitions, Mapping):
             raise IllegalArgumentError(f"topic_partitions must be a dict {{topic: new total count}}, "
                                        f"not {topic_partitions!r}")
-        topics = []
-        for topic, count in topic_partitions.items():
-            count = getattr(count, "total_count", count)
-            if not isinstance(count, int) or isinstance(count, bool) or count < 1:
-                raise IllegalArgumentError(f"the new partition count of {topic!r} must be an int >= 1, not {count!r}")
+        topics, assignments = [], []
+        for topic, spec in topic_partitions.items():
+            count, assigned = new_partitions(topic, spec)
             topics.append((validate_topic_name(topic), count))
-        response = self._to_controller(lambda c: CreatePartitionsRequest(c, tuple(topics), validate_only),
-                                       "CreatePartitions")
+            assignments.append(assigned)
+        assignments = tuple(assignments) if any(a is not None for a in assignments) else ()
+        response = self._to_controller(
+            lambda c: CreatePartitionsRequest(c, tuple(topics), validate_only, assignments), "CreatePartitions")
         for topic, error, message in response.results:
             if error != NO_ERROR:
                 raise for_code(error)(message or f"CreatePartitions for {topic!r}")

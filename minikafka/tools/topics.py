@@ -8,8 +8,10 @@ is one or two admin requests through kafka-python's ``KafkaAdminClient``:
 - ``--create --topic T [--partitions N] [--replication-factor R] [--config k=v ...]``:
   CreateTopics. Without ``--partitions``/``--replication-factor`` the broker's defaults
   (``num.partitions``, ``default.replication.factor``) apply, as with Kafka (CreateTopics v4
-  sends -1). Prints ``Created topic T.``; with ``--if-not-exists`` an existing topic is
-  not an error. A name with '.' or '_' gets Kafka's warning about metric-name collisions.
+  sends -1). ``--replica-assignment 1:2,2:3`` names each partition's replicas instead
+  (partition 0 on brokers 1 and 2, its preferred leader 1; partition 1 on 2 and 3), which the
+  controller judges as Kafka's does. Prints ``Created topic T.``; with ``--if-not-exists`` an
+  existing topic is not an error. A name with '.' or '_' gets Kafka's warning about metric-name collisions.
 - ``--list``: Metadata for every topic; the names, sorted, one per line.
 - ``--describe``: Metadata plus DescribeConfigs; for each topic Kafka's header line
   (``Topic: T<TAB>TopicId: ...<TAB>PartitionCount: 3<TAB>ReplicationFactor: 1<TAB>Configs:

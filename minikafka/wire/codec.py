@@ -47,9 +47,10 @@ Invariants
   bytes, an unknown api key or version, a null where the schema allows none, invalid UTF-8,
   bad JSON, a field of the wrong type) raises ``FrameError`` with a reason that says what
   was wrong, and nothing else: the runtime closes that one connection and logs the reason.
-- A request we understand but do not serve (CreateTopics with ``validate_only`` or explicit
-  replica assignments) is not a frame error: ``Decoded.reply``
-  holds the Kafka error answer, built here, for the runtime to send back at once.
+- A request we understand but do not serve (CreateTopics with ``validate_only``) is not a
+  frame error: ``Decoded.reply`` holds the Kafka error answer, built here, for the runtime to
+  send back at once. Explicit replica assignments (CreateTopics, CreatePartitions) are passed
+  on as they came: the controller judges them, as Kafka's does.
 - A response is always encoded at the request's version with the request's correlation id.
 
 Never: unpickle, eval or import anything named by a frame (private bodies are JSON, rebuilt
@@ -458,16 +459,15 @@ def _txn_offset_commit_in(r: Any, corr: int, v: int, client_id: str | None) -> t
 def _create_topics_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     # num_partitions / replication_factor of -1 (v4+: "broker default") are passed on as -1;
     # whoever applies num.partitions / default.replication.factor must replace them.
-    refusal = None
+    # Explicit replicas go on as listed (a partition named twice included): the controller
+    # judges them as Kafka's ReplicationControlManager does.
     if r.validate_only:
         refusal = "validate_only is not supported: the topic would really be created"
-    elif any(t.assignments for t in r.topics):
-        refusal = "explicit replica assignments are not supported: give num_partitions and replication_factor"
-    if refusal is not None:
         raise _Reply(m.CreateTopicsResponse(corr, tuple((t.name, m.INVALID_REQUEST, refusal) for t in r.topics)))
     return (m.CreateTopicsRequest(corr, tuple(
         m.TopicConfig(t.name, t.num_partitions, t.replication_factor,
-                      tuple((c.name, c.value) for c in t.configs if c.value is not None))  # null: the default
+                      tuple((c.name, c.value) for c in t.configs if c.value is not None),  # null: the default
+                      tuple((a.partition_index, tuple(a.broker_ids)) for a in t.assignments))
         for t in r.topics)),)
 
 
@@ -483,11 +483,11 @@ def _describe_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tu
 
 
 def _create_partitions_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
-    if any(t.assignments is not None for t in r.topics):
-        raise _Reply(m.CreatePartitionsResponse(corr, tuple(
-            (t.name, m.INVALID_REQUEST, "explicit replica assignments are not supported: give the new count only")
-            for t in r.topics)))
-    return (m.CreatePartitionsRequest(corr, tuple((t.name, t.count) for t in r.topics), bool(r.validate_only)),)
+    # assignments: null (the controller places the new partitions) or one broker list per new one
+    assignments = tuple(None if t.assignments is None else tuple(tuple(a.broker_ids) for a in t.assignments)
+                        for t in r.topics)
+    return (m.CreatePartitionsRequest(corr, tuple((t.name, t.count) for t in r.topics), bool(r.validate_only),
+                                      assignments if any(a is not None for a in assignments) else ()),)
 
 
 def _alter_configs_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
