@@ -286,8 +286,15 @@ def test_confluent_kafka_alters_topic_configs_incrementally(cluster, admin):
         ConfigEntry("cleanup.policy", "compact", incremental_operation=AlterConfigOpType.APPEND)])
     for future in client.incremental_alter_configs([resource]).values():
         future.result(timeout=30)
-    described = describe(admin, topic)
-    assert described["segment.bytes"] == "1048576" and described["cleanup.policy"] == "compact,delete"  # canonical order
+    # The controller committed the change when the futures returned; the broker kafka-python asks
+    # answers from its own copy of the metadata log, which follows a moment later (as in Kafka).
+    seen = {}
+
+    def applied():
+        seen.update(describe(admin, topic))
+        return seen["segment.bytes"] == "1048576"
+    wait_until(applied, 20, f"{topic}'s new segment.bytes to reach the metadata of the broker asked")
+    assert seen["cleanup.policy"] == "compact,delete"  # canonical order
     bad = ConfigResource("topic", topic, incremental_configs=[
         ConfigEntry("no.such.key", "1", incremental_operation=AlterConfigOpType.SET)])
     with pytest.raises(ck.KafkaException) as refused:
