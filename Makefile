@@ -6,6 +6,8 @@
 #   make grade NB=submissions/ [CSV=grades.csv]  the grader (instructors)
 #   make release OUT=../minikafka-students     what students get: no solutions, no hidden checks
 #   make bench  the benchmarks (and the optional `bench` extra: Tansu, a peer broker); figures go to benchmarks/RESULTS.md
+#   make seed-sweep [ARGS="--seeds 1:201 --only 06:10"]  every judge call of solutions/ on Kafka's rules over many
+#               grading seeds (hours; low priority, one process): a seed that fails Kafka's rule is a false positive
 #
 # Python: the newest of python3.13, python3.12, python3.11 on PATH that runs (a pyenv shim can be on
 # PATH and still fail to run: it is skipped), or PYTHON=/path/to/python3.1x. The virtualenv (VENV,
@@ -36,7 +38,7 @@ ifneq ($(and $(PYTHON),$(wildcard $(VENV))),)
   endif
 endif
 
-.PHONY: install install-dev test test-fast durations lab bench exercises check grade release clean FORCE
+.PHONY: install install-dev test test-fast durations lab bench seed-sweep exercises check grade release clean FORCE
 
 # nbconvert in .venv saves only the widgets a notebook shows (minikafka/widget_state.py), so a
 # lecture re-executed with `jupyter nbconvert --execute` keeps no closed dashboard's widgets.
@@ -106,6 +108,11 @@ bench: $(DEV)
 	@test -d benchmarks || { echo "this copy of the course has no benchmarks/"; exit 2; }
 	@$(PY) -m pip install --quiet -e '.[bench]' || echo "the optional bench extra (Tansu, a peer broker) did not install: the peer benchmark will say it did not run"
 	$(PY) -m benchmarks
+
+# Appends to seed-sweep.jsonl (a second run skips what it holds); exits 1 if any seed failed.
+seed-sweep: $(STAMP)
+	@test -d benchmarks || { echo "this copy of the course has no benchmarks/"; exit 2; }
+	nice -n 10 $(PY) -m benchmarks.seed_sweep $(ARGS)
 
 exercises: $(STAMP) $(NBCONVERT_CONFIG)
 	$(VENV)/bin/minikafka exercises

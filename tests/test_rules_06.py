@@ -271,6 +271,17 @@ def test_kafkas_assignors_pass_the_group_campaign_through_the_guard(name):
                                    f"1 scenario; your rules: {name}")
 
 
+# Grading seeds on which a judge once failed Kafka's own rule (a false positive is an unfair grade): found by
+# the seed sweep (`make seed-sweep`, benchmarks/seed_sweep.py) or by CI. Schedules as in the notebook's hidden check.
+@pytest.mark.parametrize("name, schedules, seed", [
+    ("range_assign", 4, 33),  # eta-1 and eta-3, eta's only readers, both killed: never-consumed (8707fbf)
+    ("range_assign", 4, 34),
+])
+def test_kafkas_assignors_pass_the_hidden_check_on_grading_seeds_that_once_failed_them(name, schedules, seed):
+    verdict = judge({name: lambda *args: RULES[name].reference(*args)}, schedules=schedules, seed=seed)
+    assert verdict.ok, str(verdict)
+
+
 def _wrong(fn):
     if isinstance(fn, str):  # a rule written as the source of a student's cell
         namespace = {}
