@@ -117,7 +117,9 @@ def _gone(pid: int, timeout: float = 30) -> bool:
     except ProcessLookupError:
         return True
     try:
-        return bool(select.select([fd], [], [], timeout)[0])
+        waiter = select.poll()  # select() refuses descriptors >= 1024, which a long test run reaches
+        waiter.register(fd, select.POLLIN)
+        return bool(waiter.poll(timeout * 1000))
     finally:
         os.close(fd)
 

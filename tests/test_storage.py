@@ -508,7 +508,8 @@ def test_random_operations_survive_crashes(tmp_path, seed):
             durable = min(durable, len(model))
         elif op < 0.85:
             log.roll()
-        else:  # crash: maybe tear the tail of the active segment
+        else:  # crash: the process lets go of its files (as the OS does for it), maybe with a torn tail
+            log.crash()
             seg = log.active_segment
             unflushed = seg.size - seg.flushed_size  # a crash can only take these
             if unflushed and rng.random() < 0.5:

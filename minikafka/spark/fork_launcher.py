@@ -68,7 +68,9 @@ def _run_forked(path: str, args: list) -> "tuple[str, int] | None":
     import select
 
     try:
-        select.select([os.pidfd_open(child)], [], [])
+        waiter = select.poll()  # (poll, not select: select refuses a descriptor numbered 1024 or more)
+        waiter.register(os.pidfd_open(child), select.POLLIN)
+        waiter.poll()
     except OSError:  # (gone already)
         pass
     return ("exit", 1)
