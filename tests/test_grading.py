@@ -524,11 +524,13 @@ def test_a_submission_cannot_change_the_shared_class_archive():
               f"            lambda: os.replace({str(archive)!r}, {str(archive)!r} + '.x'),\n"
               f"            lambda: open({str(archive.parent / 'evil.jsa')!r}, 'wb')):\n"
               "    try:\n        how()\n        print('changed')\n    except OSError as exc:\n"
-              "        print(type(exc).__name__)\n")
+              "        import errno\n        print(errno.errorcode[exc.errno])\n")
     with Sandbox() as box:
         [run] = run_cells(box, [attack], cell_timeout=30, budget=30)
     assert run.status == "ok", run.reason
-    assert "".join(o.get("text", "") for o in run.outputs).split() == ["PermissionError"] * 4
+    # Refused as the sandbox user (EACCES, EPERM) or by the sealed, read-only virtualenv (EROFS).
+    said = "".join(o.get("text", "") for o in run.outputs).split()
+    assert len(said) == 4 and set(said) <= {"EACCES", "EPERM", "EROFS"}, said
     assert (archive.read_bytes()[:4096], archive.stat().st_mtime) == before
 
 

@@ -99,13 +99,12 @@ def _isolate(config) -> list[str]:
             _expose(path, os.path.join(config["scratch"], f".expose{number}"))
     except OSError as exc:
         missing.append(f"could not expose {path} to the sandbox user ({exc.strerror})")
-    seal = config.get("seal")
-    if seal:
+    for number, seal in enumerate(config.get("seal") or []):
         try:
-            _seal(seal["root"], seal["reveal"], config["scratch"])
+            _seal(seal["root"], seal["reveal"], os.path.join(config["scratch"], f".seal{number}"))
         except OSError as exc:
-            missing.append(f"could not seal {seal['root']} ({exc.strerror}): the repository "
-                           "(its history, exercises, notebooks) is readable")
+            missing.append(f"could not seal {seal['root']} ({exc.strerror}): what it holds (the "
+                           "repository's history, exercises, notebooks, other work) is readable")
     if not config["network"]:
         try:
             _loopback_up()
@@ -157,13 +156,13 @@ def _expose(path, stash):
     os.rmdir(stash)
 
 
-def _seal(root, reveal, scratch):
-    """Cover `root` (the folder holding the repository) with an empty read-only tmpfs on which
-    only the paths in `reveal` (the package's own folder, the virtualenv) are bind-mounted back,
-    read-only. Nothing else under `root` stays: not the repository's .git, exercises/,
-    notebooks/, solutions/ or tests/, nor the folders beside it. The tmpfs is built aside (on a
-    folder in the scratch folder, which is never under `root`) and then moved onto `root`."""
-    stage = os.path.join(scratch, ".seal")
+def _seal(root, reveal, stage):
+    """Cover `root` (a top-level folder such as /home or /work, or the repository) with an empty
+    read-only tmpfs on which only the paths in `reveal` (the package's own folder, the virtualenv,
+    the interpreter, the JVM) are bind-mounted back, read-only. Nothing else under `root` stays:
+    not the repository's .git, exercises/, notebooks/, solutions/ or tests/, nor anything beside
+    it. The tmpfs is built aside (on `stage`, in the scratch folder, which is never under `root`)
+    and then moved onto `root`."""
     os.mkdir(stage, 0o700)
     _mount("tmpfs", stage, "tmpfs", MS_NOSUID | MS_NODEV, "size=64k,mode=755")
     prefix = root.rstrip("/") + "/"

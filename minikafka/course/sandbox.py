@@ -32,9 +32,11 @@ limits in force and the last lines the kernel wrote to its stderr (kept in memor
 the submission can reach).
 
 The kernel sees the package as installed and nothing else of the repository: `seal()` names the
-folder the launcher covers (the repository's parent) and the paths it mounts back read-only (the
-package's folder, the virtualenv), so the repository's .git history (which holds solutions/ and
-its hidden checks), exercises/, notebooks/, tests/ and the folders beside it are out of reach.
+folders the launcher covers (every top-level folder but the system's, and the repository where it
+lives in one of those) and the paths it mounts back read-only (the package's folder, the
+virtualenv, the interpreter, the JVM), so the repository's .git history (which holds solutions/ and
+its hidden checks), exercises/, notebooks/, tests/, other copies of the course and other students'
+work are out of reach.
 
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
@@ -161,25 +163,40 @@ def weaker_isolation(missing: list[str]) -> str:
             "process, memory or CPU limits, and what it starts may outlive the run")
 
 
-def seal(scratch: Path) -> dict | None:
+# Top-level folders of a Unix system that a kernel needs or that hold nothing of anyone's work
+# (programs, libraries, configuration; /tmp, /var/tmp and /dev/shm are the sandbox's own). Every
+# other top-level folder (/home, /root, /work, /opt, /srv, /mnt, ...) is sealed.
+SYSTEM_FOLDERS = frozenset({"bin", "dev", "etc", "lib", "lib32", "lib64", "libx32", "proc", "run",
+                            "sbin", "sys", "tmp", "usr", "var"})
+
+
+def seal(scratch: Path) -> list[dict]:
     """What the kernel's mount namespace covers and what it puts back (see `_launch._seal`).
 
-    Covered: the folder holding the repository (its parent: the folders beside it too), or the
-    repository alone where its parent is / or holds the scratch folder; nothing where the package
-    is installed in site-packages (no repository then). Put back, read-only: the
-    package's own folder and the virtualenv, and the interpreter where it lives under the covered
-    folder. So a submission reads the package as installed and the standard library, and nothing
-    of the repository: no .git (whose history holds solutions/), exercises/, notebooks/, tests/.
+    Covered: every top-level folder but the system's (``SYSTEM_FOLDERS``), so the repository, its
+    .git history (which holds solutions/ and the hidden checks), exercises/, notebooks/, tests/,
+    other copies of the course and other students' work are out of reach wherever they are; and
+    the repository itself where it lives in a system folder (a clone in /tmp). Never a folder
+    holding the scratch folder. Put back, read-only: the package's own folder, the virtualenv, the
+    interpreter and the JVM (for Spark) where they live under a covered folder. So a submission
+    reads the package as installed, the standard library and the system, nothing else.
     """
     package = Path(__file__).resolve().parents[1]
-    root = PROJECT_ROOT.resolve()
-    if any(root.is_relative_to(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix)):
-        return None  # installed in site-packages: no repository beside the package
-    if root.parent != Path(root.anchor) and not scratch.resolve().is_relative_to(root.parent):
-        root = root.parent
     reveal = {package, Path(sys.prefix).resolve(), Path(sys.base_prefix).resolve(),
               Path(sys.executable).resolve().parent}
-    return {"root": str(root), "reveal": sorted(str(p) for p in reveal if p.is_relative_to(root))}
+    java = os.environ.get("JAVA_HOME") or shutil.which("java")
+    if java:
+        home = Path(java).resolve()
+        reveal.add(home if home.is_dir() else home.parents[1])  # .../bin/java -> the JVM's home
+    scratch = scratch.resolve()
+    roots = [Path("/") / name for name in sorted(os.listdir("/")) if name not in SYSTEM_FOLDERS]
+    roots = [r for r in roots if r.is_dir() and not r.is_symlink()]
+    repository = PROJECT_ROOT.resolve()
+    installed = any(repository.is_relative_to(Path(p).resolve()) for p in (sys.prefix, sys.base_prefix))
+    if not installed and not any(repository.is_relative_to(r) for r in roots):
+        roots.append(repository)  # a clone in /tmp or /var: sealed on its own
+    return [{"root": str(root), "reveal": sorted(str(p) for p in reveal if p.is_relative_to(root))}
+            for root in roots if not scratch.is_relative_to(root)]
 
 
 def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, int | None]:
