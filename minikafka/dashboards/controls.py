@@ -1,0 +1,180 @@
+"""What both dashboards share: the run/pause toggle (one dashboard runs at a time), the
+controls and views they both show (``build_controls``), the event log, the diagram's redraw
+and the small HTML pieces of their counters.
+
+``Dashboard`` (``minikafka.dashboards.simulated``) drives a simulated cluster, and
+``ProcessDashboard`` (``minikafka.dashboards.processes``) real broker processes; they differ
+in their engine, not in their look: a lecturer who learned one knows the other.
+"""
+
+from __future__ import annotations
+
+import html
+import re
+import weakref
+from typing import Any, Callable
+
+import ipywidgets as w
+
+from minikafka import viz
+
+_LOG_LINES = 200  # the event log keeps this many lines; a class does not scroll further back
+
+
+def row(*items: w.Widget) -> w.HBox:
+    """Widgets side by side, wrapping onto the next line when the cell is narrow."""
+    return w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))
+
+
+def build_controls(board, *, rate_per_s: int, acks: str, producing: bool, step: Callable[[], None]) -> None:
+    """Make the controls and views both dashboards show, as attributes of ``board``: the load
+    (``produce_toggle``, the ``rate`` slider, the ``acks`` toggle), ``run_toggle`` (wired to
+    ``board.start``/``stop``) and ``step_button`` (calls ``step``), ``counters_html``,
+    ``partitions_html``, the ``diagram`` and the ``event_log`` (its widget: ``log``). Each
+    dashboard lays them out with its own buttons."""
+    board.produce_toggle = w.ToggleButton(value=producing, description="producing", icon="paper-plane",
+                                          layout=w.Layout(width="120px"))
+    board.rate = w.IntSlider(value=rate_per_s, min=0, max=500, step=1, description="records/s",
+                             continuous_update=False)
+    board.acks = w.ToggleButtons(options=["0", "1", "all"], value={"-1": "all"}.get(acks, acks),
+                                 description="acks", style={"button_width": "50px"})
+    board.run_toggle = w.ToggleButton(value=False, description="run", icon="play",
+                                      layout=w.Layout(width="100px"))
+    board.run_toggle.observe(board._on_run_toggle, "value")
+    board.step_button = w.Button(description=f"step {board.tick_ms} ms", layout=w.Layout(width="120px"))
+    board.step_button.on_click(lambda _: step())
+    board.counters_html = w.HTML()
+    board.partitions_html = w.HTML()
+    board.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
+    board.event_log = EventLog()
+    board.log = board.event_log.widget
+
+
+def _redraw(board, view: "viz.ClusterView") -> None:
+    """Put ``view`` on ``board.diagram``; ``dot`` runs only when the picture changed (it is slow)."""
+    dot = viz.draw(view)
+    board.diagram_source = dot.source
+    if dot.source != board._last_dot:
+        board._last_dot = dot.source
+        try:
+            board.diagram.value = _fit_svg(viz.render_svg(dot))
+        except Exception as e:  # no `dot` program: keep the dashboard usable
+            board.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
+
+
+_SVG_OPEN = re.compile(r"<svg\b")
+
+
+def _fit_svg(svg: str, max_width: str = "100%") -> str:
+    """An inline ``<svg>`` that shrinks to its box's width, keeping its proportions (its
+    viewBox), and never grows past its own size: crisp at any zoom, never clipped."""
+    return _SVG_OPEN.sub(f'<svg style="max-width:{max_width};height:auto;display:block"', svg, count=1)
+
+
+# Every dashboard made in this process (weakly: a running one is held by its thread).
+_DASHBOARDS: "weakref.WeakSet[_RunToggle]" = weakref.WeakSet()
+
+
+class _RunToggle:
+    """The run/pause toggle both dashboards share: clicking it starts or stops the thread,
+    and the thread sets it back (without that echo starting or stopping anything).
+
+    One dashboard runs at a time in a process: making a dashboard, or starting one, stops
+    every other one's threads (they stay open; "run" starts them again). A cell run a second
+    time would otherwise leave its first dashboard running unseen, on the same two cores.
+    """
+
+    def _only_one_running(self) -> None:
+        _DASHBOARDS.add(self)
+        for other in list(_DASHBOARDS):
+            if other is not self and other.running:
+                other.stop()
+                other._note(f"paused: another dashboard was made or started ({self!r}); one runs at a time")
+
+    def _on_run_toggle(self, change: dict) -> None:
+        if self._syncing:
+            return
+        if change["new"]:
+            self.start()
+        else:
+            self.stop()
+
+    def _show_running(self, running: bool) -> None:
+        self._syncing = True
+        try:
+            self.run_toggle.value = running
+            self.run_toggle.description = "pause" if running else "run"
+            self.run_toggle.icon = "pause" if running else "play"
+        finally:
+            self._syncing = False
+
+
+class EventLog:
+    """The event log: lines oldest first, in a box that shows the newest.
+
+    An ``HTML`` widget, not an ``Output``: its whole state is its ``value``, so a callback
+    or a thread can set it without leaking text into whatever cell runs at that moment.
+    The box is a flex column in reverse (``column-reverse``) around one block of lines:
+    browsers then keep such a box scrolled to its end, so the newest line stays in sight
+    as lines arrive, with no script, and the lecturer can still scroll back.
+    """
+
+    def __init__(self, height: str = "160px") -> None:
+        self._lines: list[str] = []
+        self._height = height
+        self.widget = w.HTML(self._html(), layout=w.Layout(width="auto"))
+
+    @property
+    def lines(self) -> list[str]:
+        return list(self._lines)
+
+    def add(self, line: str) -> None:
+        self._lines.append(line)
+        del self._lines[:-_LOG_LINES]
+        self.widget.value = self._html()
+
+    def _html(self) -> str:
+        body = "\n".join(html.escape(line) for line in self._lines) or "(no events yet)"
+        return (f"<div class='minikafka-events' style='height:{self._height};overflow-y:auto;display:flex;"
+                "flex-direction:column-reverse;border:1px solid #ddd;padding:2px 6px;box-sizing:border-box'>"
+                "<pre style='margin:0;flex:none;white-space:pre-wrap;font-size:85%;line-height:1.35'>"
+                f"{body}</pre></div>")
+
+
+def _counters_row(counters: w.HTML, partitions: w.HTML) -> w.HBox:
+    """The counters and the partition table, side by side when the cell is wide enough."""
+    counters.layout = w.Layout(flex="1 1 440px", margin="0 24px 4px 0")
+    return w.HBox([counters, partitions], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
+
+
+def _close_widgets(root) -> None:
+    """Close ``root``, every widget under it, and their layout and style models: each is a
+    model of its own in the kernel (and in a notebook's saved widget state) until closed."""
+    for widget in _walk(root):
+        for model in (getattr(widget, "layout", None), getattr(widget, "style", None)):
+            if isinstance(model, w.Widget):
+                model.close()
+        widget.close()
+
+
+def _walk(widget) -> list:
+    out = [widget]
+    for child in getattr(widget, "children", ()):
+        out.extend(_walk(child))
+    return out
+
+
+def _ids(ids) -> str:
+    # Sorted: the controller keeps a new topic's ISR in assignment order, later ones sorted.
+    return "{" + ",".join(map(str, sorted(ids))) + "}"
+
+
+def _table_html(rows: list[tuple[str, Any]], red: set[str]) -> str:
+    """The counters, name and value, in as many columns as the cell's width allows (a
+    projector has more width than height); a ``red`` name's value in bold red when not zero."""
+    cells = "".join(
+        f"<div class='minikafka-counter' style='display:flex;justify-content:space-between;gap:8px'>"
+        f"<span>{k}</span><span style='{'color:#cb181d;font-weight:bold' if k in red and v else ''}'>{v}</span></div>"
+        for k, v in rows)
+    return (f"<div class='minikafka-counters' style='display:grid;grid-template-columns:repeat(auto-fill,"
+            f"minmax(210px,1fr));column-gap:24px;font-size:90%;line-height:1.5'>{cells}</div>")
