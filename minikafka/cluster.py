@@ -462,6 +462,23 @@ class Cluster:
             client = self._admin_client = KafkaAdminClient(bootstrap_servers=self)
         return client
 
+    def group_coordinator(self, group: str) -> tuple[int | None, Any]:
+        """(the broker coordinating ``group``, its ``Group`` there): the leader of the group's
+        ``__consumer_offsets`` partition, by the controller's metadata; (None, None) if there is
+        none (no group has asked for a coordinator yet, or that leader is down), and a None
+        group if that broker does not know the group (yet)."""
+        from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
+
+        image = self.image
+        if OFFSETS_TOPIC not in image.topic_ids:
+            return None, None
+        p = partition_for(group, image.partition_count(OFFSETS_TOPIC))
+        state = image.partitions.get((OFFSETS_TOPIC, p))
+        if state is None or state.leader < 0 or not self.alive(state.leader):
+            return None, None
+        gc = self.world.nodes[state.leader].group_coordinator
+        return state.leader, (gc.groups.get(group) if p in gc.owned else None)
+
     @property
     def consumer_groups(self):
         """``kafka-consumer-groups`` on this cluster (a ``ConsumerGroupCommand`` over

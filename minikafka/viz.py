@@ -384,7 +384,7 @@ def group_snapshot(cluster: "Cluster", group: str, topics: tuple[str, ...], stat
         rep = cluster.replica(s.leader, s.topic, s.partition) if s.leader >= 0 else None
         if rep is not None:
             hws[(s.topic, s.partition)] = rep.high_watermark
-    coordinator, on_broker = _group_coordinator(cluster, group)
+    coordinator, on_broker = cluster.group_coordinator(group)
 
     consumers = []
     live_members: set[str] = set()
@@ -437,23 +437,6 @@ def group_snapshot(cluster: "Cluster", group: str, topics: tuple[str, ...], stat
                        for s in states)
     return GroupView(group, coordinator, state, generation, tuple(consumers),
                      tuple(sorted(drawn - owned_live)), committed_lag, partitions)
-
-
-def _group_coordinator(cluster: "Cluster", group: str):
-    """(the broker coordinating ``group``, its ``Group`` object): the leader of the group's
-    ``__consumer_offsets`` partition, by the controller; (None, None) if there is none, and
-    a None group if that broker does not know the group (yet)."""
-    from minikafka.broker.group_coordinator import OFFSETS_TOPIC, partition_for
-
-    image = cluster.image
-    if OFFSETS_TOPIC not in image.topic_ids:
-        return None, None  # no consumer group has asked for a coordinator yet
-    p = partition_for(group, image.partition_count(OFFSETS_TOPIC))
-    state = image.partitions.get((OFFSETS_TOPIC, p))
-    if state is None or state.leader < 0 or not cluster.alive(state.leader):
-        return None, None
-    gc = cluster.world.nodes[state.leader].group_coordinator
-    return state.leader, (gc.groups.get(group) if p in gc.owned else None)
 
 
 def _node_name(node) -> str:
