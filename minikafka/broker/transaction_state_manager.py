@@ -35,9 +35,10 @@ from typing import TYPE_CHECKING, Callable
 
 from minikafka.broker.group_coordinator import partition_for
 from minikafka.broker.group_metadata import _Reader, _string
+from minikafka.broker.internal_topic import replay
 from minikafka.errors import CorruptRecordError
 from minikafka.messages import NO_ERROR, NOT_COORDINATOR
-from minikafka.records import MemoryRecords, Record, RecordBatch
+from minikafka.records import Record, RecordBatch
 
 if TYPE_CHECKING:
     from minikafka.broker.broker import Broker
@@ -175,26 +176,15 @@ class TransactionStateManager:
         replica = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, p))
         if replica is None:
             return
-        log = replica.log
-        offset, end = log.log_start_offset, log.log_end_offset
-        while offset < end:
-            batches = list(MemoryRecords(bytes(log.read(offset, 1024 * 1024))).batches())
-            if not batches:
-                break
-            for batch in batches:
-                for record in batch.records():
-                    if record.offset < offset or record.key is None:
-                        continue
-                    try:
-                        txn_id = decode_key(record.key)
-                        if record.value is None:
-                            self.transactions.pop(txn_id, None)
-                        else:
-                            self.transactions[txn_id] = TransactionMetadata.decode(txn_id, record.value)
-                    except Exception as e:  # never a failure loop over one bad record
-                        logger.warning("%s-%d: skipped the unreadable record at offset %d (%s: %s)",
-                                       TRANSACTION_STATE_TOPIC, p, record.offset, type(e).__name__, e)
-                offset = max(offset, batch.last_offset + 1)
+
+        def on_record(record, batch) -> None:
+            txn_id = decode_key(record.key)
+            if record.value is None:
+                self.transactions.pop(txn_id, None)
+            else:
+                self.transactions[txn_id] = TransactionMetadata.decode(txn_id, record.value)
+
+        replay(replica.log, f"{TRANSACTION_STATE_TOPIC}-{p}", on_record)
         self.owned[p] = epoch
 
     def unload(self, p: int) -> None:
