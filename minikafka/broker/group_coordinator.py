@@ -646,26 +646,36 @@ class GroupCoordinator:
 
     # --- offsets --------------------------------------------------------------------------------------------------
 
+    def _group_for_commit(self, group_id: str, *, create: bool) -> tuple["Group | None", int]:
+        """What OffsetCommit and TxnOffsetCommit both ask first: (the group the offsets go to,
+        NO_ERROR), made (Empty) if it did not exist and ``create``; or (None, the error to
+        answer every partition with): no group id, another broker coordinates it, no such
+        group and not ``create`` (a member's commit), or the group being unloaded (Dead)."""
+        if not group_id:
+            return None, INVALID_GROUP_ID
+        if not self.owns(group_id):
+            return None, NOT_COORDINATOR
+        group = self.groups.get(group_id)
+        if group is None:
+            if not create:
+                return None, ILLEGAL_GENERATION
+            group = self.groups[group_id] = Group(group_id, self.partition_for(group_id))
+            group.transition(GroupEvent.CREATED, self.now)
+        elif group.state == DEAD:
+            return None, COORDINATOR_NOT_AVAILABLE
+        return group, NO_ERROR
+
     def commit_offsets(self, src: Any, req: OffsetCommitRequest) -> None:
         def reply_all(error: int) -> None:
             self._send(src, OffsetCommitResponse(req.correlation_id, tuple(
                 (o.topic, o.partition, error) for o in req.offsets)))
 
-        if not req.group_id:
-            return reply_all(INVALID_GROUP_ID)
-        if not self.owns(req.group_id):
-            return reply_all(NOT_COORDINATOR)
-        group = self.groups.get(req.group_id)
         simple = req.generation_id < 0 and not req.member_id
-        if group is None:
-            if not simple:
-                return reply_all(ILLEGAL_GENERATION)
-            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
-            group.transition(GroupEvent.CREATED, self.now)
-        elif group.state == DEAD:
-            return reply_all(COORDINATOR_NOT_AVAILABLE)
-        elif simple:
-            if group.state != EMPTY:
+        group, error = self._group_for_commit(req.group_id, create=simple)
+        if error != NO_ERROR:
+            return reply_all(error)
+        if simple:
+            if group.state != EMPTY:  # (a group made just now for this commit is Empty)
                 return reply_all(UNKNOWN_MEMBER_ID)  # a group with members owns its offsets
         elif req.member_id not in group.members:
             return reply_all(UNKNOWN_MEMBER_ID)
@@ -712,16 +722,9 @@ class GroupCoordinator:
             self._send(src, TxnOffsetCommitResponse(req.correlation_id, tuple(
                 (o.topic, o.partition, error) for o in req.offsets)))
 
-        if not req.group_id:
-            return reply_all(INVALID_GROUP_ID)
-        if not self.owns(req.group_id):
-            return reply_all(NOT_COORDINATOR)
-        group = self.groups.get(req.group_id)
-        if group is None:
-            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
-            group.transition(GroupEvent.CREATED, self.now)
-        elif group.state == DEAD:
-            return reply_all(COORDINATOR_NOT_AVAILABLE)
+        group, error = self._group_for_commit(req.group_id, create=True)
+        if error != NO_ERROR:
+            return reply_all(error)
         limit = self.config["offset.metadata.max.bytes"]
         if any(o.metadata is not None and len(o.metadata.encode()) > limit for o in req.offsets):
             return reply_all(OFFSET_METADATA_TOO_LARGE)
