@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Sequence
 
 from minikafka.errors import IllegalStateError
-from minikafka.platform import fsync_dir
 from minikafka.storage.disk import OS_DISK, Disk
 
 QUORUM_STATE_FILE = "quorum-state"
@@ -88,7 +87,7 @@ class QuorumStateStore:
         self.dir.mkdir(parents=True, exist_ok=True)
         # Atomic: a crash leaves the old state or the new one; a failed write leaves the old.
         self.disk.replace_file(self.path, json.dumps(body, separators=(",", ":")).encode())
-        fsync_dir(self.dir)  # and the rename itself survives a power loss
+        self.disk.sync_dir(self.dir)  # and the rename itself survives a power loss
         self.writes += 1
 
 

@@ -31,7 +31,7 @@ import os
 from pathlib import Path
 from typing import Sequence
 
-from minikafka.platform import O_BINARY, writev
+from minikafka.platform import O_BINARY, fsync_dir, writev
 
 
 class Disk:
@@ -79,6 +79,12 @@ class Disk:
         tmp = path.with_name(path.name + ".tmp")
         self.write_file(tmp, data, durable=durable)
         os.replace(tmp, path)  # atomic: a crash leaves the old file or the new one
+
+    def sync_dir(self, path: Path) -> None:
+        """Make the entries of directory ``path`` durable (a file created or renamed there
+        survives a power loss): ``minikafka.platform.fsync_dir``, nothing where a directory
+        cannot be opened (Windows)."""
+        fsync_dir(path)
 
     def _fill_up(self, fd: int, pieces: Sequence[bytes | memoryview]) -> None:
         first = bytes(pieces[0]) if pieces else b""
