@@ -340,6 +340,12 @@ def test_kill_a_consumer_its_partitions_move_restart_it_it_rejoins(make_group_da
     ticks(d, 2)
     assert d.consumed["consumer-2"] > consumed["consumer-2"]
     assert "you restarted consumer-2" in log_text(d)
+    # What consumer-2 read after its last commit, consumer-3 read again: named, not hidden in "consumed".
+    positions = {tp: k.position(tp) for k in d.consumers if k.alive for tp in k.assignment()}
+    assert len(positions) == 4  # every record below these was read once, from offset 0 (earliest)
+    assert d.counters["redelivered"] > 0
+    assert d.counters["consumed"] - d.counters["redelivered"] == sum(positions.values())
+    assert "of which read again" in d.counters_html.value
     assert d.counters["consumers"]["consumer-2"]["lag"] is not None
 
 

@@ -33,9 +33,12 @@ live consumer of the group (``cluster.consumers`` with that ``group_id``: the on
 dashboard made and any the notebook made) calls ``poll(timeout_ms=poll_timeout_ms)``
 (never past the slice's end), which is also what lets it join the group and take a new
 assignment. Slices are then about 100 simulated ms long (ten at most per step), as in a
-real poll loop. What each consumer got is counted (``consumed``, by consumer node id). A
-poll blocks only when the consumer commits before a rebalance (auto commit): that can run
-the world past the slice, as a blocked send can; time never goes back.
+real poll loop. What each consumer got is counted (``consumed``, by consumer node id), and
+what the group reads a second time (``redelivered``, "of which read again": a record below
+the offset the group had read its partition up to, because its reader died or a rebalance
+came before a commit). A poll blocks only when the consumer commits before a rebalance
+(auto commit): that can run the world past the slice, as a blocked send can; time never
+goes back.
 
 With a controller quorum (``Cluster(controllers=3)``), a row of controller buttons kills
 and restarts each voter (``cluster.kill``/``restart`` of a controller id; the active one is
@@ -214,6 +217,9 @@ class Dashboard(_RunToggle):
         # Consumers, by node id (unique; client ids need not be): records each one's polls
         # returned, and its errors.
         self.consumed: Counter[str] = Counter()
+        # Records read again (at-least-once: a reader died, or a rebalance came, before its commit).
+        self.redelivered = 0
+        self._read_to: dict[tuple[str, int], int] = {}  # (topic, partition) -> offset the group read up to
         self.consumer_errors: Counter[str] = Counter()
         self.lag_samples: list[dict[str, Any]] = []
         self.lag_chart_svg = ""
@@ -442,6 +448,14 @@ class Dashboard(_RunToggle):
                 self._note(f"{consumer.config['client_id']}: poll() raised {type(e).__name__}: {e}")
                 continue
             self.consumed[str(consumer.node_id)] += sum(len(rs) for rs in records.values())
+            for tp, rs in records.items():
+                # A record below what the group already read of its partition is read again:
+                # its reader died or lost it in a rebalance before committing past it.
+                key = (tp.topic, tp.partition)
+                read_to = self._read_to.get(key, 0)
+                self.redelivered += sum(1 for r in rs if r.offset < read_to)
+                if rs:
+                    self._read_to[key] = max(read_to, rs[-1].offset + 1)
 
     # --- the producer ---------------------------------------------------------------------------------
 
@@ -561,6 +575,7 @@ class Dashboard(_RunToggle):
                             "idle": c.idle, "lag": c.lag, "consumed": self.consumed[c.node_id]}
                 for c in g.consumers},
             "consumed": sum(self.consumed.values()),
+            "redelivered": self.redelivered,
             "consumer_errors": dict(sorted(self.consumer_errors.items())),
         }
 
@@ -807,6 +822,7 @@ def _counters_html(c: dict, running: bool) -> str:
     rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["errors"].items()]
     if "consumed" in c:
         rows.append(("consumed", c["consumed"]))
+        rows.append(("&nbsp;&nbsp;of which read again", c["redelivered"]))
         rows += [(f"&nbsp;&nbsp;{html.escape(k)}", v) for k, v in c["consumer_errors"].items()]
     red = {"lost (so far)", "offline partitions", "under-replicated partitions", "failed"}
     return _table_html(rows, red=red | {f"&nbsp;&nbsp;lost with acks={a}" for a in by_acks})
