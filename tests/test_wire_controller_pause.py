@@ -78,17 +78,54 @@ def watch(cluster, topics: list[str], span_s: float, when: str) -> int:
     return samples
 
 
+def voters_caught_up(cluster) -> bool:
+    q = tolerant(lambda: describe_quorum(cluster.bootstrap_servers))
+    return (q is not None and q.leader_id >= 0
+            and sorted(r.replica_id for r in q.current_voters if r.log_end_offset == q.high_watermark)
+            == cluster.controller_ids)
+
+
+def whole(cluster, topic: str) -> bool:
+    try:
+        assert_whole(cluster, [topic], "")
+    except AssertionError:
+        return False
+    return known_everywhere(cluster, topic, PARTITIONS)
+
+
 def test_pausing_the_active_controller_past_the_session_timeout_fences_no_broker():
+    """Set up so that on main's code the failure is certain, not a race of the start: broker 1
+    comes back believing in a deposed controller (its persisted quorum state), which answers
+    its first heartbeat NOT_CONTROLLER; then that controller is made the one the quorum
+    elects when the active one is paused (the third voter's log is kept behind, so it cannot win)."""
     with launch(brokers=3, controllers=3, config=FAST) as c:
         admin = KafkaAdminClient(bootstrap_servers=c.bootstrap_servers)
         try:
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, topic_configs={"min.insync.replicas": "2"})])
             wait_until(lambda: known_everywhere(c, TOPIC, PARTITIONS), 30, "the topic on every broker")
-            assert_whole(c, [TOPIC], "before the pause")
-            paused = wait_until(lambda: active_controller(c), 30, "an active controller")
-            c.pause(paused)
+            first = wait_until(lambda: active_controller(c), 30, "an active controller")
+            c.kill(1)  # broker 1 sleeps through a change of controller
+            c.kill(first)
+            second = wait_until(lambda: active_controller(c) not in (None, first) and active_controller(c),
+                                30, "a new active controller")
+            c.restart(first)
+            wait_until(lambda: voters_caught_up(c) or None, 30, "every voter caught up")
+            c.restart(1)  # its first heartbeat goes to `first`, which refuses it
+            wait_until(lambda: whole(c, TOPIC) or None, 30, "every broker back in every ISR")
+            (third,) = set(c.controller_ids) - {first, second}
+            c.pause(third)
+            # Two changes committed by `second` and `first`: the first may still reach `third`
+            # (the answer to the fetch it had parked), the second cannot: `third` lags.
+            for name in ("behind", "behind-more"):
+                admin.create_topics([NewTopic(name, 1, 3)])
+                wait_until(lambda: known_everywhere(c, name, 1), 30, f"{name} on every broker")
+            assert_whole(c, [TOPIC, "behind-more"], "before the pause")
+            c.pause(second)
+            c.resume(third)
             try:
-                wait_until(lambda: active_controller(c) not in (None, paused), 30, "a new active controller")
+                elected = wait_until(lambda: active_controller(c) not in (None, second) and active_controller(c),
+                                     30, "a new active controller")
+                assert elected == first  # the longest log wins
                 # Metadata changes work during the pause, with all three brokers available.
                 topic = admin.create_topics([NewTopic("during-pause", 1, 3)], raise_errors=False)["topics"][0]
                 assert (topic["error_code"], topic.get("error_message")) == (0, None)
@@ -96,12 +133,9 @@ def test_pausing_the_active_controller_past_the_session_timeout_fences_no_broker
                 # Past two session timeouts under the new controller: nobody fenced, nothing shrank.
                 assert watch(c, [TOPIC, "during-pause"], 2.5 * SESSION_MS / 1000, "during the pause") > 0
             finally:
-                c.resume(paused)
+                c.resume(second)
             # The old controller, deposed while paused, catches up as a follower.
-            wait_until(lambda: (q := tolerant(lambda: describe_quorum(c.bootstrap_servers))) is not None
-                       and q.leader_id >= 0 and sorted(r.replica_id for r in q.current_voters
-                                                       if r.log_end_offset == q.high_watermark) == c.controller_ids
-                       or None, 30, "every voter caught up")
+            wait_until(lambda: voters_caught_up(c) or None, 30, "every voter caught up")
             assert watch(c, [TOPIC, "during-pause"], 2.5 * SESSION_MS / 1000, "after the resume") > 0
         finally:
             admin.close()
