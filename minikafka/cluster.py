@@ -311,6 +311,20 @@ class Cluster:
             raise IllegalArgumentError(f"node {node_id} is running; kill it first")
         self.world.restart(node_id)
 
+    def pause(self, node_id: int) -> None:
+        """Freeze a broker or a controller (SIGSTOP, a long GC pause): alive, with its memory and
+        connections, but silent; what is sent to it waits until ``resume``."""
+        if node_id not in self.broker_ids and node_id not in self.controller_ids:
+            raise IllegalArgumentError(f"no node {node_id}; brokers are {self.broker_ids}, "
+                                       f"controllers {self.controller_ids}")
+        if not self.world.alive(node_id):
+            raise IllegalArgumentError(f"node {node_id} is dead: only a running node can be paused")
+        self.world.pause(node_id)
+
+    def resume(self, node_id: int) -> None:
+        """Let a paused node go on (SIGCONT): it handles, late, what waited for it."""
+        self.world.resume(node_id)
+
     def fill_disk(self, broker_id: int, full: bool = True) -> None:
         """Make broker ``broker_id``'s disk full (``full=False``: space freed). Appends there
         then write part of their bytes and fail with ENOSPC, as on a real full disk: the

@@ -23,6 +23,12 @@ record is committed: by then its image holds everything earlier leaders committe
   ``broker.session.timeout.ms`` is fenced, and in the *same* committed batch it leaves every
   ISR and every partition it led gets a new leader. Heartbeat times are the one thing kept
   in memory (as in Kafka): a newly active controller gives every broker a fresh session.
+  A controller judges only the silence it was there to hear: when its session check comes
+  late (the process was paused, SIGSTOP or a long GC pause, and its heartbeats queued
+  unread), every broker gets a fresh session instead of being fenced for the controller's
+  own absence. A paused leader that was deposed meanwhile writes nothing either way: its
+  appends are in an epoch the quorum has left, so they never commit and are truncated
+  when it follows the new leader.
 - Create topic: replicas placed as Kafka's ``assignReplicasToBrokers`` does (rack unaware):
   partition p's first replica on broker ``(p + start) % n``, the others shifted by a second
   offset that grows every n partitions; start and shift from a seeded RNG. The placement is
@@ -154,12 +160,16 @@ class QuorumController(StateMachine):
         self._queue: deque[_Operation] = deque()
         self._inflight: tuple[int, Callable[[], None], _Operation] | None = None  # (last offset, done, op)
         self._active_epoch = -1  # the epoch in which this node is the active controller, or -1
+        self._last_session_check = 0  # when the session check last ran (or was first set)
 
     # --- views (what notebooks, pictures and tests read) ------------------------------------------------
 
     @property
     def active(self) -> bool:
-        return self._active_epoch >= 0
+        # The Raft client's word first: a leader deposed a moment ago (a paused one, resumed to
+        # find a higher epoch) hears of it from its listener only later, and must not decide meanwhile.
+        return (self._active_epoch >= 0 and self.raft is not None and self.raft.is_leader
+                and self.raft.epoch == self._active_epoch)
 
     @property
     def topics(self) -> dict[str, TopicConfig]:
@@ -197,6 +207,7 @@ class QuorumController(StateMachine):
                                     rules=self.rules)
         self.raft.start()
         self.set_timer("session-check", SESSION_CHECK_MS)
+        self._last_session_check = self.now
 
     def close(self) -> None:
         if self.raft is not None:
@@ -221,12 +232,12 @@ class QuorumController(StateMachine):
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
         if self.raft_history is not None:
             self.raft_history.leader_change(self.now, self.node_id, self.incarnation, leader_id, epoch)
-        if leader_id != self.node_id and self.active:
+        if self._active_epoch >= 0 and (leader_id != self.node_id or epoch != self._active_epoch):
             self._deactivate()
         self._maybe_activate()
 
     def _maybe_activate(self) -> None:
-        if (not self.active and self.raft is not None and self.raft.is_leader
+        if (self._active_epoch < 0 and self.raft is not None and self.raft.is_leader
                 and self.image.leader == (self.node_id, self.raft.epoch)):
             self._active_epoch = self.raft.epoch
             # Heartbeat times were never replicated: every broker gets a fresh session.
@@ -268,6 +279,11 @@ class QuorumController(StateMachine):
             return
         if key == "session-check":
             self.set_timer("session-check", SESSION_CHECK_MS)
+            late = self.now - self._last_session_check > 2 * SESSION_CHECK_MS
+            self._last_session_check = self.now
+            if late:
+                # This process was not running (paused): the brokers' silence is ours.
+                self.last_heartbeat = {b: self.now for b in self.last_heartbeat}
             if self.active:
                 self._check_sessions()
                 self._expire_queued()

@@ -283,9 +283,12 @@ class Broker(StateMachine):
             self._heartbeat()  # caught up further: the controller may unfence us now
 
     def handle_leader_change(self, leader_id: int | None, epoch: int) -> None:
-        # The controller channel asks the Raft client for the leader on every send.
+        # The controller channel asks the Raft client for the leader on every send; told of a
+        # new one, it sends what is still out (our heartbeat) there at once.
         if self.raft_history is not None:
             self.raft_history.leader_change(self.now, self.broker_id, self.incarnation, leader_id, epoch)
+        if self.controller_channel is not None:
+            self.controller_channel.leader_changed(leader_id)
 
     def _publish(self, delta) -> None:
         """Act on what the committed metadata changed (Kafka's ``BrokerMetadataPublisher``)."""

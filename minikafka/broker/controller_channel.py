@@ -11,6 +11,13 @@ answer is ``NOT_CONTROLLER`` or the connection is refused, sends it again (after
 next voter when it names none. Until ``timeout_ms`` runs out: then the caller's
 ``on_timeout`` runs once and a late answer is dropped.
 
+A refusal is news about one epoch only. When the Raft layer names a new leader
+(``leader_changed``, as Kafka's ``BrokerLifecycleManager`` and channel follow the quorum's
+leader), every earlier refusal is forgotten (the voter that said NOT_CONTROLLER before the
+election may be the leader now) and each request still out to another node is sent again to
+the new leader at once: the old one may be paused, or gone, and would never answer (a
+heartbeat lost that way costs the broker its session).
+
 Some requests must not be given up on: an AlterPartition may be committed by the controller
 after its sender stopped waiting, so the leader has to hear how it ended. Sent with
 ``timeout_ms=None`` and an ``attempt_timeout_ms``, a request is sent again (to the controller
@@ -147,6 +154,18 @@ class NodeToControllerChannelManager:
             self.node.cancel_timer(("controller-attempt", corr))
         pending.on_response(response)
         return True
+
+    def leader_changed(self, leader: int | None) -> None:
+        """The Raft layer names a new leader (or none): refusals from before are void, and what
+        was sent to someone else goes to the new leader now (same correlation id: whichever
+        answer comes first is the one delivered)."""
+        self._refused.clear()
+        if leader is None or leader not in self.controllers:
+            return
+        for corr, pending in list(self._pending.items()):
+            if pending.sent_to is not None and pending.sent_to != leader:
+                self.node.cancel_timer(("controller-retry", corr))
+                self._attempt(corr)
 
     def disconnected(self, node: Any) -> None:
         """A controller refused the connection or died: what was sent to it goes elsewhere."""

@@ -20,7 +20,10 @@ class sets ``sees_connection_resets = True`` (the consumer, which parks requests
 for minutes: a JoinGroup waits out a whole rebalance) is also told ``Disconnected`` when a
 process it has sent to crashes, as the kernel's reset of their connection would tell it;
 ``crash(..., reset_connections=False)`` (a power loss: no kernel left to send the reset)
-does not. The factory given
+does not. ``pause(node_id)`` is a SIGSTOP (a long GC pause): the process keeps its memory and
+its connections, but runs nothing; what arrives for it (messages, its own timers) waits, in
+order, and is handed to it on ``resume(node_id)``, late, as a resumed process finds its
+sockets and overdue timers. The factory given
 to ``add`` builds a fresh object for ``restart``; a broker's factory reopens its log
 directory, so it recovers from disk. (What a crash does to files is the runtime owner's
 business: ``Cluster.kill`` releases them, and cuts unflushed bytes on a power loss.)
@@ -58,6 +61,7 @@ class World:
         self.history: list[tuple] = []  # what happened, for replay checks and tracing
         self.events_processed = 0
         self._peers: dict[NodeId, set[NodeId]] = {}  # dst -> nodes that have sent to it
+        self._paused: dict[NodeId, list[tuple[int, Any]]] = {}  # node -> its events held, in order
 
     # --- nodes ---------------------------------------------------------------------------
 
@@ -69,7 +73,28 @@ class World:
     def alive(self, node_id: NodeId) -> bool:
         return node_id in self.nodes
 
+    def paused(self, node_id: NodeId) -> bool:
+        return node_id in self._paused
+
+    def pause(self, node_id: NodeId) -> None:
+        """Stop a live node where it stands (SIGSTOP): alive, silent, its events held."""
+        if node_id not in self.nodes:
+            raise ValueError(f"node {node_id} is not running: only a live process can be paused")
+        if node_id not in self._paused:
+            self._paused[node_id] = []
+            self._log("pause", node_id)
+
+    def resume(self, node_id: NodeId) -> None:
+        """Let a paused node go on (SIGCONT): what waited for it arrives now, in order."""
+        held = self._paused.pop(node_id, None)
+        if held is None:
+            return
+        self._log("resume", node_id)
+        for kind, payload in held:
+            self._push(self.now, kind, payload)
+
     def crash(self, node_id: NodeId, *, reset_connections: bool = True) -> None:
+        self._paused.pop(node_id, None)  # a paused process can be killed: what it held is void
         if self.nodes.pop(node_id, None) is None:
             return
         self.incarnation[node_id] += 1  # in-flight events for the old one are void
@@ -159,6 +184,9 @@ class World:
         at, _, kind, payload = heapq.heappop(self._queue)
         self.now = at
         self.events_processed += 1
+        if self._paused and kind != _CALL and (payload[1] if kind == _MESSAGE else payload[0]) in self._paused:
+            self._paused[payload[1] if kind == _MESSAGE else payload[0]].append((kind, payload))
+            return True
         if kind == _MESSAGE:
             src, dst, inc, message = payload
             node = self.nodes.get(dst)
