@@ -36,7 +36,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from minikafka.assignors import assignor_for
-from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
 from minikafka.clients.consumer_coordinator import ConsumerCoordinator
 from minikafka.clients.consumer_network_client import ConsumerNetworkClient
 from minikafka.clients.fetcher import ConsumerRecord
@@ -134,7 +134,7 @@ class KafkaConsumer:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. group_id, not group.id)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config()
-        cluster = self.config["bootstrap_servers"]
+        cluster = cluster_for(self.config["bootstrap_servers"], "consumer")
         self._cluster = cluster
         self._world = cluster.world
         self._closed = False

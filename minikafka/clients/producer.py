@@ -36,7 +36,7 @@ import math
 import random
 from typing import Any, Callable
 
-from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
 from minikafka.clients.future import FutureRecordMetadata
 from minikafka.clients.record_accumulator import RecordAccumulator, estimate_size_in_bytes
 from minikafka.clients.sender import ClusterMetadata, Sender, TransactionManager
@@ -118,7 +118,7 @@ class KafkaProducer:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. linger_ms, not linger.ms)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config(set(configs))
-        cluster = self.config["bootstrap_servers"]
+        cluster = cluster_for(self.config["bootstrap_servers"], "producer")
         self._cluster = cluster
         self._world = cluster.world
         self._closed = False
