@@ -257,7 +257,7 @@ class KafkaAdminClient:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. request_timeout_ms)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config()
-        self._cluster = cluster_for(self.config["bootstrap_servers"], "admin")
+        self._cluster = cluster_for(self.config["bootstrap_servers"], "admin", self.config)
         self._world = self._cluster.world
         self._closed = False
         self._brokers: list[int] = list(self._cluster.broker_ids)  # bootstrap; then what metadata says

@@ -51,15 +51,17 @@ def check_bootstrap_servers(servers: Any, client: str) -> None:
         raise KafkaConfigurationError(f"{client}: {e}") from None
 
 
-def cluster_for(servers: Any, client: str) -> Any:
+def cluster_for(servers: Any, client: str, config: dict | None = None) -> Any:
     """What the client's node runs in: the simulated cluster itself, or a ``WireCluster``
-    (the TCP runtime, bootstrapped from the addresses). Call ``check_bootstrap_servers`` first."""
+    (the TCP runtime, bootstrapped from the addresses within the client's ``bootstrap_timeout_ms``).
+    Call ``check_bootstrap_servers`` first."""
     if _is_simulated(servers):
         return servers
     # The one reference from the clients to a runtime below them: the address chooses it, as
     # the Cluster object chooses the simulated one. Imported here, so chapters 1-8 never load it.
     from minikafka.wire.client_runtime import WireCluster
-    return WireCluster(parse_addresses(_address_entries(servers)), client=client)
+    timeout = (config or {}).get("bootstrap_timeout_ms", 30000)
+    return WireCluster(parse_addresses(_address_entries(servers)), client=client, bootstrap_timeout_ms=timeout)
 
 
 def parse_addresses(entries: Iterable[str], what: str = "bootstrap_servers") -> list[tuple[str, int]]:

@@ -134,7 +134,7 @@ class KafkaConsumer:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. group_id, not group.id)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config()
-        cluster = cluster_for(self.config["bootstrap_servers"], "consumer")
+        cluster = cluster_for(self.config["bootstrap_servers"], "consumer", self.config)
         self._cluster = cluster
         self._world = cluster.world
         self._closed = False

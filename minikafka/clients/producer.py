@@ -118,7 +118,7 @@ class KafkaProducer:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. linger_ms, not linger.ms)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config(set(configs))
-        cluster = cluster_for(self.config["bootstrap_servers"], "producer")
+        cluster = cluster_for(self.config["bootstrap_servers"], "producer", self.config)
         self._cluster = cluster
         self._world = cluster.world
         self._closed = False

@@ -59,6 +59,8 @@ from minikafka.wire.codec import FrameError
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0  # per bootstrap address
+BOOTSTRAP_TIMEOUT_MS = 30_000  # kafka-python's bootstrap_timeout_ms
+BOOTSTRAP_BACKOFF_S = 0.1  # between metadata answers that list no broker yet
 _API_VERSIONS_CORR = -1  # the correlation id of a connection's opening ApiVersions (clients count from 0 up)
 _IN_PROGRESS = {0, errno.EINPROGRESS, errno.EWOULDBLOCK, errno.EALREADY, getattr(errno, "WSAEWOULDBLOCK", 10035)}
 _MAX_FRAME = 100_000_000  # kafka-python's receive_message_max_bytes
@@ -400,14 +402,23 @@ class WireCluster:
 
     _ids = itertools.count(1)
 
-    def __init__(self, addresses: list[tuple[str, int]], *, client: str = "client") -> None:
+    def __init__(self, addresses: list[tuple[str, int]], *, client: str = "client",
+                 bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
         self.addresses = list(addresses)
         self.client = client
         self._node_id = f"{client}-{next(self._ids)}"
-        metadata, brokers = fetch_metadata(self.addresses, client_id=self._node_id)
-        if not brokers:
-            raise KafkaConnectionError(f"the broker at bootstrap_servers={self.bootstrap_servers!r} "
-                                       "lists no brokers in its metadata")
+        # A broker that has just started answers before it has registered with its controller:
+        # its metadata lists no broker yet. Ask again (kafka-python's bootstrap_timeout_ms);
+        # an address that refuses the connection fails at once, named.
+        deadline = time.monotonic() + bootstrap_timeout_ms / 1000
+        while True:
+            metadata, brokers = fetch_metadata(self.addresses, client_id=self._node_id)
+            if brokers:
+                break
+            if time.monotonic() >= deadline:
+                raise KafkaConnectionError(f"the broker at bootstrap_servers={self.bootstrap_servers!r} listed no "
+                                           f"brokers in its metadata for {bootstrap_timeout_ms} ms (still starting?)")
+            time.sleep(BOOTSTRAP_BACKOFF_S)
         self.world = ClientRuntime(brokers, client_id=self._node_id)
 
     @property
