@@ -26,7 +26,7 @@ from minikafka.errors import (  # noqa: E402
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
-from minikafka.topic import TopicPartition  # noqa: E402
+from minikafka.topic import OffsetAndMetadata, TopicPartition  # noqa: E402
 from minikafka.wire import client_codec as cc  # noqa: E402
 from minikafka.wire import codec  # noqa: E402
 from minikafka.wire.client_runtime import WireCluster  # noqa: E402
@@ -203,6 +203,46 @@ def test_producer_with_acks_all_writes_what_kafka_python_reads(cluster):
         by_partition.setdefault(md.partition, []).append(md.offset)
     assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())  # in order, no gaps
     assert sorted(witness_values(cluster.bootstrap_servers, topic), key=int) == [b"%d" % i for i in range(40)]
+
+
+@pytest.mark.parametrize("acks", [0, 1])
+def test_producer_with_acks_0_and_1_over_tcp(cluster, acks):
+    """acks=0 gets no answer at all (Kafka sends none), acks=1 the leader's; both arrive."""
+    topic = unique(f"acks-{acks}")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    admin.create_topics([NewTopic(topic, 1, 3)])
+    admin.close()
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks=acks)
+    assert producer.config["enable_idempotence"] is (acks == -1)  # quietly off, as kafka-python
+    futures = [producer.send(topic, value=b"%d" % i) for i in range(5)]
+    producer.flush()
+    offsets = [f.get(timeout=10).offset for f in futures]
+    producer.close()
+    assert offsets == ([-1] * 5 if acks == 0 else [0, 1, 2, 3, 4])  # acks=0: no offset known
+    wait_until(lambda: len(witness_values(cluster.bootstrap_servers, topic)) == 5, 30, "the 5 records")
+    assert witness_values(cluster.bootstrap_servers, topic) == [b"%d" % i for i in range(5)]
+
+
+def test_admin_adds_partitions_and_lists_and_deletes_a_group(cluster):
+    topic, group = unique("grow"), unique("idle")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 2)])
+        assert admin.create_partitions({topic: 3}) == {topic: "OK"}
+        assert [p["partition_index"] for p in admin.describe_topics([topic])[0]["partitions"]] == [0, 1, 2]
+        consumer = KafkaConsumer(topic, bootstrap_servers=cluster.bootstrap_servers, group_id=group)
+        for _ in range(30):  # until the group has given it the partitions
+            consumer.poll(timeout_ms=1000)
+            if consumer.assignment():
+                break
+        assert consumer.assignment() == {TopicPartition(topic, p) for p in range(3)}
+        consumer.commit({TopicPartition(topic, 0): OffsetAndMetadata(0, "", -1)})
+        consumer.close()
+        assert (group, "consumer") in admin.list_consumer_groups()
+        admin.delete_consumer_groups([group])
+        assert group not in [g for g, _ in admin.list_consumer_groups()]
+    finally:
+        admin.close()
 
 
 def test_a_group_commits_and_a_new_consumer_resumes_from_the_committed_offsets(cluster):

@@ -108,6 +108,7 @@ class ClientRuntime:
         self._timer_gen: dict[tuple[NodeId, Hashable], int] = {}
         self._seq = itertools.count()
         self._inbox: list[tuple[NodeId, Any, Any]] = []  # (dst node, src, message) to hand over next
+        self._looping = False  # inside run_until: a nested call (a callback's) must not loop again
 
     # --- time: wall clock, monotonic ----------------------------------------------------------------------
 
@@ -136,16 +137,34 @@ class ClientRuntime:
         self._timers.clear()
 
     def call_node(self, node_id: NodeId, fn: Callable[[StateMachine], Any]) -> Any:
+        """Run ``fn(node)`` now (the user's ``send``, ``commit``...), apply its effects, and
+        return once what it sent is written to the sockets: a request on a connection still
+        being opened waits for it (at most ``CONNECT_TIMEOUT_S``). In the simulation a sent
+        message is on the network at once; here, without this, a producer with acks=0 (whose
+        batches are done once sent) could be closed with its records still in our buffers."""
         node = self.nodes[node_id]
         node.now = self.now
         result = fn(node)
         self._apply(node_id, node._take())
+        if not self._looping:
+            deadline = self.now + int(CONNECT_TIMEOUT_S * 1000)
+            self.run_until(lambda: not any(c.queued or c.out for c in self._connections.values()),
+                           max(0, deadline - self.now))
         return result
 
     # --- the loop -----------------------------------------------------------------------------------------
 
     def run_until(self, done: Callable[[], bool], timeout_ms: int | None = None) -> bool:
         """Serve sockets and timers until ``done()``, for at most ``timeout_ms`` real ms."""
+        if self._looping:  # a client call from inside a node's step (a callback): no nested loop
+            return bool(done())
+        self._looping = True
+        try:
+            return self._run_until(done, timeout_ms)
+        finally:
+            self._looping = False
+
+    def _run_until(self, done: Callable[[], bool], timeout_ms: int | None) -> bool:
         deadline = None if timeout_ms is None else self.now + timeout_ms
         while not done():
             if self._inbox:
