@@ -6,7 +6,8 @@ Theory of operation
 things: this object (the *user thread*) and an ``AdminClientNode`` in the cluster's world
 (the client's *process*), which only sends requests and keeps the answers until they are
 collected. Every method blocks by running the simulated world until its answer is there, so
-"waiting" costs simulated time, never wall-clock time.
+"waiting" costs simulated time, never wall-clock time. Given a real address instead (or a
+``launch()`` cluster), the same node runs in ``minikafka.wire.client_runtime``, on real time.
 
 How each question is answered, as in Kafka:
 

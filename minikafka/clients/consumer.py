@@ -25,6 +25,10 @@ gone, and the group notices when ``session_timeout_ms`` passes without a heartbe
 ``cluster.restart_consumer(c)`` starts the process again, with the same subscription: it
 joins as a new member and starts from the group's committed offsets.
 
+Over TCP (``bootstrap_servers="host:port"``, a list, or a ``launch()`` cluster) the same node
+runs in ``minikafka.wire.client_runtime``: ``poll`` then waits on the wall clock, and the node
+heartbeats only while the application is inside a call (there is no heartbeat thread).
+
 Configuration keys and defaults are kafka-python 3.0's; network-only keys are accepted and
 ignored. Never: read the wall clock or start a thread.
 """

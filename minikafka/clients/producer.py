@@ -16,6 +16,10 @@ it between simulation steps (``world.call_node``):
   (for at most ``max_block_ms``; then ``KafkaTimeoutError``). All times are simulated, so
   waiting 30 s for a request timeout costs only the events in between.
 
+Over TCP: given a real address (``"host:port"``, a list of them, or a ``launch()`` cluster;
+``clients/bootstrap.py``) the same Sender runs in ``minikafka.wire.client_runtime`` instead of
+a simulated world; the same calls then wait on the wall clock, and its requests are Kafka frames.
+
 Configuration keys, defaults and checks are kafka-python 3.0's (``linger_ms=0``,
 ``acks='all'``, ``enable_idempotence=True``, ``retries=inf``, ...), plus ``buffer_memory``
 (Kafka's; kafka-python 3 dropped it). Network-only keys (``security_protocol``, ``ssl_*``,
@@ -409,6 +413,7 @@ class KafkaProducer:
             forced = True
         if self._world.alive(self._node_id):
             self._call(lambda s: s.force_close() if forced else s.initiate_close())
+            self._world.release(self._node_id)  # over TCP: its sockets close (the simulation keeps the node)
         self._closed = True
 
     # --- transactions (KIP-98): kafka-python's API ---------------------------------------------------

@@ -136,6 +136,10 @@ class ClientRuntime:
             self._close(conn, None)
         self._timers.clear()
 
+    def release(self, node_id: NodeId) -> None:
+        """A client was closed (after its flush): close its connections."""
+        self.crash(node_id)
+
     def call_node(self, node_id: NodeId, fn: Callable[[StateMachine], Any]) -> Any:
         """Run ``fn(node)`` now (the user's ``send``, ``commit``...), apply its effects, and
         return once what it sent is written to the sockets: a request on a connection still
