@@ -7,7 +7,6 @@ a record read), never a sleep."""
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 import uuid
