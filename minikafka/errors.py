@@ -367,6 +367,12 @@ class GroupMaxSizeReachedError(BrokerResponseError):
     message = "GROUP_MAX_SIZE_REACHED"
 
 
+class UnsupportedVersionError(BrokerResponseError):
+    """The broker serves no version of an API that the client speaks."""
+    errno = 35
+    message = "UNSUPPORTED_VERSION"
+
+
 def _by_errno() -> dict[int, type[BrokerResponseError]]:
     table: dict[int, type[BrokerResponseError]] = {}
     pending = list(BrokerResponseError.__subclasses__())

@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any, Mapping
 
 from minikafka import datasets
-from minikafka.clients.bootstrap import parse_addresses, unreachable
+from minikafka.clients.bootstrap import parse_addresses
 from minikafka.datasets import _check_int  # the same argument checks as truck_positions
 from minikafka.topic import validate_topic_name
 
@@ -180,6 +180,8 @@ def _bootstrap_text(servers: object) -> str:
 def _check_reachable(servers: str) -> None:
     """Fail at once, naming each address, if no bootstrap address accepts a connection."""
     from kafka.errors import KafkaConnectionError
+
+    from minikafka.wire.client_runtime import unreachable  # the runtime owns sockets
 
     failures = unreachable(parse_addresses(servers.split(",")))
     if failures:

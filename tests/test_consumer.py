@@ -353,8 +353,8 @@ def test_bad_configuration_is_refused_by_name(cluster):
         KafkaConsumer(bootstrap_servers=cluster, auto_offset_reset="beginning")
     with pytest.raises(KafkaConfigurationError, match="heartbeat_interval_ms"):
         KafkaConsumer(bootstrap_servers=cluster, session_timeout_ms=6000, heartbeat_interval_ms=6000)
-    with pytest.raises(KafkaConfigurationError, match="network address"):
-        KafkaConsumer(bootstrap_servers="localhost:9092")
+    with pytest.raises(KafkaConfigurationError, match="bad bootstrap_servers entry ':9092'"):
+        KafkaConsumer(bootstrap_servers=":9092")  # a real address is host:port (tests/test_client_tcp.py)
     with pytest.raises(KafkaConfigurationError, match="known"):
         KafkaConsumer(bootstrap_servers=cluster, partition_assignment_strategy=("fair",))
     with pytest.raises(KafkaConfigurationError, match="needs a group_id"):

@@ -114,6 +114,40 @@ def test_a_cluster_loses_nothing_across_a_broker_kill_without_unix_calls(standin
     assert all("Isr: 1,2,3" in line for line in table if "Partition:" in line), done.stdout
 
 
+def test_the_course_clients_speak_tcp_without_unix_calls(standin):
+    """The client runtime (minikafka.wire.client_runtime) needs no Unix-only call: with all of
+    them taken away, the course's admin client, producer and consumer use a cluster this test
+    launched (on Linux: launch() itself needs pass_fds)."""
+    from minikafka.wire.process import launch
+
+    with launch(brokers=1, config={"group.initial.rebalance.delay.ms": 0,
+                                   "offsets.topic.num.partitions": 1}) as cluster:
+        done = run(standin, """
+            import selectors
+            import sys
+            selectors.DefaultSelector = selectors.SelectSelector  # what Windows' CPython has
+            from minikafka import KafkaAdminClient, KafkaConsumer, KafkaProducer, NewTopic
+            admin = KafkaAdminClient(bootstrap_servers=sys.argv[1])
+            admin.create_topics([NewTopic("trucks_gps", 2, 1)])
+            producer = KafkaProducer(bootstrap_servers=sys.argv[1], acks="all")
+            offsets = [producer.send("trucks_gps", key=b"truck-7", value=b"%d" % i).get(timeout=10).offset
+                       for i in range(5)]
+            producer.close()
+            consumer = KafkaConsumer("trucks_gps", bootstrap_servers=sys.argv[1], group_id="g",
+                                     auto_offset_reset="earliest")
+            values = []
+            for _ in range(60):
+                for records in consumer.poll(timeout_ms=1000).values():
+                    values += [int(r.value) for r in records]
+                if len(values) == 5:
+                    break
+            consumer.close()
+            print(offsets, values)
+        """, cluster.bootstrap_servers)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[0, 1, 2, 3, 4] [0, 1, 2, 3, 4]"
+
+
 def test_the_dashboard_builds_and_clicks_headless_without_unix_calls(standin):
     done = run(standin, """
         from minikafka import Cluster

@@ -6,7 +6,8 @@ Theory of operation
 things: this object (the *user thread*) and an ``AdminClientNode`` in the cluster's world
 (the client's *process*), which only sends requests and keeps the answers until they are
 collected. Every method blocks by running the simulated world until its answer is there, so
-"waiting" costs simulated time, never wall-clock time.
+"waiting" costs simulated time, never wall-clock time. Given a real address instead (or a
+``launch()`` cluster), the same node runs in ``minikafka.wire.client_runtime``, on real time.
 
 How each question is answered, as in Kafka:
 
@@ -58,7 +59,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from typing import Any, Callable, Iterable, Mapping, NamedTuple
 
-from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
 from minikafka.clients.new_topic import creatable_topics, new_partitions
 from minikafka.assignors import Assignment, Subscription
 from minikafka.errors import (
@@ -92,6 +93,7 @@ from minikafka.messages import (
     AlterConfigsRequest,
     CreatePartitionsRequest,
     CreateTopicsRequest,
+    DeleteTopicsRequest,
     DeleteRecordsRequest,
     COORDINATOR_NOT_AVAILABLE,
     NO_ERROR,
@@ -256,7 +258,7 @@ class KafkaAdminClient:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. request_timeout_ms)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config()
-        self._cluster = self.config["bootstrap_servers"]
+        self._cluster = cluster_for(self.config["bootstrap_servers"], "admin", self.config)
         self._world = self._cluster.world
         self._closed = False
         self._brokers: list[int] = list(self._cluster.broker_ids)  # bootstrap; then what metadata says
@@ -701,6 +703,31 @@ class KafkaAdminClient:
             for topic, error, message in response.results:
                 if error != NO_ERROR:
                     raise for_code(error)(message or f"CreateTopics for {topic!r}")
+        return {"topics": [{"name": topic, "error_code": error, "error_message": message}
+                           for topic, error, message in response.results]}
+
+    def delete_topics(self, topics: Iterable[str], timeout_ms: int | None = None,
+                      raise_errors: bool = True) -> dict[str, list[dict]]:
+        """Delete topics (DeleteTopics through any broker, which forwards it to the active
+        controller), as kafka-python 3.0 does. The first refused topic raises its Kafka error
+        (``UnknownTopicOrPartitionError`` for one that does not exist) unless
+        ``raise_errors=False``. Returns ``{'topics': [{'name': ..., 'error_code': 0,
+        'error_message': None}, ...]}``. ``timeout_ms``: how long to keep trying (default
+        ``request_timeout_ms``)."""
+        if isinstance(topics, str):
+            raise IllegalArgumentError(f"topics must be a list of names, not the string {topics!r}")
+        names = tuple(validate_topic_name(t) for t in topics)
+        if not names:
+            return {"topics": []}
+        if timeout_ms is not None and (not isinstance(timeout_ms, int) or isinstance(timeout_ms, bool)
+                                       or timeout_ms < 1):
+            raise IllegalArgumentError(f"timeout_ms must be an int >= 1 or None, not {timeout_ms!r}")
+        wait = self.config["request_timeout_ms"] if timeout_ms is None else timeout_ms
+        response = self._to_controller(lambda c: DeleteTopicsRequest(c, names, wait), "DeleteTopics", timeout_ms)
+        if raise_errors:
+            for topic, error, message in response.results:
+                if error != NO_ERROR:
+                    raise for_code(error)(message or f"DeleteTopics for {topic!r}")
         return {"topics": [{"name": topic, "error_code": error, "error_message": message}
                            for topic, error, message in response.results]}
 

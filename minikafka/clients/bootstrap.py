@@ -1,37 +1,67 @@
 """What a client's ``bootstrap_servers`` may be, checked the same way by every client.
 
-In the simulated world a client is a node of one ``Cluster``'s world, so it is given the
-cluster object itself; a ``"host:port"`` string names a real network address, which is the
-TCP runtime's business (``minikafka.wire``). Either mistake gets one clear message naming the
-client, so the fix is obvious from the notebook.
+Two worlds, one client (DESIGN.md): a simulated ``Cluster`` object puts the client's node
+into that cluster's world; a real address, ``"host:port"``, a comma-separated string or a
+list of them (as kafka-python takes), or a ``launch()`` cluster (its ``bootstrap_servers``),
+puts the same node into the TCP client runtime (``minikafka.wire.client_runtime``), which
+speaks Kafka's protocol to any Kafka broker. ``check_bootstrap_servers`` refuses anything
+else, and an address that is not ``host:port``, by name, before any socket is opened;
+``cluster_for`` then returns what the client runs in.
 
-The TCP side's clients (the CLI tools, the truck feed) share ``parse_addresses`` and
-``unreachable``: kafka-python retries a refused connection until its bootstrap timeout and
-then says only "Unable to bootstrap", so they try a plain TCP connection first and name each
-address that failed, and why.
+This module opens no socket: the runtime does (its bootstrap names each address that
+failed, and why). ``parse_addresses`` is shared with the CLI tools and the truck feed.
 """
 
 from __future__ import annotations
 
-import socket
 from typing import Any, Iterable
 
 from minikafka.errors import KafkaConfigurationError
 
 
+def _is_simulated(servers: Any) -> bool:
+    return all(hasattr(servers, name) for name in ("world", "add_client", "broker_ids"))
+
+
+def _address_entries(servers: Any) -> list[str] | None:
+    """The host:port entries ``servers`` names, or None if it names no network address."""
+    if isinstance(servers, str):
+        return servers.split(",")
+    if isinstance(servers, (list, tuple)) and all(isinstance(s, str) for s in servers):
+        return [entry for s in servers for entry in s.split(",")]
+    address = getattr(servers, "bootstrap_servers", None)  # a launch() LocalCluster
+    if isinstance(address, str) and not _is_simulated(servers):
+        return address.split(",")
+    return None
+
+
 def check_bootstrap_servers(servers: Any, client: str) -> None:
-    """Raise ``KafkaConfigurationError`` unless ``servers`` is a simulated cluster."""
-    if isinstance(servers, (str, list, tuple)):
+    """Raise ``KafkaConfigurationError`` unless ``servers`` is a simulated cluster, a
+    ``launch()`` cluster, or host:port address(es)."""
+    if _is_simulated(servers):
+        return
+    entries = _address_entries(servers)
+    if entries is None:
         raise KafkaConfigurationError(
-            f"bootstrap_servers={servers!r} is a network address: the TCP runtime (minikafka.wire) "
-            "is a later chapter. For now pass the simulated cluster itself: "
-            f"{client}(bootstrap_servers=cluster) with cluster = minikafka.Cluster(...)")
-    if not all(hasattr(servers, name) for name in ("world", "add_client", "broker_ids")):
-        raise KafkaConfigurationError(
-            f"bootstrap_servers must be a minikafka Cluster, not {type(servers).__name__}: {servers!r}")
+            f"bootstrap_servers must be a minikafka Cluster, a launch() cluster or 'host:port' "
+            f"(or a list of them), not {type(servers).__name__}: {servers!r:.80}")
+    try:
+        parse_addresses(entries)
+    except ValueError as e:
+        raise KafkaConfigurationError(f"{client}: {e}") from None
 
 
-CONNECT_TIMEOUT_S = 3.0  # per bootstrap address, for the reachability check
+def cluster_for(servers: Any, client: str, config: dict | None = None) -> Any:
+    """What the client's node runs in: the simulated cluster itself, or a ``WireCluster``
+    (the TCP runtime, bootstrapped from the addresses within the client's ``bootstrap_timeout_ms``).
+    Call ``check_bootstrap_servers`` first."""
+    if _is_simulated(servers):
+        return servers
+    # The one reference from the clients to a runtime below them: the address chooses it, as
+    # the Cluster object chooses the simulated one. Imported here, so chapters 1-8 never load it.
+    from minikafka.wire.client_runtime import WireCluster
+    timeout = (config or {}).get("bootstrap_timeout_ms", 30000)
+    return WireCluster(parse_addresses(_address_entries(servers)), client=client, bootstrap_timeout_ms=timeout)
 
 
 def parse_addresses(entries: Iterable[str], what: str = "bootstrap_servers") -> list[tuple[str, int]]:
@@ -49,17 +79,3 @@ def parse_addresses(entries: Iterable[str], what: str = "bootstrap_servers") -> 
     if not out:
         raise ValueError(f"{what} is empty: give host:port, e.g. localhost:9092")
     return out
-
-
-def unreachable(addresses: Iterable[tuple[str, int]], timeout_s: float = CONNECT_TIMEOUT_S) -> list[str]:
-    """``[]`` as soon as one address accepts a TCP connection; else each address with why it failed."""
-    failures = []
-    for host, port in addresses:
-        try:
-            with socket.create_connection((host, port), timeout=timeout_s):
-                return []
-        except TimeoutError:
-            failures.append(f"{host}:{port} (no answer within {timeout_s:g} s)")
-        except OSError as exc:
-            failures.append(f"{host}:{port} ({exc.strerror or type(exc).__name__})")
-    return failures

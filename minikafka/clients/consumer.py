@@ -25,6 +25,10 @@ gone, and the group notices when ``session_timeout_ms`` passes without a heartbe
 ``cluster.restart_consumer(c)`` starts the process again, with the same subscription: it
 joins as a new member and starts from the group's committed offsets.
 
+Over TCP (``bootstrap_servers="host:port"``, a list, or a ``launch()`` cluster) the same node
+runs in ``minikafka.wire.client_runtime``: ``poll`` then waits on the wall clock, and the node
+heartbeats only while the application is inside a call (there is no heartbeat thread).
+
 Configuration keys and defaults are kafka-python 3.0's; network-only keys are accepted and
 ignored. Never: read the wall clock or start a thread.
 """
@@ -36,7 +40,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from minikafka.assignors import assignor_for
-from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
 from minikafka.clients.consumer_coordinator import ConsumerCoordinator
 from minikafka.clients.consumer_network_client import ConsumerNetworkClient
 from minikafka.clients.fetcher import ConsumerRecord
@@ -134,7 +138,7 @@ class KafkaConsumer:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. group_id, not group.id)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config()
-        cluster = self.config["bootstrap_servers"]
+        cluster = cluster_for(self.config["bootstrap_servers"], "consumer", self.config)
         self._cluster = cluster
         self._world = cluster.world
         self._closed = False

@@ -16,6 +16,10 @@ it between simulation steps (``world.call_node``):
   (for at most ``max_block_ms``; then ``KafkaTimeoutError``). All times are simulated, so
   waiting 30 s for a request timeout costs only the events in between.
 
+Over TCP: given a real address (``"host:port"``, a list of them, or a ``launch()`` cluster;
+``clients/bootstrap.py``) the same Sender runs in ``minikafka.wire.client_runtime`` instead of
+a simulated world; the same calls then wait on the wall clock, and its requests are Kafka frames.
+
 Configuration keys, defaults and checks are kafka-python 3.0's (``linger_ms=0``,
 ``acks='all'``, ``enable_idempotence=True``, ``retries=inf``, ...), plus ``buffer_memory``
 (Kafka's; kafka-python 3 dropped it). Network-only keys (``security_protocol``, ``ssl_*``,
@@ -36,7 +40,7 @@ import math
 import random
 from typing import Any, Callable
 
-from minikafka.clients.bootstrap import check_bootstrap_servers
+from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
 from minikafka.clients.future import FutureRecordMetadata
 from minikafka.clients.record_accumulator import RecordAccumulator, estimate_size_in_bytes
 from minikafka.clients.sender import ClusterMetadata, Sender, TransactionManager
@@ -118,7 +122,7 @@ class KafkaProducer:
                 f"Unrecognized configs: {unknown} (keys are kafka-python's, e.g. linger_ms, not linger.ms)")
         self.config = {**self.DEFAULT_CONFIG, **configs}
         self._check_config(set(configs))
-        cluster = self.config["bootstrap_servers"]
+        cluster = cluster_for(self.config["bootstrap_servers"], "producer", self.config)
         self._cluster = cluster
         self._world = cluster.world
         self._closed = False
@@ -409,6 +413,7 @@ class KafkaProducer:
             forced = True
         if self._world.alive(self._node_id):
             self._call(lambda s: s.force_close() if forced else s.initiate_close())
+            self._world.release(self._node_id)  # over TCP: its sockets close (the simulation keeps the node)
         self._closed = True
 
     # --- transactions (KIP-98): kafka-python's API ---------------------------------------------------

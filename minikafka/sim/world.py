@@ -109,6 +109,11 @@ class World:
                 if back is not None:
                     self._push(back, _MESSAGE, (node_id, peer, self.incarnation[peer], Disconnected(node_id)))
 
+    def release(self, node_id: NodeId) -> None:
+        """A client was closed. The simulation keeps its node (its state stays readable, and
+        a closed producer's node still answers ``cluster.partition(...)``); the TCP client
+        runtime closes its sockets here instead."""
+
     def restart(self, node_id: NodeId) -> StateMachine:
         if node_id in self.nodes:
             self.crash(node_id)

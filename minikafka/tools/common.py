@@ -41,7 +41,7 @@ import time
 from pathlib import Path
 from typing import Any, Callable, Iterator, Mapping
 
-from minikafka.clients.bootstrap import CONNECT_TIMEOUT_S, parse_addresses, unreachable
+from minikafka.clients.bootstrap import parse_addresses
 
 BOOTSTRAP_TIMEOUT_MS = 10_000  # the brokers accept connections but say nothing: give up after this
 RETRY_TIMEOUT_S = 30.0  # how long retrying() keeps trying (Kafka's default.api.timeout.ms is 60 s)
@@ -160,10 +160,13 @@ def parse_bootstrap(text: str) -> list[tuple[str, int]]:
         raise ToolError(str(exc)) from None
 
 
-def check_reachable(bootstrap: str, timeout_s: float = CONNECT_TIMEOUT_S) -> str:
-    """Return ``bootstrap`` if at least one of its addresses accepts a TCP connection, else
-    raise ToolError naming each address and why it failed."""
-    failures = unreachable(parse_bootstrap(bootstrap), timeout_s)
+def check_reachable(bootstrap: str, timeout_s: float | None = None) -> str:
+    """Return ``bootstrap`` if at least one of its addresses accepts a TCP connection (within
+    ``timeout_s``, default the runtime's ``CONNECT_TIMEOUT_S``), else raise ToolError naming
+    each address and why it failed."""
+    from minikafka.wire.client_runtime import CONNECT_TIMEOUT_S, unreachable  # the runtime owns sockets
+
+    failures = unreachable(parse_bootstrap(bootstrap), CONNECT_TIMEOUT_S if timeout_s is None else timeout_s)
     if failures:
         raise ToolError(f"no broker reachable at {', '.join(failures)}; is the cluster up "
                         "(`minikafka cluster up` prints its bootstrap servers)?")
