@@ -130,14 +130,16 @@ def test_a_leader_on_a_full_disk_answers_kafka_storage_error_and_acknowledges_no
             assert (part.error, part.base_offset) == (KAFKA_STORAGE_ERROR, -1)
             assert "No space left on device" in part.error_message
         assert (log.size_in_bytes, log.log_end_offset) == (size, 1)
-        c.fill_disk(leader, False)
-        assert (produce(c, leader, batch(2)).error, log.log_end_offset) == (NO_ERROR, 2)
+        c.fill_disk(leader, False)  # space returns, but the directory stays offline until a restart, as Kafka's
+        assert (produce(c, leader, batch(2)).error, log.log_end_offset) == (KAFKA_STORAGE_ERROR, 1)
     finally:
         c.close()
 
 
-def test_a_follower_on_a_full_disk_falls_behind_and_catches_up_when_space_returns(tmp_path):
-    c = Cluster(3, seed=4, dir=tmp_path / "c", config={"replica.lag.time.max.ms": 2_000})
+def test_a_follower_on_a_full_disk_leaves_the_isr_and_catches_up_after_a_restart(tmp_path):
+    # replica.lag.time.max.ms is long: the follower leaves the ISR because its log directory
+    # went offline (its heartbeat says so), not because it fell behind.
+    c = Cluster(3, seed=4, dir=tmp_path / "c", config={"replica.lag.time.max.ms": 60_000})
     try:
         c.create_topic("t", 1, 3)
         leader = c.partition_state("t", 0).leader
@@ -147,10 +149,12 @@ def test_a_follower_on_a_full_disk_falls_behind_and_catches_up_when_space_return
         futures = [p.send("t", value=b"v%d" % i) for i in range(20)]
         p.flush(timeout=10)
         assert all(f.get().offset == i for i, f in enumerate(futures))
-        c.advance(5_000)
+        assert c.run_until(lambda: follower not in c.partition_state("t", 0).isr, 5_000)
         assert c.replica(follower, "t", 0).log_end_offset == 0
-        assert follower not in c.partition_state("t", 0).isr  # it could not keep up
+        assert c.partition_state("t", 0).leader == leader
         c.fill_disk(follower, False)
+        c.kill(follower)
+        c.restart(follower)
         assert c.run_until(lambda: follower in c.partition_state("t", 0).isr, 10_000)
         assert c.replica(follower, "t", 0).log_end_offset == 20
     finally:
@@ -381,5 +385,51 @@ def test_a_fetch_from_a_partition_gone_offline_is_answered_at_once_not_parked(tm
         assert c.world.run_until(lambda: corr in admin.responses, 120_000)
         assert admin.responses[corr].partitions[0].error == KAFKA_STORAGE_ERROR
         assert c.now - sent_at < 60_000  # answered, not expired: simulated time, one round trip
+    finally:
+        c.close()
+
+
+# --- a log directory that fails goes offline, as Kafka's does (issue 37) ---------------------------------
+
+
+def test_a_leader_whose_disk_fills_up_hands_its_partition_to_an_in_sync_replica_and_rejoins_after_a_restart(tmp_path):
+    """The leader's disk fills up: its log directory goes offline, its heartbeat says so, and
+    the controller elects an in-sync replica and takes it out of the ISR, while it stays
+    registered. A producer with acks=all goes on against the new leader; nothing
+    acknowledged is lost; restarted with space back, the broker catches up and rejoins."""
+    c = Cluster(3, seed=5, dir=tmp_path / "c", config={"min.insync.replicas": 2})
+    try:
+        c.create_topic("t", 1, 3)
+        before = c.partition_state("t", 0)
+        leader = before.leader
+        assert len(before.isr) == 3
+        p = KafkaProducer(bootstrap_servers=c, acks="all", enable_idempotence=True)
+        first = [p.send("t", value=b"a%d" % i) for i in range(10)]
+        p.flush(timeout=10)
+        c.fill_disk(leader)
+        second = [p.send("t", value=b"b%d" % i) for i in range(10)]
+        p.flush(timeout=20)
+        assert [f.get().offset for f in first + second] == list(range(20))
+        after = c.partition_state("t", 0)
+        assert after.leader in before.isr and after.leader != leader
+        assert leader not in after.isr and len(after.isr) == 2
+        reg = c.image.brokers[leader]
+        assert reg.offline_log_dirs and not reg.fenced  # not fenced: its directory is what failed
+        broker = c.broker(leader)
+        assert broker.log_manager.offline is not None and ("t", 0) in broker.replica_manager.offline_partitions
+        new_log = c.replica(after.leader, "t", 0).log
+        values = [r.value for b in new_log.read(0, 1 << 20).batches() for r in b.records()]
+        assert values == [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
+        # Asked directly, the full broker refuses: KAFKA_STORAGE_ERROR, nothing written.
+        assert produce(c, leader, batch(99)).error == KAFKA_STORAGE_ERROR
+        c.fill_disk(leader, False)
+        c.kill(leader)
+        c.restart(leader)
+        assert c.run_until(lambda: leader in c.partition_state("t", 0).isr, 20_000)
+        assert c.replica(leader, "t", 0).log_end_offset == 20
+        assert not c.image.brokers[leader].offline_log_dirs
+        third = [p.send("t", value=b"c%d" % i) for i in range(5)]
+        p.flush(timeout=10)
+        assert [f.get().offset for f in third] == list(range(20, 25))
     finally:
         c.close()

@@ -3,9 +3,11 @@
 Each partition lives in ``<log_dir>/<topic>-<partition>/``. Topic names are validated
 before they become directory names, so no name can reach outside ``log_dir``.
 
-Every log writes through the manager's ``Disk`` (``disk.py``). A failed fsync in any of
-them takes the whole directory offline (``offline``; Kafka's ``LogDirFailureChannel``):
-every log refuses appends until the broker restarts.
+Every log writes through the manager's ``Disk`` (``disk.py``). A write that fails in any
+of them (an append or a roll on a full disk, a failed fsync) takes the whole directory
+offline (``offline``, reported on ``failure_channel``, Kafka's ``LogDirFailureChannel``):
+every log refuses appends until the broker restarts, and the broker stops serving its
+partitions and tells the controller (``Broker``).
 
 File descriptors: a log keeps three open (its active segment's ``.log``, ``.index`` and
 ``.timeindex``), so a broker hosting thousands of partitions meets the process's limit
@@ -38,6 +40,7 @@ from minikafka.errors import KafkaStorageError
 from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
 from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.storage.log_dir_failure_channel import LogDirFailureChannel
 from minikafka.platform import open_files, raise_open_files_limit
 from minikafka.storage.log import Log, wall_clock_ms
 from minikafka.storage.log_config import LogConfig
@@ -60,7 +63,8 @@ class LogManager:
         self.rules = rules  # every log here asks them where to roll, what to delete, where a read starts
         self.clock = clock
         self.disk = disk  # every log here writes through it (the fault injection point)
-        self.offline: str | None = None  # why the directory went offline (a failed fsync)
+        self.offline: str | None = None  # why the directory went offline (its first failed write)
+        self.failure_channel = LogDirFailureChannel()  # the broker listens on it
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._logs: dict[TopicPartition, Log] = {}
         self.cleaner = LogCleaner()
@@ -78,7 +82,8 @@ class LogManager:
         if log is None:
             path = self.log_dir / tp.dir_name  # validates the name first
             self._check_descriptors(tp)
-            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk, rules=self.rules)
+            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk, rules=self.rules,
+                                       on_storage_error=self.log_dir_failed)
             self._opened_since += 1
             if self.offline is not None:
                 log.offline = self.offline
@@ -185,26 +190,42 @@ class LogManager:
                 logger.exception("%s: the log cleaner failed; skipping it this pass", log.name)
         return done
 
+    @property
+    def dir_name(self) -> str:
+        """The directory's name as the controller hears it (a heartbeat's offline dirs)."""
+        return self.log_dir.name
+
+    def log_dir_failed(self, reason: str) -> None:
+        """A write failed in this directory (a log's ``on_storage_error``): the first time,
+        the whole directory goes offline, every log in it refuses appends from now on, and
+        the failure channel tells the broker."""
+        if self.offline is not None:
+            return
+        self.offline = reason
+        storage_log.error("log directory %s is offline: %s", self.log_dir, reason)
+        for log in self._logs.values():
+            log.offline = log.offline or reason
+        self.failure_channel.maybe_add_offline_log_dir(self.dir_name, reason)
+
     def flush_all(self) -> str | None:
         """Flush every log. A failed fsync takes the whole directory offline, as Kafka does
         with a failed log dir: every log here refuses appends from then on. Returns why,
         the first time (None otherwise); a non-fatal failure (a checkpoint that could not
-        be written for want of space) is logged once and tried again next time."""
-        newly_offline = None
+        be written for want of space) is logged once and tried again next time. An offline
+        directory is not flushed (Kafka no longer touches a failed directory)."""
+        if self.offline is not None:
+            return None
         for log in self._logs.values():
             try:
                 log.flush()
             except KafkaStorageError as e:
-                if log.offline is not None and self.offline is None:
-                    self.offline = newly_offline = f"{log.name}: {log.offline}"
-                    logger.error("log directory %s is offline: %s", self.log_dir, self.offline)
-                elif log.offline is None and log.append_failing is None:
+                if log.offline is not None:
+                    self.log_dir_failed(f"{log.name}: {log.offline}")  # (its on_storage_error said so too)
+                    return self.offline
+                if log.append_failing is None:
                     log.append_failing = str(e)
                     logger.error("%s", e)
-        if self.offline is not None:
-            for log in self._logs.values():
-                log.offline = log.offline or self.offline
-        return newly_offline
+        return None
 
     def crash(self, *, lose_unflushed: bool = False) -> None:
         """Release every log without flushing (see ``Log.crash``)."""
