@@ -433,3 +433,74 @@ def test_a_leader_whose_disk_fills_up_hands_its_partition_to_an_in_sync_replica_
         assert [f.get().offset for f in third] == list(range(20, 25))
     finally:
         c.close()
+
+
+def test_a_failed_append_takes_the_whole_log_directory_offline_and_says_so_once(tmp_path):
+    from minikafka.storage.log_manager import LogManager
+
+    disk = Disk("d")
+    manager = LogManager(tmp_path / "broker-1", disk=disk)
+    heard = []
+    manager.failure_channel.listener = lambda log_dir, reason: heard.append((log_dir, reason))
+    a, b = manager.get_or_create_log("a", 0), manager.get_or_create_log("b", 0)
+    a.append(batch(0))
+    disk.full = True
+    with pytest.raises(KafkaStorageError, match="No space left on device"):
+        a.append(batch(1))
+    assert manager.offline is not None and a.offline and b.offline  # every log, not only the one that failed
+    assert heard == [("broker-1", manager.offline)] and "No space left on device" in heard[0][1]
+    disk.full = False  # space returns: the directory stays offline (until the broker restarts)
+    for log in (a, b, manager.get_or_create_log("c", 0)):
+        with pytest.raises(KafkaStorageError, match="offline"):
+            log.append(batch(2))
+    assert manager.failure_channel.offline_log_dirs == ("broker-1",) and len(heard) == 1
+    assert manager.flush_all() is None  # an offline directory is not flushed again
+    manager.close()
+    again = LogManager(tmp_path / "broker-1", disk=disk)  # a restart: online, every record appended is there
+    assert again.offline is None and again.load_existing() and again.get_log("a", 0).log_end_offset == 1
+    again.close()
+
+
+def test_the_metadata_image_keeps_a_brokers_offline_log_dirs_until_it_registers_again():
+    from minikafka.metadata import records as mr
+    from minikafka.metadata.image import MetadataImage
+
+    image = MetadataImage()
+    for offset, record in enumerate([mr.RegisterBrokerRecord(1, 7), mr.UnfenceBrokerRecord(1, 7),
+                                     mr.BrokerRegistrationChangeRecord(1, 6, ("broker-1",))]):
+        image.apply(mr.decode(*mr.encode(record)), offset)
+    assert image.skipped == 1 and image.can_replicate(1)  # a change for an older incarnation is ignored
+    image.apply(mr.decode(*mr.encode(mr.BrokerRegistrationChangeRecord(1, 7, ("broker-1",)))), 3)
+    assert image.brokers[1].offline_log_dirs == ("broker-1",)
+    assert image.is_alive(1) and not image.can_replicate(1)  # registered, unfenced, but may lead nothing
+    image.apply(mr.RegisterBrokerRecord(1, 8), 4)
+    image.apply(mr.UnfenceBrokerRecord(1, 8), 5)
+    assert image.can_replicate(1) and image.brokers[1].offline_log_dirs == ()
+
+
+def test_a_broker_whose_log_dir_is_offline_is_not_elected_even_by_an_unclean_election(tmp_path):
+    """It is alive and unfenced, but its replicas are offline: when the in-sync replicas die,
+    an unclean election may pick any live replica, never this one (the partition stays
+    offline instead); restarted with its disk back, it may lead again."""
+    c = Cluster(3, seed=8, dir=tmp_path / "c", config={"unclean.leader.election.enable": True,
+                                                          "broker.session.timeout.ms": 2_000})
+    try:
+        c.create_topic("t", 1, 3)
+        leader = c.partition_state("t", 0).leader
+        full, other = [b for b in c.broker_ids if b != leader]
+        c.fill_disk(full)
+        p = KafkaProducer(bootstrap_servers=c, acks=1)
+        p.send("t", value=b"x")
+        p.flush(timeout=10)
+        assert c.run_until(lambda: full not in c.partition_state("t", 0).isr, 5_000)
+        c.kill(leader)
+        c.kill(other)
+        assert c.run_until(lambda: c.partition_state("t", 0).leader == -1, 10_000)
+        c.advance(3_000)
+        assert c.partition_state("t", 0).leader == -1 and c.image.is_alive(full)
+        c.fill_disk(full, False)
+        c.kill(full)
+        c.restart(full)
+        assert c.run_until(lambda: c.partition_state("t", 0).leader == full, 10_000)  # unclean, now that it can
+    finally:
+        c.close()

@@ -143,6 +143,7 @@ from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger("minikafka.broker")
+log_dir_log = logging.getLogger("minikafka.broker.log_dir")  # a log directory went offline (quiet in campaigns)
 
 # Opening a replica new here creates its log (a directory and five files: 0.3 to 4 ms on this
 # machine, as busy as its disk is). A metadata step with up to OPEN_AT_ONCE of them opens them
@@ -386,7 +387,7 @@ class Broker(StateMachine):
         if reason is None:
             return
         keys = self.replica_manager.handle_log_dir_failure(reason)
-        log.error("broker %s: log directory %s is offline, %d partition(s) offline here: %s",
+        log_dir_log.error("broker %s: log directory %s is offline, %d partition(s) offline here: %s",
                   self.broker_id, self.log_manager.log_dir, len(keys), reason)
         self._heartbeat()
 

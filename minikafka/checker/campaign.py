@@ -615,15 +615,17 @@ def _quiet_clients(disk_faults: bool = False) -> Iterator[None]:
     """Clients log warnings on every fault (resetting producer ids, timeouts, failed
     commits): across a campaign of thousands of faults that is noise, and the report says
     what matters. (Every client module's logger is a child of "minikafka.clients".) With
-    disk faults, so are the storage layer's "appends are failing" lines, and a broker's
-    metadata log saying its appends fail and work again."""
+    disk faults, so are the storage layer's "appends are failing" lines, a broker's
+    metadata log saying its appends fail and work again, and a broker saying its log
+    directory went offline."""
     names = ["minikafka.clients", "minikafka.clients.sender", "minikafka.clients.producer",
-             "minikafka.clients.future"] + (["minikafka.storage", "minikafka.storage.cleaner", "minikafka.raft"]
-                                            if disk_faults else [])
+             "minikafka.clients.future"] + (["minikafka.storage", "minikafka.storage.cleaner", "minikafka.raft",
+                                             "minikafka.broker.log_dir"] if disk_faults else [])
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.CRITICAL if lg.name.startswith(("minikafka.storage", "minikafka.raft")) else logging.ERROR)
+        lg.setLevel(logging.CRITICAL if lg.name.startswith(("minikafka.storage", "minikafka.raft", "minikafka.broker"))
+                    else logging.ERROR)
     try:
         yield
     finally:
