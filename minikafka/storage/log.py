@@ -30,9 +30,6 @@ The rules a student writes in notebook 01 (``minikafka.rules``, called here thro
   space succeeds. A failed *fsync* is different: the kernel may have dropped what it could
   not write, so the log goes ``offline`` and refuses appends until the broker restarts
   (and recovery re-checks everything past the recovery point, which did not move).
-  A broker's logs live under a ``LogManager``, which hears of every such failure
-  (``on_storage_error``) and takes the whole log directory offline at the first one, an
-  append's included, as Kafka does (``log_dir_failure_channel.py``).
 
 The hardening lives beside this file, each part in a module of its own:
 ``log_config.py`` (``LogConfig``, the settings, checked), ``checkpoint.py`` (the checkpoint
@@ -158,7 +155,6 @@ class Log:
         clock: Callable[[], int] = wall_clock_ms,
         disk: Disk = OS_DISK,
         rules: Rules = REFERENCE,
-        on_storage_error: Callable[[str], None] | None = None,
     ) -> None:
         self.dir = Path(dir)
         self.rules = rules  # the roll, retention and (through each segment) index-lookup rules
@@ -168,10 +164,6 @@ class Log:
         self.disk = disk
         self.append_failing: str | None = None  # why the last append failed (logged once), until one succeeds
         self.offline: str | None = None  # set by a failed fsync: the log refuses appends from then on
-        # Told of every write that failed (an append, a roll, an fsync): the LogManager's, which
-        # takes the whole log directory offline, as Kafka does (log_dir_failure_channel.py).
-        # None (a log on its own): a failed append is refused and the next one may succeed.
-        self.on_storage_error = on_storage_error
         self.dir.mkdir(parents=True, exist_ok=True)
         self.segments: list[LogSegment] = []
         self._bases: list[int] = []  # segment base offsets, for bisect
@@ -307,8 +299,6 @@ class Log:
             if self.append_failing is None:
                 logger.error("%s: appends are failing, nothing was written: %s", self.name, e)
             self.append_failing = str(e)
-            if self.on_storage_error is not None:
-                self.on_storage_error(f"{self.name}: append failed: {e}")
             if isinstance(e, KafkaStorageError):
                 raise
             raise KafkaStorageError(f"{self.name}: rolling a new segment failed: {e}") from None
@@ -582,8 +572,6 @@ class Log:
             # (see disk.py). As Kafka takes the log directory offline, this log refuses
             # appends until the broker restarts and recovers it from the recovery point.
             self.offline = f"fsync failed ({e.strerror or e}) at recovery point {self.recovery_point}"
-            if self.on_storage_error is not None:
-                self.on_storage_error(f"{self.name}: {self.offline}")
             raise KafkaStorageError(f"{self.name}: {self.offline}") from None
         try:
             # Which epoch wrote what must be on disk before the recovery point passes it:

@@ -39,7 +39,7 @@ from typing import Any, Callable, Iterator, Mapping
 from minikafka.errors import KafkaStorageError
 from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
-from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.storage.disk import OS_DISK, Disk, ReportingDisk
 from minikafka.storage.log_dir_failure_channel import LogDirFailureChannel
 from minikafka.platform import open_files, raise_open_files_limit
 from minikafka.storage.log import Log, wall_clock_ms
@@ -62,7 +62,9 @@ class LogManager:
         self.log_dir = Path(log_dir)
         self.rules = rules  # every log here asks them where to roll, what to delete, where a read starts
         self.clock = clock
-        self.disk = disk  # every log here writes through it (the fault injection point)
+        # Every log here writes through it: ``disk`` (the fault injection point), and a failed
+        # write or fsync is heard here (``log_dir_failed``).
+        self.disk = ReportingDisk(disk, lambda why: self.log_dir_failed(f"{self.log_dir.name}: {why}"))
         self.offline: str | None = None  # why the directory went offline (its first failed write)
         self.failure_channel = LogDirFailureChannel()  # the broker listens on it
         self.log_dir.mkdir(parents=True, exist_ok=True)
@@ -82,8 +84,7 @@ class LogManager:
         if log is None:
             path = self.log_dir / tp.dir_name  # validates the name first
             self._check_descriptors(tp)
-            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk, rules=self.rules,
-                                       on_storage_error=self.log_dir_failed)
+            log = self._logs[tp] = Log(path, config, clock=self.clock, disk=self.disk, rules=self.rules)
             self._opened_since += 1
             if self.offline is not None:
                 log.offline = self.offline
@@ -196,7 +197,7 @@ class LogManager:
         return self.log_dir.name
 
     def log_dir_failed(self, reason: str) -> None:
-        """A write failed in this directory (a log's ``on_storage_error``): the first time,
+        """A write failed in this directory (its ``ReportingDisk`` says so): the first time,
         the whole directory goes offline, every log in it refuses appends from now on, and
         the failure channel tells the broker."""
         if self.offline is not None:
@@ -208,11 +209,11 @@ class LogManager:
         self.failure_channel.maybe_add_offline_log_dir(self.dir_name, reason)
 
     def flush_all(self) -> str | None:
-        """Flush every log. A failed fsync takes the whole directory offline, as Kafka does
-        with a failed log dir: every log here refuses appends from then on. Returns why,
-        the first time (None otherwise); a non-fatal failure (a checkpoint that could not
-        be written for want of space) is logged once and tried again next time. An offline
-        directory is not flushed (Kafka no longer touches a failed directory)."""
+        """Flush every log. A failed fsync (or a checkpoint write that fails) takes the
+        whole directory offline, as Kafka does with a failed log dir: every log here refuses
+        appends from then on. Returns why, the first time (None otherwise); a failure that
+        did not come from the disk's writes (a rename refused) is logged once and tried
+        again next time. An offline directory is not flushed (Kafka no longer touches it)."""
         if self.offline is not None:
             return None
         for log in self._logs.values():
@@ -220,7 +221,7 @@ class LogManager:
                 log.flush()
             except KafkaStorageError as e:
                 if log.offline is not None:
-                    self.log_dir_failed(f"{log.name}: {log.offline}")  # (its on_storage_error said so too)
+                    self.log_dir_failed(f"{log.name}: {log.offline}")  # (the disk said so already)
                     return self.offline
                 if log.append_failing is None:
                     log.append_failing = str(e)
