@@ -613,7 +613,9 @@ class ReplicaManager:
     # --- ISR maintenance -----------------------------------------------------------------------------------
 
     def maybe_shrink_isrs(self) -> None:
-        for p in self.partitions.values():
+        for key, p in self.partitions.items():
+            if key in self.offline_partitions:
+                continue  # its followers cannot fetch from it: their lag says nothing (the controller moves it)
             proposal = p.maybe_shrink_isr(self.node.now)
             if proposal is not None:
                 self._propose_isr(p, proposal)
