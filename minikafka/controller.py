@@ -341,6 +341,9 @@ class QuorumController(StateMachine):
         on them gets a new leader from the rest of the ISR, and it leaves every ISR. It stays
         registered and unfenced (its other duties go on), but may lead or join an ISR again
         only as a new incarnation, after a restart that finds the directory writable."""
+        if any(not isinstance(d, str) or not d for d in req.offline_log_dirs):
+            return  # a malformed report (the codec only lets strings through): nothing to act on
+
         def run() -> tuple[list, Callable[[], None]]:
             reg = self.image.brokers.get(req.broker_id)
             if (reg is None or reg.incarnation != req.incarnation
@@ -350,8 +353,6 @@ class QuorumController(StateMachine):
                                                                tuple(sorted(set(req.offline_log_dirs))))]
             return records + self._replicas_offline_records(req.broker_id), lambda: None
 
-        if any(not isinstance(d, str) or not d for d in req.offline_log_dirs):
-            return  # a malformed report (the codec only lets strings through): nothing to act on
         self._submit(run, lambda error, message: None)  # run() looks again: a repeat is harmless
 
     def _replicas_offline_records(self, broker_id: int) -> list:

@@ -388,7 +388,7 @@ class Broker(StateMachine):
             return
         keys = self.replica_manager.handle_log_dir_failure(reason)
         log_dir_log.error("broker %s: log directory %s is offline, %d partition(s) offline here: %s",
-                  self.broker_id, self.log_manager.log_dir, len(keys), reason)
+                          self.broker_id, self.log_manager.log_dir, len(keys), reason)
         self._heartbeat()
 
     def _reopen_offline(self) -> dict[tuple[str, int], str]:
