@@ -328,13 +328,17 @@ class Cluster:
     def fill_disk(self, broker_id: int, full: bool = True) -> None:
         """Make broker ``broker_id``'s disk full (``full=False``: space freed). Appends there
         then write part of their bytes and fail with ENOSPC, as on a real full disk: the
-        broker must cut them back and answer KAFKA_STORAGE_ERROR, acknowledging nothing."""
+        broker must cut them back and answer KAFKA_STORAGE_ERROR, acknowledging nothing, and
+        its log directory goes offline: the controller moves its leaders to in-sync replicas
+        and takes it out of every ISR; it comes back when restarted (``kill``, ``restart``)
+        with space freed."""
         self._disk(broker_id).full = full
 
     def fail_fsync(self, broker_id: int, failing: bool = True) -> None:
         """Make broker ``broker_id``'s fsyncs fail with EIO (``failing=False``: a new disk).
-        Its next flush takes its log directory offline: it stops heartbeating and refuses
-        appends until it is restarted (``restart`` after ``kill``), as Kafka halts."""
+        Its next flush takes its log directory offline: it refuses appends, and its heartbeat
+        tells the controller, which moves its leaders away, until it is restarted (``restart``
+        after ``kill``) on a new disk."""
         self._disk(broker_id).fsync_fails = failing
 
     def _disk(self, broker_id: int) -> Disk:

@@ -29,6 +29,10 @@ record is committed: by then its image holds everything earlier leaders committe
   own absence. A paused leader that was deposed meanwhile writes nothing either way: its
   appends are in an epoch the quorum has left, so they never commit and are truncated
   when it follows the new leader.
+  A heartbeat that names an offline log directory (a full or failing disk) takes the
+  broker out of every ISR and moves every partition it led, in one committed batch with a
+  ``BrokerRegistrationChangeRecord``; the broker stays registered, and leads again only
+  as a new incarnation (``_log_dirs_offline``).
 - Create topic: replicas placed as Kafka's ``assignReplicasToBrokers`` does (rack unaware):
   partition p's first replica on broker ``(p + start) % n``, the others shifted by a second
   offset that grows every n partitions; start and shift from a seeded RNG. The placement is
@@ -321,6 +325,8 @@ class QuorumController(StateMachine):
             return reply(NOT_CONTROLLER)
         self.heartbeats.append((self.now, req.broker_id))
         reg = self.image.brokers.get(req.broker_id)
+        if req.offline_log_dirs and reg is not None and reg.incarnation == req.incarnation:
+            self._log_dirs_offline(req)  # decided apart: the heartbeat is answered as usual
         if reg is not None and reg.incarnation == req.incarnation:
             self.last_heartbeat[req.broker_id] = self.now
             if not reg.fenced or req.metadata_offset < reg.registered_at:
@@ -344,6 +350,45 @@ class QuorumController(StateMachine):
 
         self._submit(run, lambda error, message: reply(error, message))
 
+    def _log_dirs_offline(self, req: BrokerHeartbeatRequest) -> None:
+        """The broker's heartbeat names log directories that failed (Kafka's
+        ``ReplicationControlManager.handleDirectoriesOffline``): in one committed batch, its
+        registration notes them (``BrokerRegistrationChangeRecord``), every partition it led
+        on them gets a new leader from the rest of the ISR, and it leaves every ISR. It stays
+        registered and unfenced (its other duties go on), but may lead or join an ISR again
+        only as a new incarnation, after a restart that finds the directory writable."""
+        if any(not isinstance(d, str) or not d for d in req.offline_log_dirs):
+            return  # a malformed report (the codec only lets strings through): nothing to act on
+
+        def run() -> tuple[list, Callable[[], None]]:
+            reg = self.image.brokers.get(req.broker_id)
+            if (reg is None or reg.incarnation != req.incarnation
+                    or set(req.offline_log_dirs) <= set(reg.offline_log_dirs)):
+                return [], lambda: None  # a stale incarnation, or already decided (a repeated heartbeat)
+            records: list = [mr.BrokerRegistrationChangeRecord(req.broker_id, req.incarnation,
+                                                               tuple(sorted(set(req.offline_log_dirs))))]
+            return records + self._replicas_offline_records(req.broker_id), lambda: None
+
+        self._submit(run, lambda error, message: None)  # run() looks again: a repeat is harmless
+
+    def _replicas_offline_records(self, broker_id: int) -> list:
+        """The broker's replicas went offline (one log directory per broker: all of them):
+        each partition it leads elects another leader from its ISR (or goes offline, leader
+        -1, if no other member can lead and unclean election is off), and it leaves every
+        other ISR it is in (never the last member, as for a fenced broker)."""
+        def ok(r: int) -> bool:
+            return r != broker_id and self.image.can_replicate(r)
+
+        records: list = []
+        for key, state in sorted(self.image.partitions.items()):
+            if state.leader == broker_id:
+                records.append(self._elect(state, ok))
+            elif broker_id in state.isr and state.leader >= 0:
+                isr = tuple(r for r in state.isr if r != broker_id)
+                if isr:
+                    records.append(self._change(state, isr=isr))
+        return records
+
     def _check_sessions(self) -> None:
         timeout = self.config["broker.session.timeout.ms"]
         expired = [b for b, reg in sorted(self.image.brokers.items())
@@ -366,7 +411,7 @@ class QuorumController(StateMachine):
         records: list = [mr.FenceBrokerRecord(b, self.image.brokers[b].incarnation) for b in sorted(dead)]
 
         def ok(r: int) -> bool:
-            return r not in dead and self.image.is_alive(r)
+            return r not in dead and self.image.can_replicate(r)
 
         for key, state in sorted(self.image.partitions.items()):
             if state.leader in dead:
@@ -379,9 +424,11 @@ class QuorumController(StateMachine):
 
     def _unfence_records(self, broker_id: int, incarnation: int) -> list:
         records: list = [mr.UnfenceBrokerRecord(broker_id, incarnation)]
+        if self.image.brokers[broker_id].offline_log_dirs:
+            return records  # its replicas are offline: it elects nothing until a restart
 
         def ok(r: int) -> bool:
-            return r == broker_id or self.image.is_alive(r)
+            return r == broker_id or self.image.can_replicate(r)
 
         for key, state in sorted(self.image.partitions.items()):
             if state.leader == -1 and broker_id in state.replicas:
@@ -666,7 +713,7 @@ class QuorumController(StateMachine):
             elif (
                 req.broker_id not in req.new_isr
                 or not set(req.new_isr) <= set(state.replicas)
-                or not all(self.image.is_alive(r) for r in req.new_isr)
+                or not all(self.image.can_replicate(r) for r in req.new_isr)
             ):
                 error = INELIGIBLE_REPLICA
             else:

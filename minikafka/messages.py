@@ -357,6 +357,9 @@ class BrokerHeartbeatRequest:
     # Where other brokers reach it (its inter-broker listener: followers fetch there); 0 in
     # the simulation.
     inter_broker_port: int = 0
+    # Its log directories that failed and went offline (Kafka's OfflineLogDirs, v1+, which
+    # names them by uuid; ours by name): the controller moves their partitions' leadership.
+    offline_log_dirs: tuple[str, ...] = ()
 
 
 @frozen_dataclass

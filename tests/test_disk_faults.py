@@ -130,14 +130,16 @@ def test_a_leader_on_a_full_disk_answers_kafka_storage_error_and_acknowledges_no
             assert (part.error, part.base_offset) == (KAFKA_STORAGE_ERROR, -1)
             assert "No space left on device" in part.error_message
         assert (log.size_in_bytes, log.log_end_offset) == (size, 1)
-        c.fill_disk(leader, False)
-        assert (produce(c, leader, batch(2)).error, log.log_end_offset) == (NO_ERROR, 2)
+        c.fill_disk(leader, False)  # space returns, but the directory stays offline until a restart, as Kafka's
+        assert (produce(c, leader, batch(2)).error, log.log_end_offset) == (KAFKA_STORAGE_ERROR, 1)
     finally:
         c.close()
 
 
-def test_a_follower_on_a_full_disk_falls_behind_and_catches_up_when_space_returns(tmp_path):
-    c = Cluster(3, seed=4, dir=tmp_path / "c", config={"replica.lag.time.max.ms": 2_000})
+def test_a_follower_on_a_full_disk_leaves_the_isr_and_catches_up_after_a_restart(tmp_path):
+    # replica.lag.time.max.ms is long: the follower leaves the ISR because its log directory
+    # went offline (its heartbeat says so), not because it fell behind.
+    c = Cluster(3, seed=4, dir=tmp_path / "c", config={"replica.lag.time.max.ms": 60_000})
     try:
         c.create_topic("t", 1, 3)
         leader = c.partition_state("t", 0).leader
@@ -147,10 +149,12 @@ def test_a_follower_on_a_full_disk_falls_behind_and_catches_up_when_space_return
         futures = [p.send("t", value=b"v%d" % i) for i in range(20)]
         p.flush(timeout=10)
         assert all(f.get().offset == i for i, f in enumerate(futures))
-        c.advance(5_000)
+        assert c.run_until(lambda: follower not in c.partition_state("t", 0).isr, 5_000)
         assert c.replica(follower, "t", 0).log_end_offset == 0
-        assert follower not in c.partition_state("t", 0).isr  # it could not keep up
+        assert c.partition_state("t", 0).leader == leader
         c.fill_disk(follower, False)
+        c.kill(follower)
+        c.restart(follower)
         assert c.run_until(lambda: follower in c.partition_state("t", 0).isr, 10_000)
         assert c.replica(follower, "t", 0).log_end_offset == 20
     finally:
@@ -381,5 +385,122 @@ def test_a_fetch_from_a_partition_gone_offline_is_answered_at_once_not_parked(tm
         assert c.world.run_until(lambda: corr in admin.responses, 120_000)
         assert admin.responses[corr].partitions[0].error == KAFKA_STORAGE_ERROR
         assert c.now - sent_at < 60_000  # answered, not expired: simulated time, one round trip
+    finally:
+        c.close()
+
+
+# --- a log directory that fails goes offline, as Kafka's does (issue 37) ---------------------------------
+
+
+def test_a_leader_whose_disk_fills_up_hands_its_partition_to_an_in_sync_replica_and_rejoins_after_a_restart(tmp_path):
+    """The leader's disk fills up: its log directory goes offline, its heartbeat says so, and
+    the controller elects an in-sync replica and takes it out of the ISR, while it stays
+    registered. A producer with acks=all goes on against the new leader; nothing
+    acknowledged is lost; restarted with space back, the broker catches up and rejoins."""
+    c = Cluster(3, seed=5, dir=tmp_path / "c", config={"min.insync.replicas": 2})
+    try:
+        c.create_topic("t", 1, 3)
+        before = c.partition_state("t", 0)
+        leader = before.leader
+        assert len(before.isr) == 3
+        p = KafkaProducer(bootstrap_servers=c, acks="all", enable_idempotence=True)
+        first = [p.send("t", value=b"a%d" % i) for i in range(10)]
+        p.flush(timeout=10)
+        c.fill_disk(leader)
+        second = [p.send("t", value=b"b%d" % i) for i in range(10)]
+        p.flush(timeout=20)
+        assert [f.get().offset for f in first + second] == list(range(20))
+        after = c.partition_state("t", 0)
+        assert after.leader in before.isr and after.leader != leader
+        assert leader not in after.isr and len(after.isr) == 2
+        reg = c.image.brokers[leader]
+        assert reg.offline_log_dirs and not reg.fenced  # not fenced: its directory is what failed
+        broker = c.broker(leader)
+        assert broker.log_manager.offline is not None and ("t", 0) in broker.replica_manager.offline_partitions
+        new_log = c.replica(after.leader, "t", 0).log
+        values = [r.value for b in new_log.read(0, 1 << 20).batches() for r in b.records()]
+        assert values == [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
+        # Asked directly, the full broker refuses: KAFKA_STORAGE_ERROR, nothing written.
+        assert produce(c, leader, batch(99)).error == KAFKA_STORAGE_ERROR
+        c.fill_disk(leader, False)
+        c.kill(leader)
+        c.restart(leader)
+        assert c.run_until(lambda: leader in c.partition_state("t", 0).isr, 20_000)
+        assert c.replica(leader, "t", 0).log_end_offset == 20
+        assert not c.image.brokers[leader].offline_log_dirs
+        third = [p.send("t", value=b"c%d" % i) for i in range(5)]
+        p.flush(timeout=10)
+        assert [f.get().offset for f in third] == list(range(20, 25))
+    finally:
+        c.close()
+
+
+def test_a_failed_append_takes_the_whole_log_directory_offline_and_says_so_once(tmp_path):
+    from minikafka.storage.log_manager import LogManager
+
+    disk = Disk("d")
+    manager = LogManager(tmp_path / "broker-1", disk=disk)
+    heard = []
+    manager.failure_channel.listener = lambda log_dir, reason: heard.append((log_dir, reason))
+    a, b = manager.get_or_create_log("a", 0), manager.get_or_create_log("b", 0)
+    a.append(batch(0))
+    disk.full = True
+    with pytest.raises(KafkaStorageError, match="No space left on device"):
+        a.append(batch(1))
+    assert manager.offline is not None and a.offline and b.offline  # every log, not only the one that failed
+    assert heard == [("broker-1", manager.offline)] and "No space left on device" in heard[0][1]
+    disk.full = False  # space returns: the directory stays offline (until the broker restarts)
+    for log in (a, b, manager.get_or_create_log("c", 0)):
+        with pytest.raises(KafkaStorageError, match="offline"):
+            log.append(batch(2))
+    assert manager.failure_channel.offline_log_dirs == ("broker-1",) and len(heard) == 1
+    assert manager.flush_all() is None  # an offline directory is not flushed again
+    manager.close()
+    again = LogManager(tmp_path / "broker-1", disk=disk)  # a restart: online, every record appended is there
+    assert again.offline is None and again.load_existing() and again.get_log("a", 0).log_end_offset == 1
+    again.close()
+
+
+def test_the_metadata_image_keeps_a_brokers_offline_log_dirs_until_it_registers_again():
+    from minikafka.metadata import records as mr
+    from minikafka.metadata.image import MetadataImage
+
+    image = MetadataImage()
+    for offset, record in enumerate([mr.RegisterBrokerRecord(1, 7), mr.UnfenceBrokerRecord(1, 7),
+                                     mr.BrokerRegistrationChangeRecord(1, 6, ("broker-1",))]):
+        image.apply(mr.decode(*mr.encode(record)), offset)
+    assert image.skipped == 1 and image.can_replicate(1)  # a change for an older incarnation is ignored
+    image.apply(mr.decode(*mr.encode(mr.BrokerRegistrationChangeRecord(1, 7, ("broker-1",)))), 3)
+    assert image.brokers[1].offline_log_dirs == ("broker-1",)
+    assert image.is_alive(1) and not image.can_replicate(1)  # registered, unfenced, but may lead nothing
+    image.apply(mr.RegisterBrokerRecord(1, 8), 4)
+    image.apply(mr.UnfenceBrokerRecord(1, 8), 5)
+    assert image.can_replicate(1) and image.brokers[1].offline_log_dirs == ()
+
+
+def test_a_broker_whose_log_dir_is_offline_is_not_elected_even_by_an_unclean_election(tmp_path):
+    """It is alive and unfenced, but its replicas are offline: when the in-sync replicas die,
+    an unclean election may pick any live replica, never this one (the partition stays
+    offline instead); restarted with its disk back, it may lead again."""
+    c = Cluster(3, seed=8, dir=tmp_path / "c", config={"unclean.leader.election.enable": True,
+                                                          "broker.session.timeout.ms": 2_000})
+    try:
+        c.create_topic("t", 1, 3)
+        leader = c.partition_state("t", 0).leader
+        full, other = [b for b in c.broker_ids if b != leader]
+        c.fill_disk(full)
+        p = KafkaProducer(bootstrap_servers=c, acks=1)
+        p.send("t", value=b"x")
+        p.flush(timeout=10)
+        assert c.run_until(lambda: full not in c.partition_state("t", 0).isr, 5_000)
+        c.kill(leader)
+        c.kill(other)
+        assert c.run_until(lambda: c.partition_state("t", 0).leader == -1, 10_000)
+        c.advance(3_000)
+        assert c.partition_state("t", 0).leader == -1 and c.image.is_alive(full)
+        c.fill_disk(full, False)
+        c.kill(full)
+        c.restart(full)
+        assert c.run_until(lambda: c.partition_state("t", 0).leader == full, 10_000)  # unclean, now that it can
     finally:
         c.close()

@@ -953,6 +953,7 @@ TOPIC = m.TopicConfig("trucks_gps", 10, 3, (("cleanup.policy", "compact"), ("ret
 INTERNAL_SAMPLES = [
     m.BrokerHeartbeatRequest(1, 2, 7, -1),
     m.BrokerHeartbeatRequest(2, 2, 7, 41, "127.0.0.1", 9092),
+    m.BrokerHeartbeatRequest(3, 2, 7, 41, "127.0.0.1", 9092, 9093, ("broker-2",)),  # a log dir offline
     m.BrokerHeartbeatResponse(1, 0),
     m.BrokerHeartbeatResponse(2, m.NOT_CONTROLLER, False),
     m.AlterPartitionRequest(5, 2, "trucks_gps", 3, 5, 9, (2, 1)),
@@ -1072,6 +1073,8 @@ GOOD_BODY = {"correlation_id": 1, "broker_id": 2, "incarnation": 7, "metadata_of
     ({**GOOD_BODY, "broker_id": 1 << 70}, "broker_id should be a 64-bit int"),
     ({**GOOD_BODY, "broker_id": 2.0}, "broker_id should be a 64-bit int"),
     ({**GOOD_BODY, "extra": 1}, "unknown fields"),
+    ({**GOOD_BODY, "offline_log_dirs": "broker-2"}, "offline_log_dirs should be a list"),
+    ({**GOOD_BODY, "offline_log_dirs": [2]}, r"offline_log_dirs\[0\] should be a string"),
     ({k: v for k, v in GOOD_BODY.items() if k != "incarnation"}, "incarnation"),
     ([1, 2, 7, -1], "should be an object"),
     ({**GOOD_BODY, "correlation_id": 2}, "correlation id"),

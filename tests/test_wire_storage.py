@@ -4,10 +4,12 @@
   (87), the bad record named in Produce v8's ``record_errors``; nothing is stored, so
   kafka-python's consumer and ``offsets_for_times`` keep working on the partition.
 - A broker whose log directory is a small tmpfs that fills up answers KAFKA_STORAGE_ERROR
-  (56) to every produce that does not fit, acknowledges nothing it did not wholly write,
-  leaves no torn bytes in its segment, logs the episode in two lines (no traceback), takes
-  appends again once space returns, and after a SIGKILL recovers every acknowledged record
-  (recovery cuts nothing).
+  (56) to the produce that does not fit, acknowledges nothing it did not wholly write,
+  leaves no torn bytes in its segment, and takes the directory offline (as Kafka does): every
+  produce after is KAFKA_STORAGE_ERROR too, even once space returns, until a restart, after
+  which it takes appends again and has recovered every acknowledged record (recovery cuts
+  nothing). The episode is logged in a few lines, no traceback. (With replicas elsewhere,
+  leadership moves: ``test_wire_log_dir_failure.py``.)
 
 Mounting a tmpfs needs root (the CI runs as root); elsewhere the test is skipped and says so.
 """
@@ -130,18 +132,27 @@ def test_a_full_disk_gets_kafka_storage_error_and_loses_no_acknowledged_record(s
         segment = (part_dir / "00000000000000000000.log").read_bytes()
         stored = MemoryRecords(segment).validate()
         assert [r.value for r in stored.records()] == acked
-        filler.unlink()  # space returns
-        for i in range(3):
-            value = b"after-%d" % i
-            part = conn.request(produce_request(topic, 0, batch(value)), 8).responses[0].partition_responses[0]
-            assert (part.error_code, part.base_offset) == (0, len(acked))
-            acked.append(value)
+        filler.unlink()  # space returns, but the directory stays offline until a restart
+        part = conn.request(produce_request(topic, 0, batch(b"too soon")), 8).responses[0].partition_responses[0]
+        assert part.error_code == m.KAFKA_STORAGE_ERROR and "offline" in part.error_message
     out = cluster.out_file(1).read_text(errors="replace")
     assert "Traceback" not in out
-    assert out.count("appends are failing") == 1 and out.count("appends succeed again") == 1
+    assert out.count(f"{topic}-0: appends are failing") == 1
+    assert out.count("is offline") >= 1 and f"{topic}-0: appends succeed again" not in out
     cluster.kill(1)
     cluster.restart(1)
     cluster.wait_until_ready()
+    with RawConnection((cluster.host, cluster.ports[1]), timeout_s=20) as conn:
+        def after(i: int):
+            return conn.request(produce_request(topic, 0, batch(b"after-%d" % i)), 8).responses[0].partition_responses[0]
+        # The restarted broker leads the partition again once the controller has unfenced it.
+        first = wait_until(lambda: (lambda p: p if p.error_code == 0 else None)(after(0)), 20, "a leader again")
+        assert first.base_offset == len(acked)
+        acked.append(b"after-0")
+        for i in (1, 2):
+            part = after(i)
+            assert (part.error_code, part.base_offset) == (0, len(acked))
+            acked.append(b"after-%d" % i)
     records = read_partitions(cluster.bootstrap_servers, topic, [0])[0]
     assert [v for _, v in records] == acked
     assert "recovery cut" not in cluster.out_file(1).read_text(errors="replace")

@@ -24,9 +24,12 @@ same view as everyone else. From then on it serves:
   start offset moves; followers follow it through their fetches), OffsetForLeaderEpoch
   (KIP-320: clients validate their positions after a leader change);
 - retention: every ``log.retention.check.interval.ms``, old segments go (``log-retention``);
-- disk errors: an append that fails is answered KAFKA_STORAGE_ERROR (nothing written); a
-  failed fsync takes the log dir offline and the broker stops heartbeating (Kafka halts), so
-  the controller fences it and moves its leaders; a restart recovers it;
+- disk errors: a write that fails (an append or roll on a full disk, a failed fsync) is
+  answered KAFKA_STORAGE_ERROR (nothing written) and takes the log directory offline
+  (``LogDirFailureChannel``): every partition here is answered KAFKA_STORAGE_ERROR from then
+  on, and the next heartbeat, sent at once, names the directory (``offline_log_dirs``), so
+  the controller moves its leaders to in-sync replicas and takes it out of their ISRs; a
+  restart that finds the directory writable brings it back (a new incarnation rejoins);
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers (through the controller channel; a
   late answer to a request it no longer waits for is dropped);
@@ -140,6 +143,7 @@ from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
 from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger("minikafka.broker")
+log_dir_log = logging.getLogger("minikafka.broker.log_dir")  # a log directory went offline (quiet in campaigns)
 
 # Opening a replica new here creates its log (a directory and five files: 0.3 to 4 ms on this
 # machine, as busy as its disk is). A metadata step with up to OPEN_AT_ONCE of them opens them
@@ -220,6 +224,8 @@ class Broker(StateMachine):
         self.log_manager = LogManager(self.log_dir, clock=lambda: self.now, disk=self.disk, rules=self.rules)
         self.replica_manager = ReplicaManager(self, self.broker_id, self.log_manager, self.config, self.rules)
         self.replica_manager.file_records_min_bytes = self.file_records_min_bytes
+        # A failed write calls this from inside the failing append: handle it on our own turn.
+        self.log_manager.failure_channel.listener = lambda log_dir, reason: self.set_timer("log-dir-failure", 0)
         self.group_coordinator = GroupCoordinator(self)
         self.transaction_coordinator = TransactionCoordinator(self)
         self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,
@@ -238,8 +244,6 @@ class Broker(StateMachine):
         self.transaction_coordinator.start()
 
     def _heartbeat(self) -> None:
-        if self.log_manager.offline is not None:
-            return  # a failed log dir: let the controller fence us and move our leaders away
         self.set_timer("heartbeat", self.config["broker.heartbeat.interval.ms"])
         if self._heartbeat_in_flight:
             # Asked again while one is out (a commit that may catch us up): its answer may
@@ -249,20 +253,21 @@ class Broker(StateMachine):
         self._heartbeat_in_flight = True
         self._heartbeat_again = False
         host, port = self.advertised or ("", 0)
+        offline_dirs = self.log_manager.failure_channel.offline_log_dirs
 
         def answered(response: BrokerHeartbeatResponse) -> None:
             self._heartbeat_in_flight = False
             if response.error == NO_ERROR:
                 self.fenced = response.is_fenced
-            if self._heartbeat_again and self.fenced:
-                self._heartbeat()
+            if self._heartbeat_again and (self.fenced or offline_dirs != self.log_manager.failure_channel.offline_log_dirs):
+                self._heartbeat()  # (or a directory failed since this one went: say so now)
 
         def timed_out() -> None:
             self._heartbeat_in_flight = False
 
         self.controller_channel.send(
             lambda corr: BrokerHeartbeatRequest(corr, self.broker_id, self.incarnation, self.metadata_offset, host, port,
-                                                self.inter_broker_port),
+                                                self.inter_broker_port, offline_dirs),
             answered, timeout_ms=self.config["broker.heartbeat.interval.ms"], on_timeout=timed_out)
 
     # --- the metadata log: the Raft client's listener -----------------------------------------------
@@ -361,13 +366,33 @@ class Broker(StateMachine):
         descriptors, a disk error), the partition goes offline here, as Kafka takes a failed
         log directory's replicas offline: it is answered KAFKA_STORAGE_ERROR, the failure is
         noted in ``failed``, and the rest of the metadata (other topics, deletions) is applied
-        as usual instead of failing again and again."""
+        as usual instead of failing again and again. With the log directory offline, a
+        replica new here is offline from the start (said once, when the directory failed)."""
+        if self.log_manager.offline is not None:
+            self.replica_manager.mark_offline((state.topic, state.partition), self.log_manager.offline)
+            return
         try:
             self.replica_manager.apply_partition_state(state, dict(self.topics[state.topic].configs))
         except (KafkaStorageError, OSError) as e:
             key = (state.topic, state.partition)
             failed[key] = str(e)
             self.replica_manager.mark_offline(key, str(e))
+
+    def _log_dir_failed(self) -> None:
+        """The log directory went offline (Kafka's ``LogDirFailureHandler``). Kafka's broker
+        halts when its last directory fails; with JBOD (KIP-858) it goes on and tells the
+        controller. This one does the latter: every replica here goes offline (produce and
+        fetch answered KAFKA_STORAGE_ERROR, fetchers stopped), and a heartbeat goes out now
+        naming the directory, so the controller moves the leaders away without waiting for
+        the next interval. The broker stays up for what needs no disk here (metadata, finding
+        coordinators) until it is restarted."""
+        reason = self.log_manager.offline
+        if reason is None:
+            return
+        keys = self.replica_manager.handle_log_dir_failure(reason)
+        log_dir_log.error("broker %s: log directory %s is offline, %d partition(s) offline here: %s",
+                          self.broker_id, self.log_manager.log_dir, len(keys), reason)
+        self._heartbeat()
 
     def _reopen_offline(self) -> dict[tuple[str, int], str]:
         """Deleted topics gave their files back: try again the partitions that could not be
@@ -411,16 +436,17 @@ class Broker(StateMachine):
             self._heartbeat()
         elif key == "open-replicas":
             self._open_replicas()
+        elif key == "log-dir-failure":
+            self._log_dir_failed()
         elif key == "flush":
             # Kafka leaves flushing to the OS, which writes dirty pages back within ~30 s;
             # this timer stands in for that writeback, so a power loss costs the last
             # seconds, not everything since the broker started.
-            if self.log_manager.flush_all() is None:
+            if self.log_manager.flush_all() is None and self.log_manager.offline is None:
                 self.set_timer("flush", self.config["log.flush.interval.ms"])
-            # else an fsync failed and the log dir is offline: Kafka's broker halts when its
-            # only log dir fails. This one stops heartbeating instead, so the controller fences
-            # it and elects other leaders, and every append here fails (KAFKA_STORAGE_ERROR)
-            # until it is restarted and recovers its logs from the last recovery point.
+            # else the log dir is offline (an fsync or an append failed): nothing here is
+            # flushed again; the failure channel has told us (``_log_dir_failed``), and the
+            # logs are recovered from their last recovery point at the next start.
         elif key == "isr-check":
             rm.maybe_shrink_isrs()
             self.set_timer("isr-check", self.config["replica.lag.time.max.ms"] // 2)

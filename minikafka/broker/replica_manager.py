@@ -256,6 +256,19 @@ class ReplicaManager:
             self._stop_fetching(key)
             p.log.offline = p.log.offline or reason  # appends refused: KAFKA_STORAGE_ERROR
 
+    def handle_log_dir_failure(self, reason: str) -> list[Key]:
+        """The log directory went offline (Kafka's ``ReplicaManager.handleLogDirFailure``): every
+        replica here is offline from now on. Its fetcher stops, produces waiting on it are
+        answered KAFKA_STORAGE_ERROR, parked fetches too; the controller, told by the next
+        heartbeat, moves its leadership to in-sync replicas elsewhere. The keys taken offline."""
+        keys = sorted(k for k in self.partitions if k not in self.offline_partitions)
+        for key in keys:
+            self.mark_offline(key, reason)
+        for key in keys:
+            self._complete_produces_for(key)
+            self._wake_fetches(key)
+        return keys
+
     def remove_partition(self, topic: str, partition: int) -> None:
         """The topic was deleted: stop serving and fetching the partition, fail what waits
         on it, and delete its log."""
@@ -336,7 +349,9 @@ class ReplicaManager:
     def _try_complete_produce(self, delayed: DelayedProduce) -> bool:
         for key, required in list(delayed.waiting.items()):
             p = self.partitions.get(key)
-            if p is None or not p.is_leader:
+            if key in self.offline_partitions:
+                done, error = True, KAFKA_STORAGE_ERROR  # its log directory failed: it will not get there
+            elif p is None or not p.is_leader:
                 done, error = True, NOT_LEADER_OR_FOLLOWER
             else:
                 done, error = p.check_enough_replicas_reach_offset(required)
@@ -598,7 +613,9 @@ class ReplicaManager:
     # --- ISR maintenance -----------------------------------------------------------------------------------
 
     def maybe_shrink_isrs(self) -> None:
-        for p in self.partitions.values():
+        for key, p in self.partitions.items():
+            if key in self.offline_partitions:
+                continue  # its followers cannot fetch from it: their lag says nothing (the controller moves it)
             proposal = p.maybe_shrink_isr(self.node.now)
             if proposal is not None:
                 self._propose_isr(p, proposal)

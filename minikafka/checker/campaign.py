@@ -66,10 +66,11 @@ What to expect (Kafka's semantics, which the checker holds the brokers to):
   at-least-once, not a bug; with ``enable_idempotence=True`` the broker drops them.
 - ``unclean_leader_election=True``: an out-of-sync replica may lead, and whatever it
   missed is gone: lost writes even with ``acks='all'``.
-- ``disk_faults=True`` adds two faults: a broker's disk fills up (appends there fail with
-  KAFKA_STORAGE_ERROR and write nothing; space returns later) and a broker's fsyncs fail
-  (its log dir goes offline at its next flush: it stops heartbeating, is fenced, and is
-  restarted on a new disk later). Neither may lose an acknowledged write.
+- ``disk_faults=True`` adds two faults: a broker's disk fills up (an append there fails with
+  KAFKA_STORAGE_ERROR, writes nothing and takes its log dir offline: its heartbeat tells the
+  controller, which moves its leaders to in-sync replicas; space returns later and it is
+  restarted) and a broker's fsyncs fail (its log dir goes offline at its next flush, the
+  same way, and it is restarted on a new disk later). Neither may lose an acknowledged write.
 - A kill is a process crash: the OS keeps what the broker wrote. ``power_loss=True`` adds
   machine crashes that lose what was not yet flushed. Kafka relies on replication, not
   fsync: when the last in-sync replica standing is one that lost power, it leads with a
@@ -570,7 +571,8 @@ class _Nemesis:
             self._note(f"cut controller {lone} off from controllers {others}")
             self._heal_later(draws[2])
         elif kind == "disk-full":
-            # Appends there fail (KAFKA_STORAGE_ERROR, nothing written) until space returns.
+            # Its next append fails (KAFKA_STORAGE_ERROR, nothing written) and takes its log
+            # dir offline; once space returns, an operator restarts it and it rejoins.
             broker = self._pick(cluster.broker_ids, draws[0])
             cluster.fill_disk(broker)
             self._note(f"disk full on {broker}")
@@ -578,10 +580,14 @@ class _Nemesis:
             def free() -> None:
                 cluster.fill_disk(broker, False)
                 self._note(f"space freed on {broker}")
+                if cluster.alive(broker) and cluster.broker(broker).log_manager.offline is not None:
+                    cluster.kill(broker)
+                    cluster.restart(broker)
+                    self._note(f"restart {broker} (its log dir went offline)")
             self._at(cluster.now + 200 + int(draws[1] * 2_000), free)
         elif kind == "fsync-fail":
-            # Its next flush takes its log dir offline (it stops heartbeating and refuses
-            # appends); later the disk is replaced and the broker restarted, as an operator would.
+            # Its next flush takes its log dir offline (it refuses appends and its heartbeat
+            # says so); later the disk is replaced and the broker restarted, as an operator would.
             broker = self._pick(cluster.broker_ids, draws[0])
             cluster.fail_fsync(broker)
             self._note(f"fsyncs fail on {broker}")
@@ -609,15 +615,17 @@ def _quiet_clients(disk_faults: bool = False) -> Iterator[None]:
     """Clients log warnings on every fault (resetting producer ids, timeouts, failed
     commits): across a campaign of thousands of faults that is noise, and the report says
     what matters. (Every client module's logger is a child of "minikafka.clients".) With
-    disk faults, so are the storage layer's "appends are failing" lines, and a broker's
-    metadata log saying its appends fail and work again."""
+    disk faults, so are the storage layer's "appends are failing" lines, a broker's
+    metadata log saying its appends fail and work again, and a broker saying its log
+    directory went offline."""
     names = ["minikafka.clients", "minikafka.clients.sender", "minikafka.clients.producer",
-             "minikafka.clients.future"] + (["minikafka.storage", "minikafka.storage.cleaner", "minikafka.raft"]
-                                            if disk_faults else [])
+             "minikafka.clients.future"] + (["minikafka.storage", "minikafka.storage.cleaner", "minikafka.raft",
+                                             "minikafka.broker.log_dir"] if disk_faults else [])
     loggers = [logging.getLogger(n) for n in names]
     levels = [lg.level for lg in loggers]
     for lg in loggers:
-        lg.setLevel(logging.CRITICAL if lg.name.startswith(("minikafka.storage", "minikafka.raft")) else logging.ERROR)
+        lg.setLevel(logging.CRITICAL if lg.name.startswith(("minikafka.storage", "minikafka.raft", "minikafka.broker"))
+                    else logging.ERROR)
     try:
         yield
     finally:

@@ -24,6 +24,7 @@ from typing import Any
 
 from minikafka.messages import PartitionState, TopicConfig
 from minikafka.metadata.records import (
+    BrokerRegistrationChangeRecord,
     ConfigRecord,
     FenceBrokerRecord,
     LeaderChangeRecord,
@@ -50,6 +51,7 @@ class BrokerRegistration:
     fenced: bool = True
     registered_at: int = 0  # offset of the RegisterBrokerRecord: caught up once past it
     inter_broker_port: int = 0  # where other brokers (followers) reach it
+    offline_log_dirs: tuple[str, ...] = ()  # failed directories: no leadership, no ISR for what is on them
 
 
 @dataclass
@@ -91,6 +93,12 @@ class MetadataImage:
     def is_alive(self, broker_id: int) -> bool:
         reg = self.brokers.get(broker_id)
         return reg is not None and not reg.fenced
+
+    def can_replicate(self, broker_id: int) -> bool:
+        """Alive, and its log directory online: it may lead and be in an ISR (Kafka's
+        ``isAcceptableLeader`` asks the same of the replica's directory; a broker here has one)."""
+        reg = self.brokers.get(broker_id)
+        return reg is not None and not reg.fenced and not reg.offline_log_dirs
 
     def endpoints(self) -> dict[int, tuple[str, int]]:
         """Where clients reach each live broker (its client listener)."""
@@ -170,6 +178,14 @@ class MetadataImage:
             self.skipped += 1
             return
         reg.fenced = False
+        self.delta.brokers_changed = True
+
+    def _registration_change(self, r: BrokerRegistrationChangeRecord, offset: int, ts: int) -> None:
+        reg = self.brokers.get(r.brokerId)
+        if reg is None or reg.incarnation != r.brokerEpoch:
+            self.skipped += 1
+            return
+        reg.offline_log_dirs = tuple(sorted(set(reg.offline_log_dirs) | set(r.offlineLogDirs)))
         self.delta.brokers_changed = True
 
     def _topic(self, r: TopicRecord, offset: int, ts: int) -> None:
@@ -255,6 +271,7 @@ _APPLY = {
     UnregisterBrokerRecord: MetadataImage._unregister,
     FenceBrokerRecord: MetadataImage._fence,
     UnfenceBrokerRecord: MetadataImage._unfence,
+    BrokerRegistrationChangeRecord: MetadataImage._registration_change,
     TopicRecord: MetadataImage._topic,
     PartitionRecord: MetadataImage._partition,
     PartitionChangeRecord: MetadataImage._partition_change,

@@ -64,6 +64,19 @@ class UnfenceBrokerRecord:
 
 
 @dataclass(frozen=True)
+class BrokerRegistrationChangeRecord:
+    """A registered broker's log directories changed: some went offline (its heartbeat said
+    so). Kafka's record of that name lists the directories still online (``LogDirs``, by
+    uuid); a broker here has one directory, so the record names the offline ones instead. A
+    broker with an offline directory may not lead or be in an ISR of the partitions on it
+    until a new incarnation registers."""
+
+    brokerId: int
+    brokerEpoch: int  # the incarnation it is about
+    offlineLogDirs: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class TopicRecord:
     name: str
     topicId: str
@@ -130,7 +143,7 @@ RECORD_TYPES: dict[str, type] = {
     cls.__name__: cls
     for cls in (
         RegisterBrokerRecord, UnregisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord,
-        TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord, ConfigRecord,
+        BrokerRegistrationChangeRecord, TopicRecord, PartitionRecord, PartitionChangeRecord, RemoveTopicRecord, ConfigRecord,
         ProducerIdsRecord,
     )
 }

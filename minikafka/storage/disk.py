@@ -20,6 +20,12 @@ through the default ``Disk``, which is how the real-process test gets ENOSPC.
   fsync cannot be retried into safety (PostgreSQL's "fsyncgate"); ``Log.flush`` reports
   it as fatal, and the broker takes its log directory offline (see ``Broker``).
 
+A ``LogManager`` hands its logs a ``ReportingDisk`` over its ``Disk``: the same calls, but a
+write or fsync that fails is reported (to the manager, which takes the whole log directory
+offline, as Kafka does at the first ``IOException``; see ``log_dir_failure_channel.py``)
+before it is raised to the log, which handles it as it always does. A log on its own (a
+test, the broker's metadata log) writes through a plain ``Disk`` and reports to nobody.
+
 Never: a ``Disk`` holds no data and reads nothing; freeing space is the caller's decision
 (``full = False``), never a side effect.
 """
@@ -29,7 +35,7 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 from minikafka.platform import O_BINARY, fsync_dir, writev
 
@@ -95,6 +101,43 @@ class Disk:
     def __repr__(self) -> str:
         state = [s for s, on in (("full", self.full), ("fsync fails", self.fsync_fails)) if on]
         return f"Disk({self.name!r}{', ' + ', '.join(state) if state else ''})"
+
+
+class ReportingDisk(Disk):
+    """``inner``'s calls, unchanged; a write or fsync that fails calls ``on_error(reason)``
+    first, then raises as before. Its ``full`` and ``fsync_fails`` are ``inner``'s."""
+
+    def __init__(self, inner: Disk, on_error: Callable[[str], None]) -> None:  # (no Disk.__init__: no flags of its own)
+        self.inner = inner
+        self.name = inner.name
+        self.on_error = on_error
+
+    full = property(lambda self: self.inner.full, lambda self, v: setattr(self.inner, "full", v))
+    fsync_fails = property(lambda self: self.inner.fsync_fails, lambda self, v: setattr(self.inner, "fsync_fails", v))
+
+    def writev(self, fd: int, pieces: Sequence[bytes | memoryview]) -> int:
+        try:
+            return self.inner.writev(fd, pieces)
+        except OSError as e:
+            self.on_error(f"a write failed: {e.strerror or e}")
+            raise
+
+    def write(self, fd: int, data: bytes | memoryview) -> int:
+        try:
+            return self.inner.write(fd, data)
+        except OSError as e:
+            self.on_error(f"a write failed: {e.strerror or e}")
+            raise
+
+    def fsync(self, fd: int) -> None:
+        try:
+            self.inner.fsync(fd)
+        except OSError as e:
+            self.on_error(f"an fsync failed: {e.strerror or e}")
+            raise
+
+    def __repr__(self) -> str:
+        return f"ReportingDisk({self.inner!r})"
 
 
 OS_DISK = Disk("os")  # the default: nothing injected (never set its flags; make your own Disk)

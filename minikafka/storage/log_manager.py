@@ -3,9 +3,11 @@
 Each partition lives in ``<log_dir>/<topic>-<partition>/``. Topic names are validated
 before they become directory names, so no name can reach outside ``log_dir``.
 
-Every log writes through the manager's ``Disk`` (``disk.py``). A failed fsync in any of
-them takes the whole directory offline (``offline``; Kafka's ``LogDirFailureChannel``):
-every log refuses appends until the broker restarts.
+Every log writes through the manager's ``Disk`` (``disk.py``). A write that fails in any
+of them (an append or a roll on a full disk, a failed fsync) takes the whole directory
+offline (``offline``, reported on ``failure_channel``, Kafka's ``LogDirFailureChannel``):
+every log refuses appends until the broker restarts, and the broker stops serving its
+partitions and tells the controller (``Broker``).
 
 File descriptors: a log keeps three open (its active segment's ``.log``, ``.index`` and
 ``.timeindex``), so a broker hosting thousands of partitions meets the process's limit
@@ -37,7 +39,8 @@ from typing import Any, Callable, Iterator, Mapping
 from minikafka.errors import KafkaStorageError
 from minikafka.rules import REFERENCE, Rules
 from minikafka.storage.cleaner import CleanerStats, LogCleaner, is_compacted
-from minikafka.storage.disk import OS_DISK, Disk
+from minikafka.storage.disk import OS_DISK, Disk, ReportingDisk
+from minikafka.storage.log_dir_failure_channel import LogDirFailureChannel
 from minikafka.platform import open_files, raise_open_files_limit
 from minikafka.storage.log import Log, wall_clock_ms
 from minikafka.storage.log_config import LogConfig
@@ -59,8 +62,11 @@ class LogManager:
         self.log_dir = Path(log_dir)
         self.rules = rules  # every log here asks them where to roll, what to delete, where a read starts
         self.clock = clock
-        self.disk = disk  # every log here writes through it (the fault injection point)
-        self.offline: str | None = None  # why the directory went offline (a failed fsync)
+        # Every log here writes through it: ``disk`` (the fault injection point), and a failed
+        # write or fsync is heard here (``log_dir_failed``).
+        self.disk = ReportingDisk(disk, lambda why: self.log_dir_failed(f"{self.log_dir.name}: {why}"))
+        self.offline: str | None = None  # why the directory went offline (its first failed write)
+        self.failure_channel = LogDirFailureChannel()  # the broker listens on it
         self.log_dir.mkdir(parents=True, exist_ok=True)
         self._logs: dict[TopicPartition, Log] = {}
         self.cleaner = LogCleaner()
@@ -185,26 +191,42 @@ class LogManager:
                 logger.exception("%s: the log cleaner failed; skipping it this pass", log.name)
         return done
 
+    @property
+    def dir_name(self) -> str:
+        """The directory's name as the controller hears it (a heartbeat's offline dirs)."""
+        return self.log_dir.name
+
+    def log_dir_failed(self, reason: str) -> None:
+        """A write failed in this directory (its ``ReportingDisk`` says so): the first time,
+        the whole directory goes offline, every log in it refuses appends from now on, and
+        the failure channel tells the broker."""
+        if self.offline is not None:
+            return
+        self.offline = reason
+        storage_log.error("log directory %s is offline: %s", self.log_dir, reason)
+        for log in self._logs.values():
+            log.offline = log.offline or reason
+        self.failure_channel.maybe_add_offline_log_dir(self.dir_name, reason)
+
     def flush_all(self) -> str | None:
-        """Flush every log. A failed fsync takes the whole directory offline, as Kafka does
-        with a failed log dir: every log here refuses appends from then on. Returns why,
-        the first time (None otherwise); a non-fatal failure (a checkpoint that could not
-        be written for want of space) is logged once and tried again next time."""
-        newly_offline = None
+        """Flush every log. A failed fsync (or a checkpoint write that fails) takes the
+        whole directory offline, as Kafka does with a failed log dir: every log here refuses
+        appends from then on. Returns why, the first time (None otherwise); a failure that
+        did not come from the disk's writes (a rename refused) is logged once and tried
+        again next time. An offline directory is not flushed (Kafka no longer touches it)."""
+        if self.offline is not None:
+            return None
         for log in self._logs.values():
             try:
                 log.flush()
             except KafkaStorageError as e:
-                if log.offline is not None and self.offline is None:
-                    self.offline = newly_offline = f"{log.name}: {log.offline}"
-                    logger.error("log directory %s is offline: %s", self.log_dir, self.offline)
-                elif log.offline is None and log.append_failing is None:
+                if log.offline is not None:
+                    self.log_dir_failed(f"{log.name}: {log.offline}")  # (the disk said so already)
+                    return self.offline
+                if log.append_failing is None:
                     log.append_failing = str(e)
                     logger.error("%s", e)
-        if self.offline is not None:
-            for log in self._logs.values():
-                log.offline = log.offline or self.offline
-        return newly_offline
+        return None
 
     def crash(self, *, lose_unflushed: bool = False) -> None:
         """Release every log without flushing (see ``Log.crash``)."""
