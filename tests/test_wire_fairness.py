@@ -7,9 +7,13 @@ from __future__ import annotations
 import asyncio
 import struct
 
+import pytest
+
+from minikafka.errors import IllegalArgumentError
 from minikafka.messages import MetadataResponse
 from minikafka.node import StateMachine
 from minikafka.wire import auth
+from minikafka.wire.process import split_config
 from minikafka.wire.runtime import NodeRuntime
 from tests.test_wire_auth import metadata_frame, run, until
 
@@ -148,3 +152,51 @@ def test_max_connections_holds_the_connection_over_the_limit_unread_until_one_cl
             await runtime.close()
 
     run(main())
+
+
+def test_at_max_connections_a_brokers_connection_is_admitted_and_the_least_recently_used_client_closed():
+    # Kafka protects the inter-broker listener: a follower can always reach its leader.
+    async def main():
+        secret = auth.generate()
+        node = Answerer()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=secret, context=lambda: CONTEXT, inter_node_port=0,
+                              max_connections=2)
+        await runtime.start()
+        try:
+            clients = [await asyncio.open_connection("127.0.0.1", runtime.port) for _ in range(2)]
+            for corr, (r, w) in zip((1, 2), reversed(clients)):  # the second to connect, the first to ask:
+                w.write(metadata_frame(corr))                      # the least recently used
+                assert await read_answers(r, 1) == [corr]
+            r, w = await asyncio.open_connection("127.0.0.1", runtime.inter_node_port)
+            w.write(auth.answer(secret, await r.readexactly(auth.NONCE_BYTES)))
+            w.write(metadata_frame(3))
+            assert await read_answers(r, 1) == [3]  # the broker's connection is served
+            assert await closed_by_the_broker(clients[1][0])  # the least recently used client went
+            assert runtime.stats["closed_least_recently_used"] == 1
+            clients[0][1].write(metadata_frame(4))  # the other is still served
+            assert await read_answers(clients[0][0], 1) == [4]
+            for _, writer in (*clients, (r, w)):
+                writer.close()
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("config,why", [
+    ({"max.connections": "-1"}, "max.connections must be an integer >= 0, not '-1'"),
+    ({"max.connections.per.ip": "many"}, "max.connections.per.ip must be an integer >= 0, not 'many'"),
+    ({"max.connections.per.ip.overrides": "127.0.0.1"}, "expected HOST:COUNT .* not '127.0.0.1'"),
+])
+def test_bad_connection_quotas_are_refused_by_name(config, why):
+    with pytest.raises(IllegalArgumentError, match=why):
+        split_config(config)
+
+
+def test_connection_quotas_reach_the_runtime_by_kafkas_names():
+    _, server = split_config({"max.connections": 10, "max.connections.per.ip": "3",
+                              "max.connections.per.ip.overrides": "127.0.0.1:5,localhost:6"})
+    assert server["max_connections"] == 10 and server["max_connections_per_ip"] == 3
+    assert server["max_connections_per_ip_overrides"] == {"127.0.0.1": 6}  # localhost is 127.0.0.1: the last wins
+    _, default = split_config({})
+    assert default["max_connections"] == default["max_connections_per_ip"] == 2**31 - 1  # Kafka's: no limit

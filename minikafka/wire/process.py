@@ -52,7 +52,8 @@ Settings are Kafka's names, given to every process (``config=`` or ``--override`
 broker's and topics' defaults, and the socket server's (``NodeRuntime``):
 ``socket.request.max.bytes`` (a request frame larger than that closes its connection),
 ``queued.max.requests`` and ``queued.max.request.bytes`` (a connection holding that much
-unanswered is not read from until it holds less; the second also bounds the memory all
+unanswered is not read from until it holds less; a client's connection is read one request
+at a time anyway, as Kafka's; the second also bounds the memory all
 connections' large frames may take while they are read: 4 x ``socket.request.max.bytes``
 when it is -1); ``max.connections``, ``max.connections.per.ip`` and
 ``max.connections.per.ip.overrides`` (``host:count,...``), Kafka's connection quotas (see

@@ -40,7 +40,9 @@ asyncio event loop, and does for it what the world does in a simulation:
   mutes such a channel): answers wait in its socket buffer, not in our memory. Nor is one
   that has too much waiting here: ``queued.max.requests`` unanswered requests, or
   ``queued.max.request.bytes`` of request frames and answers queued behind a slower one
-  (both per connection here; Kafka bounds its shared request queue with them).
+  (both per connection here; Kafka bounds its shared request queue with them). A client
+  connection has at most one request unanswered (below), so ``queued.max.requests`` binds
+  only the cluster's own nodes' connections.
 - **One request at a time, in turns.** Kafka's network layer reads one request from a client
   connection and mutes the channel until that request's answer is sent (``Selector.mute``):
   a client that pipelines (kafka-python sends up to five) cannot make the broker work for it
