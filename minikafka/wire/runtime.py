@@ -64,8 +64,10 @@ asyncio event loop, and does for it what the world does in a simulation:
   protected, as in Kafka: a broker's connection is always admitted, and if that puts the node
   over the limit the least recently used client connection is closed.
 - **Closing.** Connections that end are torn down by one closer, ``CLOSES_PER_TURN`` a loop
-  turn: 18,913 idle clients hanging up at once held every other client for seconds while
-  the loop tore all of them down in one turn.
+  turn, not all in the turn they ended in. What asyncio does itself is not spread: it reads
+  the end of every hung-up socket in one turn, and wakes every connection's task in the next,
+  so 10,000 idle clients hanging up at once still hold the others once, for about half a
+  second on this machine (0.8 s before the closer; benchmarks/RESULTS.md).
 - **Memory for requests being read** (Kafka's memory pool, KIP-72). A frame of more than
   ``POOLED_FRAME_BYTES`` is read only once its whole size is set aside from one pool for all
   connections: ``queued.max.request.bytes`` if set, else ``READ_POOL_FRAMES`` largest
