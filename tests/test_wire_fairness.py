@@ -67,10 +67,15 @@ def test_a_pipelining_connection_is_answered_in_order_and_a_second_is_served_in_
         await runtime.start()
         try:
             r1, w1 = await asyncio.open_connection("127.0.0.1", runtime.port)
+            r2, w2 = await asyncio.open_connection("127.0.0.1", runtime.port)
+            await until(lambda: runtime.stats["connections"] == 2, "both connections")
             answers = asyncio.create_task(read_answers(r1, 1000))
             w1.write(b"".join(metadata_frame(corr) for corr in range(1, 1001)))  # one write: all in its buffer
-            await until(lambda: node.handled, "the first connection's first request")
-            r2, w2 = await asyncio.open_connection("127.0.0.1", runtime.port)
+            for _ in range(100_000):  # loop turns, not time: a timed wait lets the first run on
+                if node.handled:
+                    break
+                await asyncio.sleep(0)
+            assert node.handled, "the first connection's first request"
             w2.write(metadata_frame(5000))
             assert await read_answers(r2, 1) == [5000]
             assert await answers == list(range(1, 1001))  # every answer, in the order asked
