@@ -21,7 +21,9 @@ broker from the optional ``bench`` extra: `pip install -e '.[bench]'`), ``spark`
 judged by the checker, and an acks=1 + unclean-election negative control that must lose;
 ``MINIKAFKA_BENCH_CHAOS_RUNS`` runs, 20 by default, 1 with --quick), ``transactions`` (the
 read-process-write fault campaign with transactions, and its at-least-once control;
-``MINIKAFKA_BENCH_TXN_SCHEDULES`` schedules, 1,000 by default, 20 with --quick).
+``MINIKAFKA_BENCH_TXN_SCHEDULES`` schedules, 1,000 by default, 20 with --quick), ``flood`` (a
+well-behaved producer's ack latency while another process floods the broker: pipelined
+ApiVersions, pipelined JoinGroups, 10,000 idle connections closed at once).
 
 The machine is shared and noisy, so every figure is the median of a few repeats, shown
 with its spread (min-max), and every comparison is a ratio measured in the same run.

@@ -12,13 +12,15 @@ import textwrap
 import time
 from pathlib import Path
 
-from benchmarks import append, chaos, consumer, grading, kraft, notebooks, peer, read, recovery, simulation, spark, transactions, wire
+from benchmarks import (append, chaos, consumer, flood, grading, kraft, notebooks, peer, read, recovery, simulation, spark,
+                        transactions, wire)
 from benchmarks.common import DATA, REPO, Section, machine
 
 BENCHMARKS = {
     "append": append.run, "read": read.run, "recovery": recovery.run, "simulation": simulation.run,
     "consumer": consumer.run, "wire": wire.run, "peer": peer.run, "spark": spark.run, "notebooks": notebooks.run,
     "grading": grading.run, "kraft": kraft.run, "chaos": chaos.run, "transactions": transactions.run,
+    "flood": flood.run,
 }  # each returns a Section, or a list of them (one per table)
 RESULTS = REPO / "benchmarks" / "RESULTS.md"
 

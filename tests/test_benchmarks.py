@@ -22,6 +22,8 @@ QUICK_BATCHES = {
     "spark": ["## Spark: records per second through the minikafka source",
               "## Spark: end-to-end latency, produce to foreachBatch"],
     "kraft": ["## The controller quorum (KRaft)"],
+    "flood": ["## Floods: a well-behaved producer's ack latency while another client floods the broker",
+              "producer's p99 ack latency during each flood"],
     "consumer wire": ["## Consumer groups: time to reassign", "## Consumer groups: records per second",
                       "## Wire: producer throughput", "## Wire: the broker's ceiling",
                       "## Wire: consumer throughput", "## Wire: end-to-end latency",

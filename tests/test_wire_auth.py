@@ -129,14 +129,43 @@ def test_an_inter_node_listener_delivers_only_after_the_handshake():
     run(main())
 
 
-def test_a_connection_with_queued_max_requests_unanswered_is_not_read_until_one_is_answered():
+def test_a_client_connection_is_read_one_request_at_a_time():
+    # Kafka mutes a channel from a request until its answer is sent: a pipelining client
+    # waits in its socket, and cannot have the broker work for it alone.
     async def main():
         node = Recorder()
-        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(), queued_max_requests=2,
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(),
                               context=lambda: {"brokers": {1: ("127.0.0.1", 9092)}, "cluster_id": "t", "broker_id": 1})
         await runtime.start()
         try:
             reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+            for corr in (1, 2, 3):
+                writer.write(metadata_frame(corr))
+            await until(lambda: len(node.seen) == 1, "the first request")
+            await until(lambda: runtime.stats["muted"] >= 1, "the connection muted")
+            assert [m.correlation_id for _, m in node.seen] == [1]  # the others wait in the socket
+            src, first = node.seen[0]
+            runtime._route(src, MetadataResponse(first.correlation_id, (1,), 1, ()))  # as the node would
+            await until(lambda: len(node.seen) == 2, "the second request, once the first is answered")
+            assert [m.correlation_id for _, m in node.seen] == [1, 2]
+            size = struct.unpack(">i", await reader.readexactly(4))[0]
+            assert struct.unpack(">i", (await reader.readexactly(size))[:4])[0] == 1
+            writer.close()
+        finally:
+            await runtime.close()
+
+    run(main())
+
+
+def test_an_inter_node_connection_with_queued_max_requests_unanswered_is_not_read_until_one_is_answered():
+    async def main():
+        node, secret = Recorder(), auth.generate()
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=secret, listener=INTER_NODE_LISTENER, queued_max_requests=2,
+                              context=lambda: {"brokers": {1: ("127.0.0.1", 9092)}, "cluster_id": "t", "broker_id": 1})
+        await runtime.start()
+        try:
+            reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+            writer.write(auth.answer(secret, await reader.readexactly(auth.NONCE_BYTES)))
             for corr in (1, 2, 3):
                 writer.write(metadata_frame(corr))
             await until(lambda: len(node.seen) == 2, "two requests")
@@ -194,13 +223,15 @@ def test_a_large_metadata_request_is_decoded_off_the_loop_and_a_large_produce_on
             writer.write(frames["produce"])
             await until(lambda: len(node.seen) == 1, "the Produce request")
             assert runtime.stats["decoded_in_thread"] == 0
-            writer.write(frames["metadata"])
+            _, second = await asyncio.open_connection("127.0.0.1", runtime.port)  # the first waits for its answer
+            second.write(frames["metadata"])
             await until(lambda: len(node.seen) == 2, "the Metadata request")
             assert runtime.stats["decoded_in_thread"] == 1
             produce, metadata = (m for _, m in node.seen)
             assert type(produce).__name__ == "ProduceRequest" and produce.correlation_id == 2
             assert type(metadata).__name__ == "MetadataRequest" and len(metadata.topics) == 6000
             writer.close()
+            second.close()
         finally:
             await runtime.close()
 

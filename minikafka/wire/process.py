@@ -52,9 +52,12 @@ Settings are Kafka's names, given to every process (``config=`` or ``--override`
 broker's and topics' defaults, and the socket server's (``NodeRuntime``):
 ``socket.request.max.bytes`` (a request frame larger than that closes its connection),
 ``queued.max.requests`` and ``queued.max.request.bytes`` (a connection holding that much
-unanswered is not read from until it holds less; the second also bounds the memory all
+unanswered is not read from until it holds less; a client's connection is read one request
+at a time anyway, as Kafka's; the second also bounds the memory all
 connections' large frames may take while they are read: 4 x ``socket.request.max.bytes``
-when it is -1).
+when it is -1); ``max.connections``, ``max.connections.per.ip`` and
+``max.connections.per.ip.overrides`` (``host:count,...``), Kafka's connection quotas (see
+``NodeRuntime``).
 
 Everything binds 127.0.0.1 unless told otherwise. Log directories live under ``dir`` (a
 temporary directory by default, removed by ``close()``), one per node, as in the
@@ -122,6 +125,9 @@ MAIN_THREAD_ENV = "MINIKAFKA_LAUNCHED_FROM_MAIN_THREAD"  # "1": PR_SET_PDEATHSIG
 SOCKET_REQUEST_MAX_BYTES = "socket.request.max.bytes"
 QUEUED_MAX_REQUESTS = "queued.max.requests"
 QUEUED_MAX_REQUEST_BYTES = "queued.max.request.bytes"
+MAX_CONNECTIONS = "max.connections"
+MAX_CONNECTIONS_PER_IP = "max.connections.per.ip"
+MAX_CONNECTIONS_PER_IP_OVERRIDES = "max.connections.per.ip.overrides"
 
 
 # --- inside a child process ---------------------------------------------------------------------------
@@ -203,24 +209,49 @@ def split_config(config: Mapping[str, Any] | None) -> tuple[dict[str, Any], dict
     100 MiB), ``queued.max.requests`` (500) and ``queued.max.request.bytes`` (-1), the last
     two per connection here, the last also the pool for large frames being read (see
     ``NodeRuntime``)."""
-    from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_QUEUED_MAX_REQUESTS
+    from minikafka.wire.runtime import DEFAULT_MAX_REQUEST_BYTES, DEFAULT_QUEUED_MAX_REQUESTS, NO_LIMIT
 
     node_config = dict(config or {})
     server = {}
     for key, kwarg, default, low in (
             (SOCKET_REQUEST_MAX_BYTES, "max_request_bytes", DEFAULT_MAX_REQUEST_BYTES, 1),
             (QUEUED_MAX_REQUESTS, "queued_max_requests", DEFAULT_QUEUED_MAX_REQUESTS, 1),
-            (QUEUED_MAX_REQUEST_BYTES, "queued_max_request_bytes", -1, -1)):
+            (QUEUED_MAX_REQUEST_BYTES, "queued_max_request_bytes", -1, -1),
+            (MAX_CONNECTIONS, "max_connections", NO_LIMIT, 0),
+            (MAX_CONNECTIONS_PER_IP, "max_connections_per_ip", NO_LIMIT, 0)):
         raw = node_config.pop(key, default)
         try:
             value = int(raw)
         except (TypeError, ValueError):
             value = low - 1
-        if value < low or value == 0:
-            raise IllegalArgumentError(f"{key} must be an integer >= {max(low, 1)}"
+        if value < low or (value == 0 and low != 0):
+            raise IllegalArgumentError(f"{key} must be an integer >= {max(low, 1) if low else 0}"
                                        f"{' (or -1)' if low < 0 else ''}, not {raw!r}")
         server[kwarg] = value
+    server["max_connections_per_ip_overrides"] = parse_ip_overrides(
+        node_config.pop(MAX_CONNECTIONS_PER_IP_OVERRIDES, ""))
     return node_config, server
+
+
+def parse_ip_overrides(text: Any) -> dict[str, int]:
+    """Kafka's ``max.connections.per.ip.overrides``: ``host:count,...`` (a host name is looked
+    up once, here, as Kafka's ``InetAddress.getByName``), an address to its limit."""
+    if isinstance(text, Mapping):
+        text = ",".join(f"{host}:{count}" for host, count in text.items())
+    out: dict[str, int] = {}
+    for item in str(text or "").split(","):
+        if not item.strip():
+            continue
+        host, sep, count = item.strip().rpartition(":")
+        if not sep or not host or not count.strip().isdigit():
+            raise IllegalArgumentError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: expected HOST:COUNT "
+                                       f"(e.g. 127.0.0.1:100), not {item.strip()!r}")
+        try:
+            address = socket.getaddrinfo(host.strip("[]"), None)[0][4][0]
+        except OSError as e:
+            raise IllegalArgumentError(f"{MAX_CONNECTIONS_PER_IP_OVERRIDES}: cannot resolve {host!r} ({e})") from None
+        out[address] = int(count)
+    return out
 
 
 def parse_voters(text: str) -> dict[int, tuple[str, int]]:

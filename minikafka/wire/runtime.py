@@ -40,7 +40,34 @@ asyncio event loop, and does for it what the world does in a simulation:
   mutes such a channel): answers wait in its socket buffer, not in our memory. Nor is one
   that has too much waiting here: ``queued.max.requests`` unanswered requests, or
   ``queued.max.request.bytes`` of request frames and answers queued behind a slower one
-  (both per connection here; Kafka bounds its shared request queue with them).
+  (both per connection here; Kafka bounds its shared request queue with them). A client
+  connection has at most one request unanswered (below), so ``queued.max.requests`` binds
+  only the cluster's own nodes' connections.
+- **One request at a time, in turns.** Kafka's network layer reads one request from a client
+  connection and mutes the channel until that request's answer is sent (``Selector.mute``):
+  a client that pipelines (kafka-python sends up to five) cannot make the broker work for it
+  alone. So here: after a request that expects an answer, a client connection is read again
+  only once every answer it is owed has been handed to its socket; what it sent meanwhile
+  waits in the socket buffers. And each connection yields to the loop after every request,
+  so ready connections are served round-robin, one request each per turn: 500 connections
+  pipelining ApiVersions used to be served a socket buffer (about 1,600 requests) at a time
+  each, and a well-behaved producer waited seconds behind them (benchmarks/RESULTS.md).
+  Inter-node connections are not muted: the cluster's own nodes send private frames
+  (heartbeats, the quorum's messages) that must never wait behind a follower's long-poll Fetch.
+- **Connection quotas** (Kafka's ``ConnectionQuotas``). ``max.connections.per.ip`` (with
+  ``max.connections.per.ip.overrides``, ``host:count,...``): a new connection from an address
+  that already has that many is closed right after accept, logged, as Kafka's acceptor does.
+  ``max.connections`` (all listeners of this node): at the limit a new client connection
+  waits, unread and undelivered, until another closes (Kafka's acceptor stops accepting and
+  new connections wait in the kernel's backlog; asyncio has no way to pause a listener, so
+  here they wait accepted, each holding a descriptor). The inter-broker listener is
+  protected, as in Kafka: a broker's connection is always admitted, and if that puts the node
+  over the limit the least recently used client connection is closed.
+- **Closing.** Connections that end are torn down by one closer, ``CLOSES_PER_TURN`` a loop
+  turn, not all in the turn they ended in. What asyncio does itself is not spread: it reads
+  the end of every hung-up socket in one turn, and wakes every connection's task in the next,
+  so 10,000 idle clients hanging up at once still hold the others once, for about half a
+  second on this machine (0.8 s before the closer; benchmarks/RESULTS.md).
 - **Memory for requests being read** (Kafka's memory pool, KIP-72). A frame of more than
   ``POOLED_FRAME_BYTES`` is read only once its whole size is set aside from one pool for all
   connections: ``queued.max.request.bytes`` if set, else ``READ_POOL_FRAMES`` largest
@@ -117,6 +144,10 @@ ON_LOOP_HOWEVER_LARGE = frozenset({codec.PRODUCE})
 # Names of closed connections the node may still answer, remembered so that a new connection
 # from the same recycled port is not mistaken for the old one; bounded: oldest forgotten.
 RETIRED_NAMES_KEPT = 10_000
+# Kafka's default for max.connections and max.connections.per.ip: no limit.
+NO_LIMIT = 2**31 - 1
+# Connections torn down a loop turn (see "Closing"): the rest wait for the next turn.
+CLOSES_PER_TURN = 64
 # What a listener is for (Kafka's listener names): clients, or the cluster's own nodes
 # (a broker's inter-broker listener, a controller's controller listener).
 CLIENT_LISTENER, INTER_NODE_LISTENER = "client", "inter-node"
@@ -184,7 +215,8 @@ class NodeRuntime:
         context: Callable[[], Any] | None = None, resolve: Callable[[NodeId], tuple[str, int] | None] | None = None,
         listener: str = CLIENT_LISTENER, inter_node_port: int | None = None, secret: bytes | None = None,
         queued_max_requests: int = DEFAULT_QUEUED_MAX_REQUESTS, queued_max_request_bytes: int = -1,
-        reuse_port: bool = False,
+        reuse_port: bool = False, max_connections: int = NO_LIMIT, max_connections_per_ip: int = NO_LIMIT,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
     ) -> None:
         if listener not in (CLIENT_LISTENER, INTER_NODE_LISTENER):
             raise IllegalArgumentError(f"a listener is {CLIENT_LISTENER!r} or {INTER_NODE_LISTENER!r}, not {listener!r}")
@@ -220,8 +252,18 @@ class NodeRuntime:
         self._counter = itertools.count(2)
         self._retired: dict[str, None] = {}  # names of closed connections with requests unanswered
         self._inbound: dict[NodeId, _Connection] = {}  # peers without an address: their own connection
+        # Connection quotas (see "Connection quotas"): counted per address and in all.
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.max_connections_per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self._per_ip: dict[str, int] = {}
+        self._open_connections = 0
+        self._slot_freed = asyncio.Event()
+        self._closing: deque = deque()  # connections waiting for the closer (see "Closing")
+        self._closer_scheduled = False
         self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0,
-                      "muted": 0, "decoded_in_thread": 0, "waited_for_memory": 0, "bytes_sent_from_files": 0}
+                      "muted": 0, "decoded_in_thread": 0, "waited_for_memory": 0, "bytes_sent_from_files": 0,
+                      "rejected_connections": 0, "waited_for_slot": 0, "closed_least_recently_used": 0}
 
     # --- lifecycle ---------------------------------------------------------------------------------------
 
@@ -260,7 +302,8 @@ class NodeRuntime:
             if server is not None:
                 server.close()
         for conn in list(self._connections.values()):
-            self._close_connection(conn, "shutting down")
+            self._close_connection(conn, "shutting down", at_once=True)
+        self._close_some(len(self._closing))
         for peer in self._peers.values():
             if peer.writer is not None:
                 peer.writer.close()
@@ -355,6 +398,47 @@ class NodeRuntime:
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, inter_node: bool) -> None:
         host, port = (writer.get_extra_info("peername") or ("unknown", 0))[:2]  # None if already reset
         name = f"/{host}:{port}"
+        # A broker's inter-broker listener beside its client listener is protected (see "Connection quotas").
+        protected = inter_node and self.inter_node_port is not None
+        if not protected and self._open_connections >= self.max_connections:
+            self.stats["waited_for_slot"] += 1
+            while self._open_connections >= self.max_connections:
+                self._slot_freed.clear()
+                await self._slot_freed.wait()
+        self._open_connections += 1
+        count = self._per_ip.get(host, 0)
+        self._per_ip[host] = count + 1
+        try:
+            limit = self.max_connections_per_ip_overrides.get(host, self.max_connections_per_ip)
+            if count >= limit:
+                self.stats["rejected_connections"] += 1
+                log.warning("%s: rejected connection from %s: address already has the configured maximum of %d "
+                            "connections (max.connections.per.ip)", self.node.node_id, host, limit)
+                writer.close()
+                return
+            if self._open_connections > self.max_connections:  # a protected one over the limit
+                self._close_least_recently_used()
+            await self._serve_admitted(reader, writer, inter_node, name)
+        finally:
+            self._open_connections -= 1
+            if self._per_ip[host] == 1:
+                del self._per_ip[host]
+            else:
+                self._per_ip[host] -= 1
+            self._slot_freed.set()
+
+    def _close_least_recently_used(self) -> None:
+        """Kafka's ``maxConnectionsExceeded``: the client connection idle longest goes."""
+        for conn in self._connections.values():  # in order of last request (see _serve_admitted)
+            if not conn.inter_node and not conn.closed:
+                self.stats["closed_least_recently_used"] += 1
+                log.warning("%s: closing connection %s, the least recently used: over max.connections (%d)",
+                            self.node.node_id, conn.name, self.max_connections)
+                self._close_connection(conn, "over max.connections")
+                return
+
+    async def _serve_admitted(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter, inter_node: bool,
+                              name: str) -> None:
         if inter_node and not await self._admit(reader, writer, name):
             return
         if name in self._retired or name in self._connections:  # a recycled port: see "Who is who"
@@ -372,6 +456,8 @@ class NodeRuntime:
                     raise codec.FrameError(
                         f"frame of {size} bytes (socket.request.max.bytes is {self.max_request_bytes})")
                 frame = await self._read_frame(reader, size)
+                if not inter_node:  # the most recently used last: the least is first (max.connections)
+                    self._connections[conn.name] = self._connections.pop(conn.name)
                 if _off_loop(size, int.from_bytes(frame[:2], "big", signed=True)) and not codec.is_internal(frame):
                     self.stats["decoded_in_thread"] += 1
                     self._on_frame(conn, frame, await asyncio.to_thread(codec.decode_request, frame))
@@ -380,12 +466,14 @@ class NodeRuntime:
                 # Back-pressure: while the client leaves its answers unread (the socket buffer
                 # is full), read nothing more from it.
                 await writer.drain()
-                # ... nor while it has too much waiting here (requests parked in a purgatory,
-                # answers queued behind a slow one): Kafka mutes such a channel too.
+                # ... nor while it is owed an answer (a client: one request at a time) or has
+                # too much waiting here (requests parked in a purgatory, answers queued behind
+                # a slow one): Kafka mutes such a channel too.
                 while self._over_limits(conn) and not conn.closed:
                     self.stats["muted"] += 1
                     conn.room.clear()
                     await conn.room.wait()
+                await asyncio.sleep(0)  # the next ready connection's turn (see "One request at a time")
         except (asyncio.IncompleteReadError, ConnectionError):
             pass  # the client went away
         except RefusedFrame as e:
@@ -541,6 +629,8 @@ class NodeRuntime:
         return False
 
     def _over_limits(self, conn: _Connection) -> bool:
+        if conn.order and not conn.inter_node:  # a client: one request at a time
+            return True
         return len(conn.order) >= self.queued_max_requests or conn.held_bytes >= self.queued_max_request_bytes
 
     def _deliver(self, src: NodeId, message: Any) -> None:
@@ -584,7 +674,7 @@ class NodeRuntime:
                       self.node.node_id, conn.name, decoded.api_name, decoded.api_version, corr)
         self._close_connection(conn, "unencodable answer")
 
-    def _close_connection(self, conn: _Connection, why: str) -> None:
+    def _close_connection(self, conn: _Connection, why: str, *, at_once: bool = False) -> None:
         if conn.closed:
             return
         conn.closed = True
@@ -596,10 +686,25 @@ class NodeRuntime:
             self._retired[conn.name] = None
             if len(self._retired) > RETIRED_NAMES_KEPT:
                 del self._retired[next(iter(self._retired))]
-        try:
-            conn.writer.close()
-        except Exception:  # already broken
-            pass
+        self._closing.append(conn.writer)
+        if at_once:
+            self._close_some(len(self._closing))
+        elif not self._closer_scheduled:
+            self._closer_scheduled = True
+            self._loop.call_soon(self._close_some)
+
+    def _close_some(self, n: int = CLOSES_PER_TURN) -> None:
+        """The closer (see "Closing"): ``n`` transports now, the rest in later loop turns."""
+        self._closer_scheduled = False
+        for _ in range(min(n, len(self._closing))):
+            writer = self._closing.popleft()
+            try:
+                writer.close()
+            except Exception:  # already broken
+                pass
+        if self._closing and not self._closer_scheduled:
+            self._closer_scheduled = True
+            self._loop.call_soon(self._close_some)
 
     # --- outgoing connections -------------------------------------------------------------------------------
 
