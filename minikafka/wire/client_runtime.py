@@ -59,6 +59,7 @@ from minikafka.wire.codec import FrameError
 log = logging.getLogger(__name__)
 
 CONNECT_TIMEOUT_S = 3.0  # per bootstrap address
+CLOSE_TIMEOUT_S = 3.0  # a closing client waits at most this long for the answers it is owed
 BOOTSTRAP_TIMEOUT_MS = 30_000  # kafka-python's bootstrap_timeout_ms
 BOOTSTRAP_BACKOFF_S = 0.1  # between metadata answers that list no broker yet
 _API_VERSIONS_CORR = -1  # the correlation id of a connection's opening ApiVersions (clients count from 0 up)
@@ -129,9 +130,17 @@ class ClientRuntime:
         return node_id in self.nodes
 
     def crash(self, node_id: NodeId, **_: Any) -> None:
-        """Stop the node (a client's close): its connections close, its timers are void."""
-        if self.nodes.pop(node_id, None) is None:
+        """Stop the node (a client's close): its connections close, its timers are void.
+
+        First the answers it is owed come in (at most ``CLOSE_TIMEOUT_S``), as kafka-python's
+        close waits for its LeaveGroup's: a broker reads a client connection one request at a
+        time, and a socket closed with requests still unread there is reset, which takes them
+        with it (a consumer's LeaveGroup lost that way leaves its group Stable for a session)."""
+        if node_id not in self.nodes:
             return
+        self.run_until(lambda: not any(c.waiting or c.out for c in self._connections.values()),
+                       int(CLOSE_TIMEOUT_S * 1000))
+        self.nodes.pop(node_id, None)
         for conn in list(self._connections.values()):
             self._close(conn, None)
         self._timers.clear()
