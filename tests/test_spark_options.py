@@ -197,6 +197,22 @@ def test_the_calculator_refuses_counts_that_are_not_positive():
             Calc(max_records_per_partition=bad)
 
 
+def test_a_cluster_sessions_workers_run_this_environments_python_by_its_path_not_a_launcher_in_tmp():
+    # main named a launcher in the driver's temporary folder for every master: a worker on
+    # another host has no such file ("Cannot run program /tmp/minikafka-spark-.../python").
+    import sys
+    import tempfile
+
+    from minikafka.spark.session import python_for
+
+    for master in ("spark://10.0.0.5:7077", "yarn", "k8s://https://k8s:6443", "SPARK://host:7077"):
+        assert python_for(master) == sys.executable
+        assert not python_for(master).startswith(tempfile.gettempdir())
+    for master in ("", "  ", None):
+        with pytest.raises(ValueError, match="master must be a Spark master URL"):
+            python_for(master)
+
+
 def test_the_session_helper_says_clearly_when_java_is_missing_or_too_old(monkeypatch, tmp_path):
     from minikafka.spark.session import JavaNotFoundError, java_version
 
