@@ -166,7 +166,8 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(switch_interval, READ_SWITCH_INTERVAL_S))
     try:
-        for rows in fetch_range(consumer, options, part.topic, part.partition, part.from_offset, part.until_offset):
+        for rows in fetch_range(consumer, options, part.topic, part.partition, part.from_offset, part.until_offset,
+                                part.end_is_log_end):
             n = len(rows)
             columns = [
                 rows.keys,
