@@ -143,6 +143,9 @@ def test_a_batch_has_one_task_per_topic_partition_by_default_however_small():
     tasks = plan_tasks(_ranges([30] * 9 + [0]), opts)
     assert [_spans(t.ranges) for t in tasks] == [[(p, 100, 130)] for p in range(9)]  # the empty one dropped
     assert all(t.ranges[0].end_is_log_end for t in tasks)
+    # Largest first, so that Spark starts the long reads first; ties in partition order.
+    tasks = plan_tasks(_ranges([10, 50, 20, 50]), opts)
+    assert [_spans(t.ranges) for t in tasks] == [[(1, 100, 150)], [(3, 100, 150)], [(2, 100, 120)], [(0, 100, 110)]]
 
 
 def test_min_partitions_splits_the_large_ranges_as_sparks_calculator_does():
