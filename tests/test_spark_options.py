@@ -69,7 +69,10 @@ def test_kafka_options_become_typed_kafka_python_arguments():
     ({"kafka.value.deserializer": "x"}, False, "Values are always read as byte arrays"),
     ({"kafka.no.such.setting": "1"}, False, "has no 'no_such_setting'"),
     ({"kafka.fetch.max.bytes": "lots"}, False, "must be a number"),
-    ({"minPartitions": "4"}, False, "'minpartitions' of Spark's Kafka source is not supported"),
+    ({"minPartitions": "0"}, False, "'minPartitions' must be a positive whole number, not '0'"),
+    ({"minPartitions": "four"}, True, "'minPartitions' must be a positive whole number, not 'four'"),
+    ({"maxRecordsPerPartition": "-5"}, False, "'maxRecordsPerPartition' must be a positive whole number"),
+    ({"groupIdPrefix": "x"}, False, "'groupidprefix' of Spark's Kafka source is not supported"),
     ({"subscribePattern": "("}, False, "not a valid regex"),
 ])
 def test_bad_options_are_refused_with_the_option_named(options, batch, message):
@@ -120,25 +123,97 @@ def test_admit_shares_a_limit_in_proportion_to_backlog_never_exceeding_it():
         assert admit(begin, latest, limit) == end  # deterministic
 
 
-def test_plan_tasks_packs_small_batches_into_few_tasks_and_gives_big_ones_a_task_per_partition():
-    from minikafka.spark.reader import OffsetRange, plan_tasks
+def _ranges(sizes, topic="t"):
+    from minikafka.spark.offset_range_calculator import OffsetRange
 
-    def ranges(sizes):
-        return [OffsetRange("t", p, 100, 100 + n) for p, n in enumerate(sizes)]
+    return [OffsetRange(topic, p, 100, 100 + n, True) for p, n in enumerate(sizes)]
 
-    small = plan_tasks(ranges([30] * 10), rows_per_task=1000)
-    assert len(small) == 1 and sorted(r.partition for r in small[0].ranges) == list(range(10))
-    big = plan_tasks(ranges([5000] * 10), rows_per_task=1000)
-    assert len(big) == 10 and all(len(t.ranges) == 1 for t in big)
+
+def _spans(ranges):
+    return [(r.partition, r.from_offset, r.until_offset) for r in ranges]
+
+
+def test_a_batch_has_one_task_per_topic_partition_by_default_however_small():
+    # Spark's Kafka source: a 1-1 mapping of Kafka partitions to Spark tasks. (main packed
+    # ten ranges of 30 records into one task, so one executor read them all.)
+    from minikafka.spark.options import KafkaSourceOptions
+    from minikafka.spark.reader import plan_tasks
+
+    opts = KafkaSourceOptions.parse(BASE, batch=False)
+    tasks = plan_tasks(_ranges([30] * 9 + [0]), opts)
+    assert [_spans(t.ranges) for t in tasks] == [[(p, 100, 130)] for p in range(9)]  # the empty one dropped
+    assert all(t.ranges[0].end_is_log_end for t in tasks)
+    # Largest first, so that Spark starts the long reads first; ties in partition order.
+    tasks = plan_tasks(_ranges([10, 50, 20, 50]), opts)
+    assert [_spans(t.ranges) for t in tasks] == [[(1, 100, 150)], [(3, 100, 150)], [(2, 100, 120)], [(0, 100, 110)]]
+
+
+def test_min_partitions_splits_the_large_ranges_as_sparks_calculator_does():
+    # Cases from Spark's KafkaOffsetRangeCalculatorSuite, worked by hand from its rules.
+    from minikafka.spark.offset_range_calculator import KafkaOffsetRangeCalculator as Calc
+
+    # Enough ranges already: nothing is cut.
+    assert _spans(Calc(min_partitions=2).get_ranges(_ranges([10, 10, 10]))) == [(0, 100, 110), (1, 100, 110), (2, 100, 110)]
+    # One range of 10 into 3: 3, 3, 4 (the last takes the rounding).
+    assert _spans(Calc(min_partitions=3).get_ranges(_ranges([10]))) == [(0, 100, 103), (0, 103, 106), (0, 106, 110)]
+    # Skew: 1 and 1 stay whole (their share rounds to 1 of 4), 10 takes the other 2 tasks.
+    got = Calc(min_partitions=4).get_ranges(_ranges([1, 1, 10]))
+    assert _spans(got) == [(0, 100, 101), (1, 100, 101), (2, 100, 105), (2, 105, 110)]
+    # Only the piece ending at the log's end keeps end_is_log_end.
+    assert [r.end_is_log_end for r in got] == [True, True, False, True]
+    # Half rounds up, as Scala's math.round: 5 of 10 offsets at minPartitions 3 is 1.5 -> 2 parts.
+    assert _spans(Calc(min_partitions=3).get_ranges(_ranges([5, 5]))) == [
+        (0, 100, 102), (0, 102, 105), (1, 100, 102), (1, 102, 105)]
+
+
+def test_max_records_per_partition_caps_every_task_then_min_partitions_applies():
+    from minikafka.spark.offset_range_calculator import KafkaOffsetRangeCalculator as Calc
+
+    assert _spans(Calc(max_records_per_partition=4).get_ranges(_ranges([10, 3]))) == [
+        (0, 100, 103), (0, 103, 106), (0, 106, 110), (1, 100, 103)]
+    got = Calc(min_partitions=8, max_records_per_partition=50).get_ranges(_ranges([100]))
+    assert len(got) == 8 and max(r.size for r in got) <= 50
     rng = random.Random(3)
-    for _ in range(200):
+    for _ in range(300):
         sizes = [rng.choice([0, 1, rng.randint(0, 5000)]) for _ in range(rng.randint(1, 12))]
-        tasks = plan_tasks(ranges(sizes), rows_per_task=rng.randint(1, 3000))
-        covered = sorted((r.partition, r.from_offset, r.until_offset) for t in tasks for r in t.ranges)
-        assert covered == [(p, 100, 100 + n) for p, n in enumerate(sizes) if n > 0]  # each range once
-        assert len(tasks) <= sum(1 for n in sizes if n > 0)
-        again = plan_tasks(ranges(sizes), rows_per_task=1)
-        assert [t.value for t in again] == [t.value for t in plan_tasks(ranges(sizes), rows_per_task=1)]
+        mn = rng.choice([None, rng.randint(1, 40)])
+        mx = rng.choice([None, rng.randint(1, 3000)])
+        got = Calc(mn, mx).get_ranges(_ranges(sizes))
+        # Every offset once, in order, each piece non-empty and within the cap.
+        for p, n in enumerate(sizes):
+            pieces = [r for r in got if r.partition == p]
+            assert [(r.from_offset, r.until_offset) for r in pieces][:1] == ([(100, pieces[0].until_offset)] if n else [])
+            assert all(a.until_offset == b.from_offset for a, b in zip(pieces, pieces[1:]))
+            assert (pieces[-1].until_offset if pieces else 100) == 100 + n
+            assert sum(r.end_is_log_end for r in pieces) == (1 if n else 0)
+        assert all(r.size > 0 and (mx is None or r.size <= mx) for r in got)
+        assert _spans(Calc(mn, mx).get_ranges(_ranges(sizes))) == _spans(got)  # deterministic
+
+
+def test_the_calculator_refuses_counts_that_are_not_positive():
+    from minikafka.spark.offset_range_calculator import KafkaOffsetRangeCalculator as Calc
+
+    for bad in (0, -1, 2.5, True):
+        with pytest.raises(ValueError, match="minPartitions must be a positive whole number"):
+            Calc(min_partitions=bad)
+        with pytest.raises(ValueError, match="maxRecordsPerPartition must be a positive whole number"):
+            Calc(max_records_per_partition=bad)
+
+
+def test_a_cluster_sessions_workers_run_this_environments_python_by_its_path_not_a_launcher_in_tmp():
+    # main named a launcher in the driver's temporary folder for every master: a worker on
+    # another host has no such file ("Cannot run program /tmp/minikafka-spark-.../python").
+    import sys
+    import tempfile
+
+    from minikafka.spark.session import python_for
+
+    for master in ("spark://10.0.0.5:7077", "yarn", "k8s://https://k8s:6443", "SPARK://host:7077"):
+        assert python_for(master) == sys.executable
+        assert not python_for(master).startswith(tempfile.gettempdir())
+    for master in ("", "  ", None):
+        with pytest.raises(ValueError, match="master must be a Spark master URL"):
+            python_for(master)
 
 
 def test_the_session_helper_says_clearly_when_java_is_missing_or_too_old(monkeypatch, tmp_path):
@@ -227,7 +302,7 @@ def test_latest_offset_adds_new_partitions_and_stops_at_the_available_now_target
     live = stream_reader({t0: 0, t1: 5}, {t0: 150, t1: 20})  # no AvailableNow: the new partition joins
     assert from_spark_offsets(live.latestOffset(start, ReadAllAvailable())) == {t0: 150, t1: 20}
     assert [r.value for r in live.partitions(start, to_spark_offsets({t0: 150, t1: 20}))] == [
-        (("trucks_gps", 0, 40, 150), ("trucks_gps", 1, 5, 20))]
+        (("trucks_gps", 0, 40, 150),), (("trucks_gps", 1, 5, 20),)]  # a task per partition
 
 
 def test_a_topic_deleted_while_its_offsets_are_looked_up_counts_as_gone():

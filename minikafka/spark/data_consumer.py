@@ -32,6 +32,10 @@ reader it replaces:
   unless ``failOnDataLoss=false``, which skips to the log start).
 - ``isolation.level=read_committed`` (``kafka.isolation.level``): the broker stops at the
   last stable offset and lists aborted transactions, whose records are dropped.
+- A range whose end a broker gave as its log's end is checked against the batches fetched:
+  one holding offsets on both sides of that end proves the answer wrong (a Kafka-compatible
+  broker that answers ListOffsets "latest" with something else), and the task fails with
+  the broker and the partition named: reading on would be silently short.
 """
 
 from __future__ import annotations
@@ -143,6 +147,22 @@ def close_connections(consumer) -> None:
         conn.close()
 
 
+def batch_across(buf: bytes, offset: int) -> tuple[int, int] | None:
+    """The first and last offset of a whole record batch in ``buf`` that holds both
+    ``offset - 1`` and ``offset``, if there is one: then ``offset`` is not a log end."""
+    pos, size = 0, len(buf)
+    while pos + _HEADER_SIZE <= size:
+        base, length = _PREFIX.unpack_from(buf, pos)
+        end = pos + 12 + length
+        if end > size:
+            break
+        (delta,) = _LAST_OFFSET_DELTA.unpack_from(buf, pos + _LAST_OFFSET_DELTA_AT)
+        if base < offset <= base + delta:
+            return base, base + delta
+        pos = end
+    return None
+
+
 def next_fetch_offset(buf: bytes, position: int) -> int:
     """The offset after the last whole batch in ``buf`` (``position`` if there is none)."""
     pos, size = 0, len(buf)
@@ -237,6 +257,13 @@ class PartitionFetcher:
         except OSError as e:  # refused, reset: fetch_range's retry loop refreshes metadata and tries again
             return _Sent(None, 0, version, error=e)
 
+    def leader_address(self) -> str:
+        """The partition's leader as ``host:port (broker id)``, for error messages."""
+        cluster = self.consumer._cluster
+        leader = cluster.leader_for_partition(self.tp)
+        broker = cluster.broker_metadata(leader) if leader is not None and leader >= 0 else None
+        return f"{broker.host}:{broker.port} (broker {leader})" if broker is not None else f"(broker {leader})"
+
     def refresh(self) -> None:
         """After a leader change or a lost connection: new metadata, then a short back-off."""
         try:
@@ -246,9 +273,20 @@ class PartitionFetcher:
         time.sleep(self.backoff_s)
 
 
+class BrokerAnsweredWrongly(KafkaSourceError):
+    """A broker's ListOffsets answer disagrees with the records it serves: reading on would be
+    short (or, for a sink, doubled)."""
+
+
 def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
-                until_offset: int) -> Iterator[FetchedRecords]:
-    """The records of ``[from_offset, until_offset)``, one ``FetchedRecords`` per Fetch response."""
+                until_offset: int, end_is_log_end: bool = False) -> Iterator[FetchedRecords]:
+    """The records of ``[from_offset, until_offset)``, one ``FetchedRecords`` per Fetch response.
+
+    With ``end_is_log_end`` (``until_offset`` is what a broker answered for the log's end),
+    a record batch that holds both ``until_offset - 1`` and ``until_offset`` proves that
+    answer wrong (a log ends between batches: Kafka appends, replicates and advances the high
+    watermark whole batches at a time), and the read fails naming the broker and partition.
+    """
     import kafka.errors as Errors
 
     fetcher = PartitionFetcher(consumer, options, topic, partition)
@@ -291,6 +329,14 @@ def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
                     error = err.__name__
                 else:
                     buf = data.records or b""
+                    if end_is_log_end and (across := batch_across(buf, until_offset)) is not None:
+                        raise BrokerAnsweredWrongly(
+                            f"The broker {fetcher.leader_address()} (leader of {name}) said the log "
+                            f"ends at offset {until_offset} (ListOffsets), but its Fetch returned a record "
+                            f"batch holding offsets {across[0]} to {across[1]}, across that end (high "
+                            f"watermark {data.high_watermark}): reading to that end would leave records "
+                            "out. The query stops rather than read short; is this a Kafka-compatible "
+                            "broker whose ListOffsets answers are wrong?")
                     nxt = next_fetch_offset(buf, position)
                     if position < nxt < until_offset:
                         pending = (fetcher.send(nxt), nxt)  # the broker works while we decode
@@ -309,8 +355,11 @@ def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
                         continue
                     error = "no records below the high watermark"
         if time.monotonic() - progress_at > options.poll_timeout_ms / 1000:
+            hw = data.high_watermark if error == "no records below the high watermark" else None
             raise KafkaSourceError(
                 f"Reading {name} offsets [{position}, {until_offset}) from {options.bootstrap_servers} "
                 f"made no progress for kafkaConsumer.pollTimeoutMs={options.poll_timeout_ms} ms "
-                f"({error}): is the partition's leader up?")
+                f"({error}" + (f": the leader {fetcher.leader_address()} reports a high watermark of "
+                               f"{hw}, below the planned end {until_offset}" if hw is not None and hw < until_offset
+                               else "") + "): is the partition's leader up?")
         fetcher.refresh()

@@ -45,7 +45,7 @@ _REFUSED = {
 _NOT_IMPLEMENTED = (
     "startingtimestamp", "startingoffsetsbytimestamp", "startingoffsetsbytimestampstrategy",
     "endingtimestamp", "endingoffsetsbytimestamp", "minoffsetspertrigger", "maxtriggerdelay",
-    "minpartitions", "maxrecordsperpartition", "groupidprefix", "fetchoffset.numretries",
+    "groupidprefix", "fetchoffset.numretries",
     "fetchoffset.retryintervalms",
 )
 
@@ -68,6 +68,8 @@ class KafkaSourceOptions:
     starting: int | dict[TopicPartition, int] = LATEST  # EARLIEST, LATEST or per partition
     ending: int | dict[TopicPartition, int] = LATEST  # batch queries only
     max_offsets_per_trigger: int | None = None
+    min_partitions: int | None = None  # minPartitions: cut large ranges into about this many tasks
+    max_records_per_partition: int | None = None  # maxRecordsPerPartition: no task reads more offsets
     fail_on_data_loss: bool = True
     include_headers: bool = False
     poll_timeout_ms: int = 120_000  # kafkaConsumer.pollTimeoutMs: Spark's default, spark.network.timeout
@@ -146,6 +148,9 @@ class KafkaSourceOptions:
             starting=starting,
             ending=ending,
             max_offsets_per_trigger=max_per_trigger,
+            min_partitions=_positive_int(opts["minpartitions"], "minPartitions") if "minpartitions" in opts else None,
+            max_records_per_partition=(_positive_int(opts["maxrecordsperpartition"], "maxRecordsPerPartition")
+                                       if "maxrecordsperpartition" in opts else None),
             fail_on_data_loss=_bool(opts.get("failondataloss", "true"), "failOnDataLoss"),
             include_headers=_bool(opts.get("includeheaders", "false"), "includeHeaders"),
             poll_timeout_ms=_positive_int(opts.get("kafkaconsumer.polltimeoutms", "120000"),

@@ -17,14 +17,18 @@ A streaming query (``KafkaMicroBatchStream``):
   Under ``Trigger.AvailableNow`` the ends found by ``prepareForTriggerAvailableNow`` are a
   ceiling, so the query drains what existed when it started, and stops.
 - ``partitions(start, end)`` makes Spark tasks of the offset ranges ``[start, end)`` of the
-  partitions with new records: one task per partition for a large batch, as Spark's
-  source, fewer for a small one (``plan_tasks``). ``read`` fetches exactly those ranges
+  partitions with new records: one task per range, as Spark's source, the ranges cut by
+  ``minPartitions`` and ``maxRecordsPerPartition`` (``offset_range_calculator``), so Spark
+  spreads a batch's partitions over its executors. ``read`` fetches exactly those ranges
   (the task's own Fetch requests, no group: see ``data_consumer``; decoded by
   ``arrow_records`` straight into columns) and yields them as Arrow record batches. A task
   re-run by Spark reads the same ranges again: the same rows.
 
 Invariants: offsets only move forward, and a planned range is read whole or the task fails:
-rows are never skipped silently. Where records a query still needed are gone (deleted by
+rows are never skipped silently. A range that ends where a broker said its log ends is
+checked against the records fetched: a record batch running past that end means the broker
+answered ListOffsets wrongly, and the task fails naming the broker and the partition
+(``data_consumer``), instead of the query reading short. Where records a query still needed are gone (deleted by
 retention, a partition deleted, a log truncated below the checkpoint) the query fails with
 a message saying which, unless ``failOnDataLoss=false``, which skips ahead as Spark does.
 Offsets with no record (compaction, transaction markers) are simply not rows.
@@ -41,6 +45,7 @@ from typing import Any, Iterator
 from pyspark.sql.datasource import DataSourceReader, DataSourceStreamReader, InputPartition
 from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, SupportsTriggerAvailableNow
 
+from minikafka.spark.offset_range_calculator import KafkaOffsetRangeCalculator, OffsetRange
 from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, TopicsVanished, connect_consumer
 from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
 
@@ -52,7 +57,6 @@ ROWS_PER_ARROW_BATCH = 10_000
 # Our reading of why: at 5 ms the receiving thread waits that long for the GIL after each
 # socket buffer-full, and the broker's send waits for it.
 READ_SWITCH_INTERVAL_S = 0.0005
-ROWS_PER_TASK = 500_000  # about half a second of reading for one task (~1M rows/s): its start-up cost (~0.2 s) is small beside it
 
 Offsets = dict[TopicPartition, int]
 
@@ -88,60 +92,27 @@ def admit(begin: Offsets, latest: Offsets, max_rows: int | None) -> Offsets:
     return {tp: begin[tp] + take[tp] for tp in begin}
 
 
-class OffsetRange:
-    """The records of one topic-partition in ``[from_offset, until_offset)``."""
-
-    __slots__ = ("topic", "partition", "from_offset", "until_offset")
-
-    def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int) -> None:
-        self.topic = topic
-        self.partition = partition
-        self.from_offset = from_offset
-        self.until_offset = until_offset
-
-    @property
-    def size(self) -> int:
-        return self.until_offset - self.from_offset
-
-    def __getstate__(self) -> tuple:
-        return (self.topic, self.partition, self.from_offset, self.until_offset)
-
-    def __setstate__(self, state: tuple) -> None:
-        self.topic, self.partition, self.from_offset, self.until_offset = state
-
-    def __repr__(self) -> str:
-        return f"{self.topic}-{self.partition}[{self.from_offset}, {self.until_offset})"
-
-
 class KafkaInputPartition(InputPartition):
-    """One Spark task: one or more offset ranges, read one after the other."""
+    """One Spark task: one offset range (a list, so that a task made before may hold more)."""
 
     def __init__(self, ranges: list[OffsetRange]) -> None:
         super().__init__(tuple((r.topic, r.partition, r.from_offset, r.until_offset) for r in ranges))
         self.ranges = list(ranges)
 
 
-def plan_tasks(ranges: list[OffsetRange], rows_per_task: int | None = None) -> list[KafkaInputPartition]:
-    """Spark tasks for a batch: one per partition when there is much to read, fewer when little.
+def plan_tasks(ranges: list[OffsetRange], options: KafkaSourceOptions | None = None) -> list[KafkaInputPartition]:
+    """Spark tasks for a batch: one per offset range, the ranges cut as Spark's Kafka source
+    cuts them (``minPartitions``, ``maxRecordsPerPartition``: ``offset_range_calculator``).
 
-    Each task costs a Python worker round trip (~0.1 s here), so a micro-batch of a few hundred
-    records spread over 10 partitions would spend most of its time starting tasks. Ranges are
-    packed into ``ceil(rows / rows_per_task)`` tasks (at most one per range), largest range
-    first into the emptiest task: the same ranges always give the same tasks.
+    Largest range first (ties in topic, partition, offset order): Spark starts a stage's tasks
+    in their order as cores come free, so the long reads start early and the short ones fill
+    in at the end. In partition order, 10 partitions of 70,000-130,000 records on 2 cores
+    could leave one core idle while the other read a large last partition.
     """
-    rows_per_task = rows_per_task or ROWS_PER_TASK
-    ranges = sorted((r for r in ranges if r.size > 0), key=lambda r: (-r.size, r.topic, r.partition))
-    if not ranges:
-        return []
-    total = sum(r.size for r in ranges)
-    count = min(len(ranges), max(1, -(-total // rows_per_task)))
-    bins: list[list[OffsetRange]] = [[] for _ in range(count)]
-    loads = [0] * count
-    for r in ranges:
-        i = min(range(count), key=lambda i: (loads[i], i))
-        bins[i].append(r)
-        loads[i] += r.size
-    return [KafkaInputPartition(sorted(b, key=lambda r: (r.topic, r.partition))) for b in bins]
+    calculator = KafkaOffsetRangeCalculator(
+        options.min_partitions if options else None, options.max_records_per_partition if options else None)
+    cut = sorted(calculator.get_ranges(ranges), key=lambda r: (-r.size, r.topic, r.partition, r.from_offset))
+    return [KafkaInputPartition([r]) for r in cut]
 
 
 def _arrow_schema(include_headers: bool):
@@ -202,7 +173,8 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     switch_interval = sys.getswitchinterval()
     sys.setswitchinterval(min(switch_interval, READ_SWITCH_INTERVAL_S))
     try:
-        for rows in fetch_range(consumer, options, part.topic, part.partition, part.from_offset, part.until_offset):
+        for rows in fetch_range(consumer, options, part.topic, part.partition, part.from_offset, part.until_offset,
+                                part.end_is_log_end):
             n = len(rows)
             columns = [
                 rows.keys,
@@ -256,7 +228,9 @@ class KafkaBatchReader(DataSourceReader):
             if start[tp] > end[tp]:
                 raise KafkaSourceError(
                     f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is after its endingOffsets {end[tp]}.")
-        return plan_tasks([OffsetRange(t, p, start[(t, p)], end[(t, p)]) for t, p in tps])
+        ending = opts.ending
+        log_ends = {tp for tp in tps if ending == LATEST or (isinstance(ending, dict) and ending[tp] == LATEST)}
+        return plan_tasks([OffsetRange(t, p, start[(t, p)], end[(t, p)], (t, p) in log_ends) for t, p in tps], opts)
 
     def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
         return read_ranges(self.options, partition)
@@ -287,6 +261,9 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self.options = options
         self.offsets = KafkaOffsetReader(options)
         self.target: Offsets | None = None  # Trigger.AvailableNow: the ends when the query started
+        # The log ends the brokers gave at the last trigger: a range ending at one is checked
+        # against the log when read (data_consumer), since a log end is never inside a batch.
+        self.log_ends: Offsets = {}
 
     def initialOffset(self) -> dict:
         opts = self.options
@@ -325,6 +302,7 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         new = [tp for tp in tps if tp not in begin and (self.target is None or tp in self.target)]
         begin.update(self.offsets.earliest(new))
         latest = self.offsets.latest(begin)
+        self.log_ends = dict(latest)
         if self.target is not None:
             latest = {tp: min(off, self.target.get(tp, begin[tp])) for tp, off in latest.items()}
         for tp, off in sorted(begin.items()):
@@ -351,7 +329,8 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         until = from_spark_offsets(end)
         new = [tp for tp in until if tp not in begin]
         begin.update(self.offsets.earliest(new))
-        return plan_tasks([OffsetRange(t, p, begin[(t, p)], off) for (t, p), off in sorted(until.items())])
+        return plan_tasks([OffsetRange(t, p, begin[(t, p)], off, self.log_ends.get((t, p)) == off)
+                           for (t, p), off in sorted(until.items())], self.options)
 
     def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
         return read_ranges(self.options, partition)

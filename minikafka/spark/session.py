@@ -43,6 +43,12 @@ students share (a JupyterHub), a name made of a pid could be another user's stal
 (their process had our pid once: we could not write it) or a file or symlink planted there
 on purpose (we would run their launcher, or write through their symlink).
 
+On a cluster (a ``master`` that is not ``local...``: Spark standalone, YARN, Kubernetes) the
+executors run on other hosts, where that folder does not exist: the Python processes are
+then this environment's interpreter named by its path (``spark.pyspark.python``, ``python_for``),
+without the launcher or the fork server, and every worker host needs that same interpreter
+at that same path with this package's ``spark`` extra installed.
+
 The session is created once per Python process (Spark's ``getOrCreate``), so calling
 ``session()`` again returns the same one; the source is registered each time (cheap).
 """
@@ -171,6 +177,26 @@ exec {_sh_quote(sys.executable)} "$@"
     return str(_launcher)
 
 
+def _on_this_machine(master: str) -> bool:
+    """Whether every executor of ``master`` runs on this machine: ``local``, ``local[N]``,
+    ``local-cluster[...]``. Any other (``spark://``, ``yarn``, ``k8s://``) may run them elsewhere."""
+    return master.strip().lower().startswith("local")
+
+
+def python_for(master: str) -> str:
+    """The Python that Spark's Python processes run for a session on ``master``.
+
+    On this machine, ``worker_python()``'s launcher (a file in this process's temporary
+    folder). On a cluster the executors run on other hosts, which have no such file: there
+    it is this environment's interpreter, ``sys.executable``, by its path, which must hold on
+    every host (the same virtualenv or conda environment at the same path, with pyspark,
+    pyarrow, kafka-python and minikafka installed).
+    """
+    if not isinstance(master, str) or not master.strip():
+        raise ValueError(f"master must be a Spark master URL such as 'local[2]' or 'spark://host:7077', not {master!r}")
+    return worker_python() if _on_this_machine(master) else sys.executable
+
+
 def _sh_quote(text: str) -> str:
     return "'" + text.replace("'", "'\\''") + "'"
 
@@ -184,13 +210,14 @@ def register(spark) -> None:
 
 def session(app_name: str = "minikafka", *, master: str = "local[2]",
             config: Mapping[str, Any] | None = None):
-    """A local SparkSession set up as the module docstring says, with the source registered.
+    """A SparkSession set up as the module docstring says, with the source registered
+    (``master``: ``local[2]`` by default, or a cluster's URL, e.g. ``spark://host:7077``).
 
     ``config`` adds or overrides Spark settings (``{"spark.sql.shuffle.partitions": 4}``).
     """
     java_version()
     # Both: Spark starts the data-source lookup daemon (once per session) with the driver's.
-    python = os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = worker_python()
+    python = os.environ["PYSPARK_PYTHON"] = os.environ["PYSPARK_DRIVER_PYTHON"] = python_for(master)
     if python == str(_launcher) and sys.platform.startswith("linux"):
         _start_fork_server()
     from pyspark.sql import SparkSession
@@ -209,6 +236,8 @@ def session(app_name: str = "minikafka", *, master: str = "local[2]",
         # Streaming state stores: a small number of snapshots kept on disk (course checkpoints).
         "spark.sql.streaming.minBatchesToRetain": "10",
     }
+    if not _on_this_machine(master):
+        settings["spark.pyspark.python"] = python  # what the executors run, on their hosts
     settings.update({k: str(v) for k, v in (config or {}).items()})
     builder = SparkSession.builder.appName(app_name).master(master)
     for key, value in settings.items():

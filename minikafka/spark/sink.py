@@ -16,7 +16,9 @@ So the sink makes the write idempotent, keyed by the batch id:
   attempt got acknowledged is a *prefix* of the sorted list, in order, without duplicates;
 - before writing batch N the sink reads the topic's tail: if a later batch is there, N is
   done; otherwise the k records of batch N already there are the first k of the list, and
-  only the rest is sent.
+  only the rest is sent. The tail's end is the broker's ListOffsets answer, checked against
+  what the read fetches (a record at or past it, a high watermark above it): a wrong answer
+  stops the sink with the broker named, where it would have written records twice.
 
 Invariants: after ``write(N, records)`` returns, the topic holds each of those records
 exactly once under batch N, however many earlier attempts died part-way. It relies on
@@ -92,8 +94,15 @@ class KafkaBatchSink:
             self._consumer.assign([self._tp])
         return self._consumer
 
-    def _read(self, start: int, end: int, timeout_s: float = 60.0) -> list[tuple[int, bytes | None, bytes]]:
-        """Records at offsets [start, end) as (batch_id, key, value)."""
+    def _read(self, start: int, end: int, timeout_s: float = 60.0, *,
+              end_is_log_end: bool = False) -> list[tuple[int, bytes | None, bytes]]:
+        """Records at offsets [start, end) as (batch_id, key, value).
+
+        With ``end_is_log_end`` (``end`` is the broker's ListOffsets answer and nothing has
+        been written since: the sink is the topic's only writer), a record at ``end`` or after
+        it, or a fetch's high watermark above ``end``, proves that answer wrong: the
+        replay would write again what is there, so the sink stops instead.
+        """
         import time
 
         consumer = self._reader()
@@ -107,7 +116,27 @@ class KafkaBatchSink:
             for record in consumer.poll(timeout_ms=1000).get(self._tp, []):
                 if record.offset < end:
                     out.append((_batch_id(record), record.key, record.value))
+                elif end_is_log_end:
+                    raise self._wrong_end(end, f"a record at offset {record.offset}")
+        hw = consumer.highwater(self._tp)
+        if end_is_log_end and hw is not None and hw > end:  # (below: a new leader's lagging one)
+            raise self._wrong_end(end, f"a high watermark of {hw} in its Fetch answer")
         return out
+
+    def _wrong_end(self, end: int, seen: str):
+        from minikafka.spark.data_consumer import BrokerAnsweredWrongly
+
+        consumer = self._reader()
+        cluster = consumer._cluster
+        leader = cluster.leader_for_partition(self._tp)
+        broker = cluster.broker_metadata(leader) if leader is not None and leader >= 0 else None
+        where = f"{broker.host}:{broker.port} (broker {leader})" if broker is not None else self.bootstrap_servers
+        return BrokerAnsweredWrongly(
+            f"The broker {where} (leader of {self.topic}-0) said the log ends at offset {end} "
+            f"(ListOffsets), but the sink then read {seen}, and nothing was written in between: "
+            "replaying the batch on that answer would write records twice. KafkaBatchSink stops "
+            "rather than double the output; is this a Kafka-compatible broker whose ListOffsets "
+            "answers are wrong?")
 
     def _bounds(self) -> tuple[int, int]:
         consumer = self._reader()
@@ -133,7 +162,7 @@ class KafkaBatchSink:
         count, chunk, pos = 0, 64, end
         while pos > begin:
             start = max(begin, pos - chunk)
-            ids = [b for b, _, _ in self._read(start, pos)]
+            ids = [b for b, _, _ in self._read(start, pos, end_is_log_end=pos == end)]
             if any(b > batch_id for b in ids):
                 return None
             count += sum(1 for b in ids if b == batch_id)

@@ -17,14 +17,13 @@ What differs from Spark's Kafka source (``format("kafka")``):
 
 - It reads in Spark's Python workers: Fetch requests on kafka-python's connections, the
   record batches decoded straight into Arrow columns (``arrow_records.py``), a fraction of
-  the rate Spark reads a text file here (``make bench`` measures it). Partitions are packed
-  into tasks of up to ``ROWS_PER_TASK`` rows (a task costs ~0.1-0.2 s to start), so a
-  batch may have fewer tasks than partitions; a large partition is never split (no
-  ``minPartitions``).
+  the rate Spark reads a text file here (``make bench`` measures it). Tasks are planned
+  as Spark's: one per topic-partition, cut by ``minPartitions`` and ``maxRecordsPerPartition``
+  (``offset_range_calculator``), but without preferred executors (Spark's source asks for
+  the same executor for a partition each batch, to reuse its cached consumer).
 - Options it does not implement are refused, never ignored: ``startingTimestamp``,
   ``startingOffsetsByTimestamp``, ``endingTimestamp``, ``endingOffsetsByTimestamp``,
-  ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``minPartitions``, ``maxRecordsPerPartition``,
-  ``groupIdPrefix``, ``fetchOffset.*``. ``kafka.*`` settings are kafka-python's (a setting
+  ``minOffsetsPerTrigger``, ``maxTriggerDelay``, ``groupIdPrefix``, ``fetchOffset.*``. ``kafka.*`` settings are kafka-python's (a setting
   kafka-python lacks is an error).
 - ``maxOffsetsPerTrigger`` is shared out exactly: a batch never exceeds it (Spark's
   rounding may exceed it by a few records).
