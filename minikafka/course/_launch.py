@@ -18,7 +18,9 @@ This process, still with the grader's privileges, builds the cage and then execs
    address space, processes, file size, no core files), drops to the unprivileged user
    (root only), asks to be SIGKILLed when the launcher dies, and execs the kernel in the scratch
    folder. The launcher stays as the parent, forwards SIGINT/SIGTERM (the kernel's interrupt) and
-   exits with the kernel's status.
+   exits with the kernel's status. It is a child subreaper: where there is no PID namespace, a
+   process the submission orphans (a daemon) becomes the launcher's, not the system's, so the
+   grader's CPU count of the launcher's process tree (runner.py's limits) still sees it.
 
 It is run by path with `-I -S` so nothing from the submission's reach (site-packages, the
 current folder, PYTHON* variables) is imported before the cage is closed. It is Unix-only (fork,
@@ -40,7 +42,7 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000,
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 MS_REMOUNT, MS_BIND, MS_MOVE = 32, 4096, 8192
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -211,6 +213,10 @@ def main(argv):
         pass  # already a session leader (jupyter_client starts us in a new session)
     for problem in _isolate(config):
         print(f"minikafka sandbox: {problem}", file=sys.stderr, flush=True)
+    try:  # orphans stay in the tree whose CPU time the grader counts (Linux 3.4+)
+        _call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except OSError:
+        pass
     child = os.fork()
     if child == 0:
         try:

@@ -26,6 +26,10 @@ Where the OS lacks the launcher's Unix mechanisms (Windows: no fork, no rlimits,
 the same environment, over TCP on 127.0.0.1 instead of ipc sockets; the grading is the same, the
 cage is not, and `isolation()` says so in one line.
 
+The time limits are the runner's (runner.py): CPU seconds per cell and per notebook, read with
+`cpu_seconds()` from the kernel's whole process tree, the clock a backstop; RLIMIT_CPU is only
+the outer fence of each process.
+
 When a limit is hit, the student is told which: a kernel that dies before it answers, or a cell
 whose fork or thread fails with EAGAIN, or a kernel that dies in a cell, is reported with the
 limits in force and the last lines the kernel wrote to its stderr (kept in memory, never a file
@@ -431,6 +435,14 @@ class Sandbox:
 
     def alive(self) -> bool:
         return bool(self.manager and self.manager.is_alive())
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by the kernel and everything it started (the launcher's process
+        tree: the kernel is its child, and what the submission starts is the kernel's, its PID
+        namespace's orphans included); None where it cannot be read (`platform.cpu_seconds_of_tree`)
+        or when the kernel is gone. The runner's limits count these, not seconds on the clock."""
+        process = getattr(getattr(self.manager, "provisioner", None), "process", None)
+        return None if process is None else platform.cpu_seconds_of_tree(process.pid)
 
     def interrupt(self) -> None:
         if self.alive():
