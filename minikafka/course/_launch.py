@@ -12,6 +12,9 @@ This process, still with the grader's privileges, builds the cage and then execs
    on which only the package's folder and the virtualenv are bind-mounted back, read-only, so
    no .git, exercises/, notebooks/ or folders beside it are readable) and network (only a loopback
    interface: notebooks can still talk to brokers they start themselves, nothing outside).
+   The kernel's user is called `student` (a /etc/passwd and /etc/group of its own, bind-mounted
+   read-only, with its home the scratch folder), whoever runs it: a submission cannot tell the
+   grader's sandbox user from the student's own account by name (`_identity`).
    Without root it asks for a user namespace to get the same; if that is refused too it goes on
    with what it got and says so on stderr (the grader reports the isolation level);
 3. it forks: the child becomes process 1 of the new PID namespace, sets the rlimits (CPU seconds,
@@ -107,6 +110,10 @@ def _isolate(config) -> list[str]:
         except OSError as exc:
             missing.append(f"could not seal {seal['root']} ({exc.strerror}): what it holds (the "
                            "repository's history, exercises, notebooks, other work) is readable")
+    try:
+        _identity(config)
+    except OSError as exc:
+        missing.append(f"the kernel's user keeps its own name ({exc.strerror})")
     if not config["network"]:
         try:
             _loopback_up()
@@ -178,6 +185,33 @@ def _seal(root, reveal, stage):
     _mount(stage, root, None, MS_MOVE, None)
     _mount(None, root, None, MS_REMOUNT | MS_RDONLY | MS_NOSUID | MS_NODEV, None)
     os.rmdir(stage)
+
+
+STUDENT = "student"  # the kernel's user name, under grading and in the student's check alike
+
+
+def _identity(config):
+    """Name the kernel's user `student`, its home the scratch folder, in a copy of /etc/passwd and
+    /etc/group bind-mounted read-only over the real ones (the copies are unlinked once mounted:
+    nothing is left in the scratch folder). Every other account stays as it is."""
+    uid = config["uid"] if os.getuid() == 0 and config.get("uid") is not None else os.getuid()
+    gid = config["gid"] if os.getuid() == 0 and config.get("gid") is not None else os.getgid()
+    for path, mine, line in (("/etc/passwd", str(uid), f"{STUDENT}:x:{uid}:{gid}:{STUDENT}:{config['scratch']}:/bin/sh"),
+                             ("/etc/group", str(gid), f"{STUDENT}:x:{gid}:")):
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            lines = [old for old in f.read().splitlines()
+                     if old.split(":")[2:3] != [mine] and old.split(":")[0] != STUDENT]
+        copy = os.path.join(config["scratch"], "." + os.path.basename(path))
+        with open(copy, "w") as f:
+            f.write("\n".join([*lines, line]) + "\n")
+        os.chmod(copy, 0o644)
+        try:
+            _mount(copy, path, None, MS_BIND, None)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _kept_flags(path), None)
+        finally:
+            os.unlink(copy)
 
 
 def _kept_flags(path):

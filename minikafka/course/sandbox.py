@@ -203,6 +203,21 @@ def seal(scratch: Path) -> list[dict]:
             for root in roots if not scratch.is_relative_to(root)]
 
 
+def covered(path: Path, config: dict) -> bool:
+    """Whether the launcher's seal or private /tmp already makes `path` unreachable, so that no
+    mount of its own is needed to hide it: a mount of its own would show in the kernel's
+    /proc/self/mountinfo, naming the reference and class folders (and telling a graded kernel from
+    the student's check, which hides none)."""
+    path = Path(path).resolve()
+    for sealed in config.get("seal", []):
+        if path.is_relative_to(sealed["root"]):
+            return not any(path.is_relative_to(p) or Path(p).is_relative_to(path) for p in sealed["reveal"])
+    for tmp in config.get("private_tmp", []):
+        if path.is_relative_to(tmp):
+            return not any(path.is_relative_to(p) or Path(p).is_relative_to(path) for p in config.get("keep", []))
+    return False
+
+
 def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, int | None]:
     """(RLIMIT_NPROC for a kernel running as `uid`, the processes and threads `uid` runs now).
 
@@ -358,7 +373,7 @@ class Sandbox:
         else:
             config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                       "scratch": str(self.scratch), "env": env, "limits": limits,
-                      "network": self.limits.network, "hide": [str(p) for p in self.hide],
+                      "network": self.limits.network,
                       "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
                       # Kept reachable inside a private /tmp: the project and its virtualenv (a CI
                       # clone may live in /tmp); solutions/ stays covered (hidden before this).
@@ -367,6 +382,7 @@ class Sandbox:
                       "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                         str(Path(sys.executable).resolve().parent)}),
                       "seal": seal(self.scratch)}
+            config["hide"] = [str(p) for p in self.hide if not covered(p, config)]
             manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="ipc", ip=str(self.scratch / "zmq"),
