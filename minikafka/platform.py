@@ -242,7 +242,8 @@ def current_uid() -> int | None:
 
 # --- CPU time of a process tree -----------------------------------------------------------------
 
-_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") and "SC_CLK_TCK" in getattr(os, "sysconf_names", {}) else 0
+# Clock ticks per second, the unit of /proc's CPU times; 0 where there is no such unit (Windows).
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if "SC_CLK_TCK" in getattr(os, "sysconf_names", {}) else 0
 
 
 def cpu_seconds_of_tree(pid: int) -> float | None:
