@@ -28,6 +28,7 @@ was hit, in a student's words), and the clock and CPU seconds it took.
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from queue import Empty
@@ -37,7 +38,9 @@ from nbval.plugin import coalesce_streams
 
 INTERRUPT_GRACE = 5.0  # CPU seconds an interrupted cell gets to stop before the run ends
 WALL_FACTOR = 10      # the clock's backstop: this many times a CPU limit, for a kernel that waits
-POLL = 0.25           # seconds between two readings of the kernel's CPU time
+POLL = 0.5            # seconds between two readings of the kernel's CPU time, far from its limit
+MIN_POLL = 0.02       # ... and near it: CPU accrues at most `CORES` seconds a second
+CORES = os.cpu_count() or 1
 
 
 @dataclass
@@ -77,16 +80,19 @@ class _Limit:
         """'clock' or 'cpu' when that limit is reached, else None (reads the CPU every POLL s)."""
         now = time.monotonic()
         if self.cpu is not None and now >= self._read_at:
-            self._read_at = now + POLL
             total = self.box.cpu_seconds()
             if total is not None:
                 self.used = total - self.cpu_start
                 if self.used >= self.cpu:
                     return "cpu"
+            # Read again before the kernel can have used what is left, so it overshoots by little.
+            self._read_at = now + min(POLL, max(MIN_POLL, (self.cpu - self.used) / CORES))
         return "clock" if now >= self.deadline else None
 
     def wait(self) -> float:
-        return max(0.0, min(self.deadline - time.monotonic(), POLL if self.cpu is not None else 1.0))
+        """How long to wait for a message before looking at the limits again."""
+        until = min(self.deadline, self._read_at) if self.cpu is not None else min(self.deadline, time.monotonic() + 1.0)
+        return max(0.0, until - time.monotonic())
 
 
 def _collect(box, msg_id: str, limit: _Limit, run: CellRun) -> str | None:
@@ -130,7 +136,9 @@ def _cpu(box) -> float | None:
 
 
 def _seconds(n: float) -> str:
-    return f"{n:.0f} s" if n >= 10 or float(n).is_integer() else f"{n:.1f} s"
+    """'30 s', '0.5 s', '0 s': whole seconds from 10 on, else one decimal, never '0.0'."""
+    shown = round(n) if n >= 10 else round(n, 1)
+    return f"{shown:g} s"
 
 
 def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) -> list[CellRun]:
