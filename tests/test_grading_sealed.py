@@ -344,3 +344,20 @@ def test_the_graded_kernel_sees_what_the_students_check_sees(tmp_path):
     assert graded == check
     assert (check["user"], check["pw_name"], check["pw_dir"], check["home"]) == ("student", "student", "SCRATCH", "SCRATCH")
     assert not any(str(REFERENCES) in m or str(tmp_path) in m for m in graded["mounts"]), graded["mounts"]
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_a_hidden_folder_the_seal_failed_to_cover_gets_a_mount_of_its_own(monkeypatch):
+    """The references need no mount of their own where the seal covers them (it would show in
+    mountinfo); when the seal fails (here: /work is not sealed, and a root that does not exist
+    cannot be), the launcher mounts over them after all."""
+    from minikafka.course import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "seal", lambda scratch: [{"root": "/no-such-root-for-minikafka", "reveal": []}])
+    monkeypatch.setattr(sandbox_module, "covered", lambda path, config: True)
+    probe = f"import os\ntry:\n    print(os.listdir({str(REFERENCES)!r}))\nexcept OSError as exc:\n    print(type(exc).__name__)\n"
+    with Sandbox(Limits(), hide=(REFERENCES,)) as box:
+        [run] = run_cells(box, [probe], cell_timeout=60, budget=60)
+    assert run.status == "ok", run.reason
+    assert "".join(o.get("text", "") for o in run.outputs).strip() == "PermissionError"

@@ -93,11 +93,13 @@ def _isolate(config) -> list[str]:
                        "size=4k,mode=000")
     except OSError as exc:
         missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
+    covered = True  # the seal and the private /tmp hide what "hide_later" names
     try:  # a /tmp (and /var/tmp, /dev/shm) of its own: nothing written there outlives the sandbox
         for path in config.get("private_tmp", []):
             if os.path.isdir(path):
                 _private_tmp(path, config)
     except OSError as exc:
+        covered = False
         missing.append(f"no private {path} ({exc.strerror})")
     try:
         for number, path in enumerate(config.get("expose", [])):
@@ -108,8 +110,17 @@ def _isolate(config) -> list[str]:
         try:
             _seal(seal["root"], seal["reveal"], os.path.join(config["scratch"], f".seal{number}"))
         except OSError as exc:
+            covered = False
             missing.append(f"could not seal {seal['root']} ({exc.strerror}): what it holds (the "
                            "repository's history, exercises, notebooks, other work) is readable")
+    if not covered:  # the reference and the class's folder get mounts of their own after all
+        try:
+            for path in config.get("hide_later", []):
+                if os.path.isdir(path):
+                    _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                           "size=4k,mode=000")
+        except OSError as exc:
+            missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
     try:
         _identity(config)
     except OSError as exc:

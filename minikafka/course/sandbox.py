@@ -382,7 +382,10 @@ class Sandbox:
                       "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                         str(Path(sys.executable).resolve().parent)}),
                       "seal": seal(self.scratch)}
+            # A hidden path the seal or the private /tmp covers gets no mount of its own, unless
+            # the launcher could not seal or cover it (then "hide_later" is mounted after all).
             config["hide"] = [str(p) for p in self.hide if not covered(p, config)]
+            config["hide_later"] = [str(p) for p in self.hide if covered(p, config)]
             manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="ipc", ip=str(self.scratch / "zmq"),
