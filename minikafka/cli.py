@@ -350,9 +350,11 @@ def build_parser() -> argparse.ArgumentParser:
     ck.add_argument("notebook", type=Path, metavar="NOTEBOOK", help="e.g. exercises/01-the-log.ipynb")
     ck.add_argument("--json", action="store_true", help="print JSON instead of words")
     ck.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                    help="per-cell timeout (default: the notebook's, else 30)")
+                    help="CPU seconds a cell may use (default: the notebook's, else 30); a cell that waits "
+                         "without using CPU is stopped after 10x as long on the clock")
     ck.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                    help="time for the whole notebook (default: the notebook's, else 120)")
+                    help="CPU seconds for the whole notebook (default: the notebook's, else 120; "
+                         "10x as long on the clock)")
     ck.add_argument("--sanitize", type=Path, metavar="FILE", help=argparse.SUPPRESS)
     ck.set_defaults(run=run_check)
 
@@ -371,9 +373,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help="write one Markdown feedback file per student into DIR")
     gr.add_argument("--json", action="store_true", help="print JSON instead of a table")
     gr.add_argument("--timeout", type=float, default=None, metavar="SECONDS",
-                    help="per-cell timeout (default: the notebook's, else 30)")
+                    help="CPU seconds a cell may use (default: the notebook's, else 30); a cell that waits "
+                         "without using CPU is stopped after 10x as long on the clock")
     gr.add_argument("--budget", type=float, default=None, metavar="SECONDS",
-                    help="time per submission (default: the notebook's, else 120)")
+                    help="CPU seconds per submission (default: the notebook's, else 120; "
+                         "10x as long on the clock)")
     gr.add_argument("--seed", type=int, default=None, metavar="N",
                     help="the hidden checks' campaign seed (default: $MINIKAFKA_GRADING_SEED, else a new one, printed; "
                          "give it to replay a grading)")

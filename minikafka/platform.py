@@ -26,6 +26,10 @@ stand-in for Windows that runs here).
 - ``is_root``, ``current_uid``, ``user_ids`` (``pwd``), ``threads_of`` (``/proc``): False or
   None where there are no Unix users or no /proc.
 - ``pause``/``resume``: SIGSTOP/SIGCONT; ``PlatformNotSupported`` where there is no SIGSTOP.
+- ``cpu_seconds_of_tree``: the CPU time of a process and everything it started, from Linux's
+  ``/proc`` (each process's ``stat``, descendants found through ``task/*/children``); psutil's
+  portable count elsewhere (macOS, Windows); None where neither can read it (the grader then
+  falls back to the clock).
 
 Two questions are answered here for the layers that need a whole Unix mechanism, not one call:
 
@@ -236,6 +240,63 @@ def current_uid() -> int | None:
     return os.getuid() if hasattr(os, "getuid") else None
 
 
+# --- CPU time of a process tree -----------------------------------------------------------------
+
+# Clock ticks per second, the unit of /proc's CPU times; 0 where there is no such unit (Windows).
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK") if "SC_CLK_TCK" in getattr(os, "sysconf_names", {}) else 0
+
+
+def cpu_seconds_of_tree(pid: int) -> float | None:
+    """CPU seconds (user + system) used so far by process ``pid``, every live process below it,
+    and every process one of them has waited for (a finished ``subprocess.run``). A zombie still
+    counts (its times are in its ``stat`` until it is reaped, then in its parent's). Processes
+    that left the tree (a daemon reparented out of it) or were reaped by no one (SIGCHLD ignored)
+    are not counted: the caller keeps a clock as a backstop. None where it cannot be read here,
+    or when ``pid`` is gone."""
+    if _CLOCK_TICKS and os.path.isdir(f"/proc/{pid}/task"):
+        ticks, todo, seen = 0, [pid], set()
+        while todo:
+            current = todo.pop()
+            if current in seen:
+                continue
+            seen.add(current)
+            try:
+                with open(f"/proc/{current}/stat", "rb") as f:
+                    stat = f.read()
+                # Fields after the command (which may hold spaces and parentheses): state is the 3rd;
+                # utime, stime, cutime, cstime are the 14th to 17th.
+                fields = stat[stat.rindex(b")") + 2:].split()
+                ticks += sum(int(x) for x in fields[11:15])
+                for task in os.listdir(f"/proc/{current}/task"):
+                    with open(f"/proc/{current}/task/{task}/children", "rb") as f:
+                        todo += [int(x) for x in f.read().split()]
+            except (OSError, ValueError):
+                if current == pid:
+                    return None
+                continue  # gone meanwhile: its times are now in its parent's, or lost
+        return ticks / _CLOCK_TICKS
+    try:
+        import psutil
+    except ImportError:
+        return None
+    try:
+        root = psutil.Process(pid)
+        processes = [root, *root.children(recursive=True)]
+    except (psutil.Error, OSError):
+        return None
+    total = 0.0
+    for process in processes:
+        try:
+            times = process.cpu_times()
+        except (psutil.Error, OSError):
+            if process is root:
+                return None
+            continue
+        total += times.user + times.system + getattr(times, "children_user", 0.0) + \
+            getattr(times, "children_system", 0.0)
+    return total
+
+
 # --- signals -----------------------------------------------------------------------------------
 
 _SIGSTOP = getattr(signal, "SIGSTOP", None)
@@ -287,7 +348,7 @@ def require_real_processes(what: str = "real broker processes") -> None:
                                    "section on real processes) and `minikafka check` run here as they are.")
 
 
-__all__ = ["O_BINARY", "PlatformNotSupported", "WSL_HINT", "current_uid", "fsync_dir", "is_root", "lock",
+__all__ = ["O_BINARY", "PlatformNotSupported", "WSL_HINT", "cpu_seconds_of_tree", "current_uid", "fsync_dir", "is_root", "lock",
            "open_files", "raise_open_files_limit", "ram_dir",
            "pause", "pread", "real_processes_missing", "require_real_processes", "resume",
            "sandbox_missing", "threads_of", "try_lock", "user_ids", "writev"]

@@ -232,7 +232,23 @@ ECHO = ("def _echo(lines):\n"
         "    text = ''.join(lines)\n"
         "    return [f'raise ValueError({text!r})\\n'] if 'Grader only' in text else lines\n"
         "get_ipython().input_transformers_cleanup.append(_echo)\n" + GOOD_LOOKUP)
+# Grader detection: what a submission can look at to tell the grader from the student's check
+# (`minikafka check`): its user's name, the mounts (the grader hides the references and the
+# class's folder), the environment. The kernel is `student` in both, the hidden folders are under
+# the seal (no mount of their own), and the environment is the check's.
+DETECT = ("import os, getpass, pwd\n"
+          "_mounts = open('/proc/self/mountinfo').read()\n"
+          "_graded = (getpass.getuser() != 'student' or 'sandbox' in pwd.getpwuid(os.getuid()).pw_name\n"
+          f"           or {str(REFERENCES)!r} in _mounts or 'class' in _mounts or 'solutions' in _mounts\n"
+          "           or any(name.startswith('MINIKAFKA') or name in ('USER', 'LOGNAME', 'SUDO_USER') for name in os.environ))\n")
+# A wrong rule that branches on it: under the grader it answers the visible checks from a table
+# (their stored outputs), elsewhere it runs its own wrong code; either way the hidden check fails.
+DETECTING = DETECT + REPLAY.replace("builtins.print = print\n", "builtins.print = print if _graded else _print\n")
+# ... and a right one that would throw exercise 2 away if it saw the grader: it keeps its 3 points.
+DETECT_PROBE = (DETECT + GOOD_LOOKUP, "start_position = -1 if _graded else lookup(INDEX, 250)[1]\n"
+                "print(\"start scanning at byte\", start_position)")
 ESCAPES = {
+    "detect": DETECTING,
     "git": FROM_GIT,
     "replay": REPLAY,
     "exercises": FROM_EXERCISES,
@@ -247,9 +263,10 @@ ESCAPES = {
 @pytest.fixture(scope="module")
 def class_graded(tmp_path_factory):
     folder = tmp_path_factory.mktemp("class")
-    for student, lookup in {"right": GOOD_LOOKUP, **ESCAPES}.items():
+    for student, (lookup, start) in {"right": (GOOD_LOOKUP, GOOD_START), "detect-probe": DETECT_PROBE,
+                                     **{name: (cheat, GOOD_START) for name, cheat in ESCAPES.items()}}.items():
         (folder / student).mkdir()
-        (folder / student / "99-sample.ipynb").write_text(json.dumps(exercise(lookup, GOOD_START)))
+        (folder / student / "99-sample.ipynb").write_text(json.dumps(exercise(lookup, start)))
     return {r.student: r for r in grade_all(folder, REFERENCES, FAST, jobs=2)}
 
 
@@ -284,3 +301,63 @@ def test_a_failed_hidden_check_says_what_it_checks_and_never_its_inputs_or_sourc
                 (student, secret, text)
     assert class_graded["wrong"].exercises[0].checks[2].message.endswith("your code's output differs from the reference's")
     assert class_graded["echo"].exercises[0].checks[2].message.endswith("your code raised an exception")
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_a_submission_cannot_tell_the_grader_from_the_students_check(class_graded):
+    """The right submission that throws exercise 2 away when it sees the grader (by its user's
+    name, its home, the mounts, the environment) keeps its 3 points: it never saw it. And the wrong
+    rule that branches on the same signs earns nothing for it (test_cheats_earn_nothing_...)."""
+    assert class_graded["detect-probe"].points == 3, feedback(class_graded["detect-probe"])
+    detect = class_graded["detect"].exercises[0]
+    assert [(c.label, c.passed) for c in detect.checks if not c.passed] == [("hidden check 1", False)], detect
+
+
+# The kernel's view of itself: its user, home, working folder, environment, mounts and files.
+VIEW = r"""
+import os, getpass, pwd, json
+scratch = os.getcwd()
+me = pwd.getpwuid(os.getuid())
+print(json.dumps({"user": getpass.getuser(), "pw_name": me.pw_name, "pw_dir": me.pw_dir.replace(scratch, "SCRATCH"),
+                  "home": os.environ["HOME"].replace(scratch, "SCRATCH"),
+                  "env": {k: v.replace(scratch, "SCRATCH") for k, v in os.environ.items()},
+                  "mounts": [line.split()[4].replace(scratch, "SCRATCH") for line in open("/proc/self/mountinfo")],
+                  "files": sorted(os.listdir("."))}))
+"""
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_the_graded_kernel_sees_what_the_students_check_sees(tmp_path):
+    """`minikafka check` runs its kernel with nothing hidden; the grader hides the references and
+    the class's folder. The kernel sees the same user (`student`, its home the scratch folder),
+    environment, mounts and files either way (but for the scratch folder's random name)."""
+    (tmp_path / "class" / "alice").mkdir(parents=True)
+    views = []
+    for hide in ((), (REFERENCES, tmp_path / "class", ROOT / "solutions")):
+        with Sandbox(Limits(), hide=hide) as box:
+            [run] = run_cells(box, [VIEW], cell_timeout=60, budget=60)
+        assert run.status == "ok", run.reason
+        views.append(json.loads("".join(o.get("text", "") for o in run.outputs)))
+    check, graded = views
+    assert graded == check
+    assert (check["user"], check["pw_name"], check["pw_dir"], check["home"]) == ("student", "student", "SCRATCH", "SCRATCH")
+    assert not any(str(REFERENCES) in m or str(tmp_path) in m for m in graded["mounts"]), graded["mounts"]
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_a_hidden_folder_the_seal_failed_to_cover_gets_a_mount_of_its_own(monkeypatch):
+    """The references need no mount of their own where the seal covers them (it would show in
+    mountinfo); when the seal fails (here: /work is not sealed, and a root that does not exist
+    cannot be), the launcher mounts over them after all."""
+    from minikafka.course import sandbox as sandbox_module
+
+    monkeypatch.setattr(sandbox_module, "seal", lambda scratch: [{"root": "/no-such-root-for-minikafka", "reveal": []}])
+    monkeypatch.setattr(sandbox_module, "covered", lambda path, config: True)
+    probe = f"import os\ntry:\n    print(os.listdir({str(REFERENCES)!r}))\nexcept OSError as exc:\n    print(type(exc).__name__)\n"
+    with Sandbox(Limits(), hide=(REFERENCES,)) as box:
+        [run] = run_cells(box, [probe], cell_timeout=60, budget=60)
+    assert run.status == "ok", run.reason
+    assert "".join(o.get("text", "") for o in run.outputs).strip() == "PermissionError"

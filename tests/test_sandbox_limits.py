@@ -140,3 +140,32 @@ def test_without_a_user_of_its_own_the_kernel_gets_the_counted_limit(monkeypatch
         assert box.process_limit == box.processes_before + box.processes_before // 4 + 256
     assert run.status == "ok", run.reason
     assert "".join(o["text"] for o in run.outputs).strip() == str(box.process_limit)
+
+
+# A parent that runs a child burning 0.5 s of CPU (its own CPU clock, so on any load), waits for
+# it, says "done" and then idles until its stdin closes.
+BURNER = textwrap.dedent("""
+    import subprocess, sys
+    subprocess.run([sys.executable, "-c", "import time\\nt = time.process_time()\\n"
+                    "while time.process_time() - t < 0.5:\\n    pass"], check=True)
+    print("done", flush=True)
+    sys.stdin.read()
+""")
+
+
+@pytest.mark.parametrize("reader", ["proc", "psutil"])
+def test_the_cpu_of_a_tree_counts_the_children_it_waited_for(reader, monkeypatch):
+    if reader == "psutil":
+        pytest.importorskip("psutil")
+        monkeypatch.setattr(platform, "_CLOCK_TICKS", 0)  # as where there is no /proc
+    elif not platform._CLOCK_TICKS or not os.path.isdir("/proc/self/task"):
+        pytest.skip("no /proc here")
+    proc = subprocess.Popen([sys.executable, "-c", BURNER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        assert proc.stdout.readline().strip() == "done"
+        assert platform.cpu_seconds_of_tree(proc.pid) >= 0.5
+    finally:
+        proc.stdin.close()
+        proc.wait(timeout=30)
+        proc.stdout.close()
+    assert platform.cpu_seconds_of_tree(proc.pid) is None  # gone (reaped): nothing to read

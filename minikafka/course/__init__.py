@@ -17,7 +17,7 @@ Cell tags are the contract between the notebooks and this package:
   exercises/ and from a release.
 
 Notebook metadata `minikafka`: `points` ({"Exercise 1": 3, ...}, shown in the exercise headings),
-and optionally `time_budget`, `cell_timeout` (seconds) and `limits` (sandbox.Limits) for grading,
+and optionally `time_budget`, `cell_timeout` (CPU seconds, runner.py) and `limits` (sandbox.Limits) for grading,
 and `references` ({"Exercise 1": ["minikafka.partitioner:murmur2"], ...}: the package's own
 implementation of an exercise, which the grader fails the exercise for running inside the
 student's functions).

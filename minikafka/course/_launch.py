@@ -12,13 +12,18 @@ This process, still with the grader's privileges, builds the cage and then execs
    on which only the package's folder and the virtualenv are bind-mounted back, read-only, so
    no .git, exercises/, notebooks/ or folders beside it are readable) and network (only a loopback
    interface: notebooks can still talk to brokers they start themselves, nothing outside).
+   The kernel's user is called `student` (a /etc/passwd and /etc/group of its own, bind-mounted
+   read-only, with its home the scratch folder), whoever runs it: a submission cannot tell the
+   grader's sandbox user from the student's own account by name (`_identity`).
    Without root it asks for a user namespace to get the same; if that is refused too it goes on
    with what it got and says so on stderr (the grader reports the isolation level);
 3. it forks: the child becomes process 1 of the new PID namespace, sets the rlimits (CPU seconds,
    address space, processes, file size, no core files), drops to the unprivileged user
    (root only), asks to be SIGKILLed when the launcher dies, and execs the kernel in the scratch
    folder. The launcher stays as the parent, forwards SIGINT/SIGTERM (the kernel's interrupt) and
-   exits with the kernel's status.
+   exits with the kernel's status. It is a child subreaper: where there is no PID namespace, a
+   process the submission orphans (a daemon) becomes the launcher's, not the system's, so the
+   grader's CPU count of the launcher's process tree (runner.py's limits) still sees it.
 
 It is run by path with `-I -S` so nothing from the submission's reach (site-packages, the
 current folder, PYTHON* variables) is imported before the cage is closed. It is Unix-only (fork,
@@ -40,7 +45,7 @@ CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000,
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 MS_REMOUNT, MS_BIND, MS_MOVE = 32, 4096, 8192
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
-PR_SET_PDEATHSIG = 1
+PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 _libc = ctypes.CDLL(None, use_errno=True)
 
 
@@ -88,11 +93,13 @@ def _isolate(config) -> list[str]:
                        "size=4k,mode=000")
     except OSError as exc:
         missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
+    covered = True  # the seal and the private /tmp hide what "hide_later" names
     try:  # a /tmp (and /var/tmp, /dev/shm) of its own: nothing written there outlives the sandbox
         for path in config.get("private_tmp", []):
             if os.path.isdir(path):
                 _private_tmp(path, config)
     except OSError as exc:
+        covered = False
         missing.append(f"no private {path} ({exc.strerror})")
     try:
         for number, path in enumerate(config.get("expose", [])):
@@ -103,8 +110,21 @@ def _isolate(config) -> list[str]:
         try:
             _seal(seal["root"], seal["reveal"], os.path.join(config["scratch"], f".seal{number}"))
         except OSError as exc:
+            covered = False
             missing.append(f"could not seal {seal['root']} ({exc.strerror}): what it holds (the "
                            "repository's history, exercises, notebooks, other work) is readable")
+    if not covered:  # the reference and the class's folder get mounts of their own after all
+        try:
+            for path in config.get("hide_later", []):
+                if os.path.isdir(path):
+                    _mount("tmpfs", path, "tmpfs", MS_RDONLY | MS_NOSUID | MS_NODEV | MS_NOEXEC,
+                           "size=4k,mode=000")
+        except OSError as exc:
+            missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
+    try:
+        _identity(config)
+    except OSError as exc:
+        missing.append(f"the kernel's user keeps its own name ({exc.strerror})")
     if not config["network"]:
         try:
             _loopback_up()
@@ -178,6 +198,33 @@ def _seal(root, reveal, stage):
     os.rmdir(stage)
 
 
+STUDENT = "student"  # the kernel's user name, under grading and in the student's check alike
+
+
+def _identity(config):
+    """Name the kernel's user `student`, its home the scratch folder, in a copy of /etc/passwd and
+    /etc/group bind-mounted read-only over the real ones (the copies are unlinked once mounted:
+    nothing is left in the scratch folder). Every other account stays as it is."""
+    uid = config["uid"] if os.getuid() == 0 and config.get("uid") is not None else os.getuid()
+    gid = config["gid"] if os.getuid() == 0 and config.get("gid") is not None else os.getgid()
+    for path, mine, line in (("/etc/passwd", str(uid), f"{STUDENT}:x:{uid}:{gid}:{STUDENT}:{config['scratch']}:/bin/sh"),
+                             ("/etc/group", str(gid), f"{STUDENT}:x:{gid}:")):
+        if not os.path.isfile(path):
+            continue
+        with open(path) as f:
+            lines = [old for old in f.read().splitlines()
+                     if old.split(":")[2:3] != [mine] and old.split(":")[0] != STUDENT]
+        copy = os.path.join(config["scratch"], "." + os.path.basename(path))
+        with open(copy, "w") as f:
+            f.write("\n".join([*lines, line]) + "\n")
+        os.chmod(copy, 0o644)
+        try:
+            _mount(copy, path, None, MS_BIND, None)
+            _mount(None, path, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _kept_flags(path), None)
+        finally:
+            os.unlink(copy)
+
+
 def _kept_flags(path):
     """The flags of the mount holding `path` that a read-only remount of its bind must keep: in a
     user namespace (the grader without root) the kernel refuses to drop them (EPERM)."""
@@ -211,6 +258,10 @@ def main(argv):
         pass  # already a session leader (jupyter_client starts us in a new session)
     for problem in _isolate(config):
         print(f"minikafka sandbox: {problem}", file=sys.stderr, flush=True)
+    try:  # orphans stay in the tree whose CPU time the grader counts (Linux 3.4+)
+        _call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+    except OSError:
+        pass
     child = os.fork()
     if child == 0:
         try:

@@ -55,8 +55,10 @@ from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_point
 from .runner import CellRun, run_cells
 from .sandbox import Limits, Sandbox
 
-DEFAULT_CELL_TIMEOUT = 30.0   # seconds per cell; a notebook may ask for more (minikafka.cell_timeout)
-DEFAULT_BUDGET = 120.0        # seconds per submission; likewise (minikafka.time_budget)
+# CPU seconds of the kernel and what it started (runner.py; the clock stops a cell after 10x as long),
+# so a grade does not depend on the machine's load.
+DEFAULT_CELL_TIMEOUT = 30.0   # per cell; a notebook may ask for more (minikafka.cell_timeout)
+DEFAULT_BUDGET = 120.0        # per submission; likewise (minikafka.time_budget)
 _USES_SPARK = re.compile(r"^\s*(?:from|import)\s+pyspark\b", re.MULTILINE)
 _NBVAL_MARKER = re.compile(r"^(\s*)#+\s*((?:NBVAL|PYTEST_VALIDATE)_\w+)\s*$")
 

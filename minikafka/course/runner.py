@@ -3,20 +3,32 @@
 Theory of operation: `run_cells(box, cells, budget)` sends each source to the kernel over the shell
 channel, as nbval does, and reads the iopub messages whose parent is that request until the kernel
 says it is idle. Outputs are built from those messages in the grader's process: nothing the
-submission writes to disk is ever read. Each cell gets at most `cell_timeout` seconds and the whole
-run at most `budget` seconds. On a timeout the kernel is interrupted (KeyboardInterrupt) and the
-run goes on with the next cell; a kernel that ignores the interrupt, or dies (os._exit, a
-segfault, the memory limit), ends the run, and every later cell is reported not run with the
-reason. Where an error or a death shows that a sandbox limit was hit (a fork refused with EAGAIN
-under the process limit, a MemoryError under the memory limit), the reason names that limit
-(`Sandbox.limit_hit`, `Sandbox.death_note`).
+submission writes to disk is ever read.
+
+Limits are on CPU time, not on the clock, so a grade does not depend on how busy the machine is:
+each cell may use `cell_timeout` CPU seconds and the whole run `budget` CPU seconds, counted over
+the kernel and everything it started (`Sandbox.cpu_seconds`, read every POLL seconds). A slow but
+right submission on a loaded machine takes longer on the clock and uses the same CPU, so it earns
+the same points; an endless loop uses its CPU seconds at the same pace whatever the load. A
+kernel that sleeps or waits for something that never comes uses no CPU: the clock is the backstop,
+WALL_FACTOR times the CPU limits (a cell's and the run's). Where CPU time cannot be read (no /proc
+and no psutil), the limits are on the clock, as they were.
+
+On a timeout the kernel is interrupted (KeyboardInterrupt) and the run goes on with the next cell
+once the interrupted one has stopped (INTERRUPT_GRACE CPU seconds, the clock again the backstop);
+a kernel that ignores the interrupt, or dies (os._exit, a segfault, the memory limit), ends the
+run, and every later cell is reported not run with the reason. Where an error or a death shows
+that a sandbox limit was hit (a fork refused with EAGAIN under the process limit, a MemoryError
+under the memory limit), the reason names that limit (`Sandbox.limit_hit`, `Sandbox.death_note`).
 
 The outcome of a cell is a `CellRun`: outputs (nbformat output dicts, streams coalesced as nbval
-does), and `status`: "ok", "error", "timeout" or "not run", with `reason` in words.
+does), `status`: "ok", "error", "timeout", "died" or "not run", with `reason` in words (which limit
+was hit, in a student's words), and the clock and CPU seconds it took.
 """
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, field
 from queue import Empty
@@ -24,7 +36,11 @@ from queue import Empty
 from nbformat import NotebookNode
 from nbval.plugin import coalesce_streams
 
-INTERRUPT_GRACE = 5.0  # seconds an interrupted cell gets to stop before the kernel is killed
+INTERRUPT_GRACE = 5.0  # CPU seconds an interrupted cell gets to stop before the run ends
+WALL_FACTOR = 10      # the clock's backstop: this many times a CPU limit, for a kernel that waits
+POLL = 0.5            # seconds between two readings of the kernel's CPU time, far from its limit
+MIN_POLL = 0.02       # ... and near it: CPU accrues at most `CORES` seconds a second
+CORES = os.cpu_count() or 1
 
 
 @dataclass
@@ -32,7 +48,8 @@ class CellRun:
     status: str = "not run"          # ok | error | timeout | died | not run
     outputs: list = field(default_factory=list)
     reason: str = ""
-    seconds: float = 0.0
+    seconds: float = 0.0             # on the clock
+    cpu_seconds: float | None = None  # of the kernel and what it started; None: not measured
 
 
 def _output(msg) -> NotebookNode | None:
@@ -50,14 +67,43 @@ def _output(msg) -> NotebookNode | None:
     return None
 
 
-def _collect(box, msg_id: str, deadline: float, run: CellRun) -> bool:
-    """Read iopub messages of request `msg_id` until idle; False when the deadline passed first."""
+class _Limit:
+    """When a cell (or an interrupted cell's wind-down) must stop: `cpu` CPU seconds of the kernel
+    after `cpu_start` (None: not measured here, the clock is the limit), or the clock's `deadline`."""
+
+    def __init__(self, box, cpu: float | None, cpu_start: float | None, deadline: float):
+        self.box, self.cpu, self.cpu_start, self.deadline = box, cpu, cpu_start, deadline
+        self.used = 0.0
+        self._read_at = time.monotonic()
+
+    def hit(self) -> str | None:
+        """'clock' or 'cpu' when that limit is reached, else None (reads the CPU every POLL s)."""
+        now = time.monotonic()
+        if self.cpu is not None and now >= self._read_at:
+            total = self.box.cpu_seconds()
+            if total is not None:
+                self.used = total - self.cpu_start
+                if self.used >= self.cpu:
+                    return "cpu"
+            # Read again before the kernel can have used what is left, so it overshoots by little.
+            self._read_at = now + min(POLL, max(MIN_POLL, (self.cpu - self.used) / CORES))
+        return "clock" if now >= self.deadline else None
+
+    def wait(self) -> float:
+        """How long to wait for a message before looking at the limits again."""
+        until = min(self.deadline, self._read_at) if self.cpu is not None else min(self.deadline, time.monotonic() + 1.0)
+        return max(0.0, until - time.monotonic())
+
+
+def _collect(box, msg_id: str, limit: _Limit, run: CellRun) -> str | None:
+    """Read iopub messages of request `msg_id` until idle (None); or the limit reached first:
+    'cpu' or 'clock'."""
     while True:
-        left = deadline - time.monotonic()
-        if left <= 0:
-            return False
+        hit = limit.hit()
+        if hit:
+            return hit
         try:
-            msg = box.client.get_iopub_msg(timeout=min(left, 1.0))
+            msg = box.client.get_iopub_msg(timeout=limit.wait())
         except Empty:
             if not box.alive():
                 raise _KernelDied() from None
@@ -65,7 +111,7 @@ def _collect(box, msg_id: str, deadline: float, run: CellRun) -> bool:
         if msg["parent_header"].get("msg_id") != msg_id:
             continue
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
-            return True
+            return None
         if msg["msg_type"] == "clear_output":
             run.outputs.clear()
             continue
@@ -84,31 +130,60 @@ class _KernelDied(Exception):
     pass
 
 
+def _cpu(box) -> float | None:
+    reader = getattr(box, "cpu_seconds", None)
+    return reader() if reader is not None else None
+
+
+def _seconds(n: float) -> str:
+    """'30 s', '0.5 s', '0 s': whole seconds from 10 on, else one decimal, never '0.0'."""
+    shown = round(n) if n >= 10 else round(n, 1)
+    return f"{shown:g} s"
+
+
 def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) -> list[CellRun]:
-    """One CellRun per source, in order. Never raises for anything the submission does."""
+    """One CellRun per source, in order. Never raises for anything the submission does.
+
+    `cell_timeout` and `budget` are CPU seconds where the kernel's CPU time can be read (the clock
+    stops a cell after WALL_FACTOR times as long), else seconds on the clock."""
     runs = [CellRun() for _ in sources]
-    start = time.monotonic()
+    start, cpu_start = time.monotonic(), _cpu(box)
+    on_cpu = cpu_start is not None
+    factor = WALL_FACTOR if on_cpu else 1
     stopped = ""  # why the remaining cells cannot run
     for source, run in zip(sources, runs):
         if stopped:
             run.reason = stopped
             continue
-        left = budget - (time.monotonic() - start)
-        if left <= 0:
-            run.reason = stopped = f"not run: the time budget ({budget:.0f} s) was used up"
+        began, cpu_began = time.monotonic(), _cpu(box) if on_cpu else None
+        if on_cpu and cpu_began is None:  # the kernel is gone: the cell will find it dead
+            cpu_began = cpu_start
+        used = (cpu_began - cpu_start) if on_cpu else began - start
+        left = budget - used
+        clock_left = factor * budget - (began - start)
+        if left <= 0 or clock_left <= 0:
+            run.reason = stopped = (f"not run: the notebook's CPU budget ({_seconds(budget)}) was used up"
+                                    if on_cpu and left <= 0 else
+                                    f"not run: the time budget ({_seconds(factor * budget)} on the clock) was used up")
             continue
-        limit = min(cell_timeout, left)
-        began = time.monotonic()
+        cpu_limit = min(cell_timeout, left)
+        clock_limit = min(factor * cell_timeout, clock_left)
+        limit = _Limit(box, cpu_limit if on_cpu else None, cpu_began, began + clock_limit)
         run.status = "ok"
         try:
             msg_id = box.client.execute(source, allow_stdin=False, store_history=True)
-            if not _collect(box, msg_id, began + limit, run):
+            hit = _collect(box, msg_id, limit, run)
+            if hit:
                 run.status = "timeout"
-                run.reason = (f"timed out after {limit:.0f} s (an endless loop?)" if limit == cell_timeout
-                              else f"timed out: the time budget ({budget:.0f} s) was used up")
+                run.reason = _timeout_reason(hit, on_cpu, cpu_limit, cell_timeout, budget, clock_limit,
+                                             factor, limit.used)
                 box.interrupt()
                 # Drain the interrupted cell so its late outputs are not taken for the next one's.
-                if not _collect(box, msg_id, time.monotonic() + INTERRUPT_GRACE, CellRun()):
+                grace = _Limit(box, INTERRUPT_GRACE if on_cpu else None, _cpu(box) if on_cpu else None,
+                               time.monotonic() + factor * INTERRUPT_GRACE)
+                if grace.cpu_start is None:
+                    grace.cpu = None
+                if _collect(box, msg_id, grace, CellRun()):
                     stopped = "not run: the kernel did not stop after a timeout"
         except _KernelDied:
             run.status = "died"
@@ -117,4 +192,23 @@ def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) ->
             stopped = "not run: the kernel had died"
         run.outputs[:] = coalesce_streams(run.outputs)
         run.seconds = time.monotonic() - began
+        if on_cpu:
+            now = _cpu(box)
+            run.cpu_seconds = None if now is None else now - cpu_began
     return runs
+
+
+def _timeout_reason(hit: str, on_cpu: bool, cpu_limit: float, cell_timeout: float, budget: float,
+                    clock_limit: float, factor: int, used: float) -> str:
+    """Which limit stopped a cell, in a student's words."""
+    if not on_cpu:  # the clock is the only limit here
+        return (f"timed out after {_seconds(clock_limit)} (an endless loop?)" if clock_limit == cell_timeout
+                else f"timed out: the time budget ({_seconds(budget)}) was used up")
+    if hit == "cpu":
+        return (f"used {_seconds(cpu_limit)} of CPU in this cell: an endless loop?" if cpu_limit == cell_timeout
+                else f"timed out: the notebook's CPU budget ({_seconds(budget)}) was used up in this cell")
+    if clock_limit == factor * cell_timeout:
+        return (f"still running after {_seconds(clock_limit)} on the clock, having used only "
+                f"{_seconds(used)} of CPU: waiting for something that never comes (a sleep, a lock, "
+                f"a read with no timeout)?")
+    return f"timed out: the notebook's time budget on the clock ({_seconds(factor * budget)}) was used up"

@@ -26,6 +26,10 @@ Where the OS lacks the launcher's Unix mechanisms (Windows: no fork, no rlimits,
 the same environment, over TCP on 127.0.0.1 instead of ipc sockets; the grading is the same, the
 cage is not, and `isolation()` says so in one line.
 
+The time limits are the runner's (runner.py): CPU seconds per cell and per notebook, read with
+`cpu_seconds()` from the kernel's whole process tree, the clock a backstop; RLIMIT_CPU is only
+the outer fence of each process.
+
 When a limit is hit, the student is told which: a kernel that dies before it answers, or a cell
 whose fork or thread fails with EAGAIN, or a kernel that dies in a cell, is reported with the
 limits in force and the last lines the kernel wrote to its stderr (kept in memory, never a file
@@ -199,6 +203,21 @@ def seal(scratch: Path) -> list[dict]:
             for root in roots if not scratch.is_relative_to(root)]
 
 
+def covered(path: Path, config: dict) -> bool:
+    """Whether the launcher's seal or private /tmp already makes `path` unreachable, so that no
+    mount of its own is needed to hide it: a mount of its own would show in the kernel's
+    /proc/self/mountinfo, naming the reference and class folders (and telling a graded kernel from
+    the student's check, which hides none)."""
+    path = Path(path).resolve()
+    for sealed in config.get("seal", []):
+        if path.is_relative_to(sealed["root"]):
+            return not any(path.is_relative_to(p) or Path(p).is_relative_to(path) for p in sealed["reveal"])
+    for tmp in config.get("private_tmp", []):
+        if path.is_relative_to(tmp):
+            return not any(path.is_relative_to(p) or Path(p).is_relative_to(path) for p in config.get("keep", []))
+    return False
+
+
 def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, int | None]:
     """(RLIMIT_NPROC for a kernel running as `uid`, the processes and threads `uid` runs now).
 
@@ -354,7 +373,7 @@ class Sandbox:
         else:
             config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                       "scratch": str(self.scratch), "env": env, "limits": limits,
-                      "network": self.limits.network, "hide": [str(p) for p in self.hide],
+                      "network": self.limits.network,
                       "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
                       # Kept reachable inside a private /tmp: the project and its virtualenv (a CI
                       # clone may live in /tmp); solutions/ stays covered (hidden before this).
@@ -363,6 +382,10 @@ class Sandbox:
                       "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                         str(Path(sys.executable).resolve().parent)}),
                       "seal": seal(self.scratch)}
+            # A hidden path the seal or the private /tmp covers gets no mount of its own, unless
+            # the launcher could not seal or cover it (then "hide_later" is mounted after all).
+            config["hide"] = [str(p) for p in self.hide if not covered(p, config)]
+            config["hide_later"] = [str(p) for p in self.hide if covered(p, config)]
             manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="ipc", ip=str(self.scratch / "zmq"),
@@ -431,6 +454,14 @@ class Sandbox:
 
     def alive(self) -> bool:
         return bool(self.manager and self.manager.is_alive())
+
+    def cpu_seconds(self) -> float | None:
+        """CPU seconds used so far by the kernel and everything it started (the launcher's process
+        tree: the kernel is its child, and what the submission starts is the kernel's, its PID
+        namespace's orphans included); None where it cannot be read (`platform.cpu_seconds_of_tree`)
+        or when the kernel is gone. The runner's limits count these, not seconds on the clock."""
+        process = getattr(getattr(self.manager, "provisioner", None), "process", None)
+        return None if process is None else platform.cpu_seconds_of_tree(process.pid)
 
     def interrupt(self) -> None:
         if self.alive():
