@@ -203,14 +203,17 @@ def test_the_calculator_refuses_counts_that_are_not_positive():
 def test_a_cluster_sessions_workers_run_this_environments_python_by_its_path_not_a_launcher_in_tmp():
     # main named a launcher in the driver's temporary folder for every master: a worker on
     # another host has no such file ("Cannot run program /tmp/minikafka-spark-.../python").
+    import importlib
     import sys
-    import tempfile
 
-    from minikafka.spark.session import python_for
-
+    session = importlib.import_module("minikafka.spark.session")  # the module: the package exports session()
     for master in ("spark://10.0.0.5:7077", "yarn", "k8s://https://k8s:6443", "SPARK://host:7077"):
-        assert python_for(master) == sys.executable
-        assert not python_for(master).startswith(tempfile.gettempdir())
+        # (The environment itself may live under the temporary folder, as a CI clone in /tmp does:
+        # what must not be named is the launcher in this process's own folder there.)
+        assert session.python_for(master) == sys.executable
+        assert session.python_for(master) != str(session._launcher)
+        assert not session.python_for(master).startswith(str(session._work))
+    python_for = session.python_for
     for master in ("", "  ", None):
         with pytest.raises(ValueError, match="master must be a Spark master URL"):
             python_for(master)
