@@ -466,7 +466,7 @@ class Cluster:
 
         return cluster_diagram(self, topic, group=group)
 
-    # --- consumer-group administration (thin wrappers over minikafka.clients.admin) -----------------------
+    # --- consumer-group administration (thin wrappers over minikafka.clients.admin and .tools) ------------
 
     def admin(self, **configs: Any):
         """kafka-python's ``KafkaAdminClient`` on this cluster. Without ``configs`` the same
@@ -501,7 +501,7 @@ class Cluster:
     def consumer_groups(self):
         """``kafka-consumer-groups`` on this cluster (a ``ConsumerGroupCommand`` over
         ``cluster.admin()``): ``cluster.consumer_groups.describe_group("dispatch")``."""
-        from minikafka.clients.admin import ConsumerGroupCommand
+        from minikafka.tools.consumer_groups import ConsumerGroupCommand
 
         return ConsumerGroupCommand(self.admin())
 

@@ -11,12 +11,8 @@ import pytest
 from minikafka import Cluster, KafkaConsumer, KafkaProducer, OffsetAndMetadata, TopicPartition
 from minikafka.assignors import Assignment, Subscription
 from minikafka.broker.group_coordinator import partition_for
-from minikafka.clients.admin import (
-    ConsumerGroupCommand,
-    GroupInformation,
-    KafkaAdminClient,
-    MemberInformation,
-)
+from minikafka.clients.admin import GroupInformation, KafkaAdminClient, MemberInformation
+from minikafka.tools.consumer_groups import ConsumerGroupCommand
 from minikafka.errors import (
     GroupIdNotFoundError,
     IllegalArgumentError,

@@ -6,7 +6,7 @@ clients join it in later chapters. ``KafkaConsumer`` mirrors kafka-python's cons
 object over a ``ConsumerNetworkClient`` node with its ``Fetcher`` and ``ConsumerCoordinator``.
 """
 
-from minikafka.clients.admin import ConsumerGroupCommand, KafkaAdminClient
+from minikafka.clients.admin import KafkaAdminClient
 from minikafka.clients.consumer import CommitFuture, ConsumerRebalanceListener, KafkaConsumer
 from minikafka.clients.fetcher import ConsumerRecord
 from minikafka.clients.future import FutureRecordMetadata, RecordMetadata
@@ -17,7 +17,6 @@ from minikafka.clients.sender import Sender
 
 __all__ = [
     "CommitFuture",
-    "ConsumerGroupCommand",
     "KafkaAdminClient",
     "ConsumerRebalanceListener",
     "ConsumerRecord",

@@ -8,7 +8,8 @@ Theory of operation
 allows), the same exit codes where Kafka has one. They are protocol clients built on
 kafka-python (``KafkaAdminClient``, ``KafkaProducer``, ``KafkaConsumer``), so they work against
 minikafka's broker processes (``minikafka cluster up``) and against a real Kafka alike; they do
-not touch the simulated ``Cluster`` (its notebooks have ``cluster.consumer_groups`` for that).
+not touch the simulated ``Cluster`` (its notebooks have ``cluster.consumer_groups`` for that: the
+``ConsumerGroupCommand`` of ``consumer_groups``, the same tool over the course's own admin client).
 
 ``register(commands)`` adds the seven subparsers to ``minikafka``'s argparse subcommands
 (``minikafka.cli.build_parser`` calls it). Each tool's module defines its parser and its

@@ -1,7 +1,17 @@
-"""``minikafka consumer-groups``: ``kafka-consumer-groups.sh`` over the Kafka protocol.
+"""``kafka-consumer-groups``, twice over one set of tables and one reset: ``ConsumerGroupCommand``
+(the tool as a Python object on the course's ``KafkaAdminClient``: ``cluster.consumer_groups`` in
+the notebooks) and ``minikafka consumer-groups`` (the command line, over the Kafka protocol with
+kafka-python's ``KafkaAdminClient``).
 
-Theory of operation
--------------------
+``ConsumerGroupCommand``: ``list_groups``, ``describe_group`` (the offsets view, with LAG),
+``describe_members`` (``--members``), ``describe_state`` (``--state``), ``reset_offsets``
+(``--reset-offsets``, a dry run unless ``execute=True``) and ``delete_groups``. Each returns rows
+plus ``table()``, the text the Kafka tool prints (column widths included), deterministic for a
+seed. Both forms plan a reset with ``plan_reset`` (Kafka's ``ResetOffsetsCommand``): only how
+they ask for committed offsets and log offsets differs.
+
+Theory of operation (the command line)
+--------------------------------------
 One action per run, each a few admin requests through kafka-python's ``KafkaAdminClient``
 (ListGroups to every broker; FindCoordinator, then DescribeGroups, OffsetFetch, OffsetCommit
 and DeleteGroups to the group's coordinator; ListOffsets to partition leaders):
@@ -30,10 +40,10 @@ and DeleteGroups to the group's coordinator; ListOffsets to partition leaders):
 - ``--delete --group G [--group H]``: DeleteGroups; Kafka's success line, or its report of
   each group that could not be deleted (a group with members, an unknown group) and exit 1.
 
-The tables are the simulated ``ConsumerGroupCommand``'s (``minikafka.clients.admin``: the same
-columns, widths and row order as Kafka's tool), filled from kafka-python's answers. Retriable
-answers (the coordinator not known yet, ``__consumer_offsets`` being created) are retried for
-``--timeout`` ms; other failures print ``Error: <why>`` on stderr and exit 1.
+The command line prints ``ConsumerGroupCommand``'s tables (the same columns, widths and row order
+as Kafka's tool), filled from kafka-python's answers. Retriable answers (the coordinator not
+known yet, ``__consumer_offsets`` being created) are retried for ``--timeout`` ms; other failures
+print ``Error: <why>`` on stderr and exit 1.
 """
 
 from __future__ import annotations
@@ -42,12 +52,556 @@ import argparse
 import re
 import sys
 import time
-from datetime import datetime
-from typing import Any, Iterable
+from datetime import datetime, timedelta, timezone
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, NamedTuple
 
+from minikafka.clients.admin import MISSING, GroupInformation, KafkaAdminClient, MemberInformation, _as_tp, _assigned
+from minikafka.clients.admin import _state_name
+from minikafka.errors import (
+    GroupIdNotFoundError,
+    IllegalArgumentError,
+    InvalidGroupIdError,
+    LeaderNotAvailableError,
+    NonEmptyGroupError,
+    UnknownTopicOrPartitionError,
+)
 from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE
+from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from minikafka.topic import OffsetAndMetadata, TopicPartition, validate_topic_name
 
 from .common import ToolError, UsageError, add_bootstrap, admin_client, retrying, run_tool
+
+# --- the tables (Kafka's row classes and the tool's text) -------------------------------------------------------------------------------
+
+
+class PartitionAssignmentState(NamedTuple):
+    """A row of ``kafka-consumer-groups --describe`` (Kafka's ``PartitionAssignmentState``);
+    None is what the tool prints as '-'."""
+
+    group: str
+    topic: str | None
+    partition: int | None
+    current_offset: int | None  # the committed offset
+    log_end_offset: int | None  # the high watermark
+    lag: int | None
+    consumer_id: str | None
+    host: str | None
+    client_id: str | None
+    leader_epoch: int | None = None  # of the committed offset (shown with verbose)
+
+
+class MemberAssignmentState(NamedTuple):
+    """A row of ``--describe --members`` (Kafka's ``MemberAssignmentState``)."""
+
+    group: str
+    consumer_id: str
+    host: str
+    client_id: str
+    num_partitions: int
+    assignment: tuple[TopicPartition, ...]
+
+
+class GroupStateInformation(NamedTuple):
+    """The row of ``--describe --state`` (Kafka's command calls it ``GroupInformation``)."""
+
+    group: str
+    coordinator: str  # "broker-2  (2)": Kafka prints "host:port  (id)"
+    coordinator_id: int
+    assignment_strategy: str
+    state: str
+    num_members: int
+
+
+class OffsetReset(NamedTuple):
+    """A row of a ``--reset-offsets`` plan."""
+
+    group: str
+    topic: str
+    partition: int
+    new_offset: int
+
+
+def _cell(v: Any) -> str:
+    return MISSING if v is None else str(v)
+
+
+def _format(fmt_widths: list[int | None], values: Iterable[Any]) -> str:
+    """Java's ``%-Ns`` columns joined by one space (a None width: no padding); trailing
+    blanks trimmed, so the text is stable under copy and paste."""
+    cells = [_cell(v) if w is None else _cell(v).ljust(w) for w, v in zip(fmt_widths, values)]
+    return " ".join(cells).rstrip()
+
+
+class _Report:
+    """Rows plus the text ``kafka-consumer-groups`` prints for them."""
+
+    rows: list
+
+    def table(self) -> str:
+        raise NotImplementedError
+
+    def __str__(self) -> str:
+        return self.table()
+
+    def _repr_pretty_(self, p: Any, cycle: bool) -> None:  # IPython/Jupyter show the table
+        p.text(self.table())
+
+    def __iter__(self):
+        return iter(self.rows)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def _state_notice(group: str, state: str) -> str | None:
+    if state == EMPTY:
+        return f"Consumer group '{group}' has no active members."
+    if state in (PREPARING_REBALANCE, COMPLETING_REBALANCE):
+        return f"Warning: Consumer group '{group}' is rebalancing."
+    return None
+
+
+@dataclass
+class GroupListing(_Report):
+    """``kafka-consumer-groups --list --state``: ``rows`` are ``(group, state)``."""
+
+    rows: list[tuple[str, str]]
+
+    @property
+    def groups(self) -> list[str]:
+        """The names alone (what ``--list`` prints)."""
+        return [g for g, _ in self.rows]
+
+    def table(self) -> str:
+        width = max([15] + [len(g) for g, _ in self.rows]) + 10
+        return "\n".join(_format([width, 20], r) for r in [("GROUP", "STATE"), *self.rows])
+
+
+@dataclass
+class GroupOffsets(_Report):
+    """``kafka-consumer-groups --describe --group g``: one row per partition."""
+
+    group: str
+    state: str
+    rows: list[PartitionAssignmentState]
+    verbose: bool = False
+
+    @property
+    def notice(self) -> str | None:
+        """What the tool prints on stderr before the table ("... has no active members.")."""
+        return _state_notice(self.group, self.state)
+
+    @property
+    def total_lag(self) -> int:
+        return sum(r.lag for r in self.rows if r.lag is not None)
+
+    def table(self) -> str:
+        lines = [self.notice, ""] if self.notice else []
+        if self.rows:
+            g = max([15] + [len(r.group) for r in self.rows])
+            t = max([15] + [len(_cell(r.topic)) for r in self.rows])
+            c = max([15] + [len(_cell(r.consumer_id)) for r in self.rows])
+            h = max([15] + [len(_cell(r.host)) for r in self.rows])
+            if self.verbose:
+                widths = [g, t, 10, 15, 15, 15, 15, c, h, None]
+                lines.append(_format(widths, ("GROUP", "TOPIC", "PARTITION", "LEADER-EPOCH", "CURRENT-OFFSET",
+                                              "LOG-END-OFFSET", "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")))
+                lines += [_format(widths, (r.group, r.topic, r.partition, r.leader_epoch, r.current_offset,
+                                           r.log_end_offset, r.lag, r.consumer_id, r.host, r.client_id))
+                          for r in self.rows]
+            else:
+                widths = [g, t, 10, 15, 15, 15, c, h, None]
+                lines.append(_format(widths, ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET",
+                                              "LAG", "CONSUMER-ID", "HOST", "CLIENT-ID")))
+                lines += [_format(widths, r[:9]) for r in self.rows]
+        return "\n".join(lines).rstrip("\n")
+
+
+def _assignment_string(assignment: Iterable[TopicPartition]) -> str:
+    """Kafka 3.x's ``--members --verbose`` ASSIGNMENT cell: ``t1(0,2), t2(1)``."""
+    by_topic: dict[str, list[int]] = {}
+    for tp in assignment:
+        by_topic.setdefault(tp.topic, []).append(tp.partition)
+    if not by_topic:
+        return MISSING
+    return ", ".join(sorted(f"{t}({','.join(map(str, sorted(ps)))})" for t, ps in by_topic.items()))
+
+
+@dataclass
+class GroupMembers(_Report):
+    """``kafka-consumer-groups --describe --members [--verbose]``: one row per member."""
+
+    group: str
+    state: str
+    rows: list[MemberAssignmentState]
+    verbose: bool = False
+
+    @property
+    def notice(self) -> str | None:
+        return _state_notice(self.group, self.state)
+
+    def table(self) -> str:
+        lines = [self.notice, ""] if self.notice else []
+        widths = [max([15] + [len(r.group) for r in self.rows]), max([15] + [len(r.consumer_id) for r in self.rows]),
+                  max([15] + [len(r.host) for r in self.rows]), max([15] + [len(r.client_id) for r in self.rows]), 15]
+        header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
+        if self.verbose:
+            widths.append(None)
+            header.append("ASSIGNMENT")
+        lines.append(_format(widths, header))
+        for r in self.rows:
+            cells = [r.group, r.consumer_id, r.host, r.client_id, r.num_partitions]
+            if self.verbose:
+                cells.append(_assignment_string(r.assignment))
+            lines.append(_format(widths, cells))
+        return "\n".join(lines)
+
+
+@dataclass
+class GroupStateReport(_Report):
+    """``kafka-consumer-groups --describe --state``: the group's one row."""
+
+    rows: list[GroupStateInformation]
+
+    @property
+    def state(self) -> str:
+        return self.rows[0].state
+
+    def table(self) -> str:
+        r = self.rows[0]
+        notice = _state_notice(r.group, r.state)
+        widths = [max(15, len(r.group)), max(25, len(r.coordinator)), 20, 20, None]
+        lines = [notice, ""] if notice else []
+        lines.append(_format(widths, ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")))
+        lines.append(_format(widths, (r.group, r.coordinator, r.assignment_strategy or MISSING, r.state,
+                                      r.num_members)))
+        return "\n".join(lines)
+
+
+@dataclass
+class ResetPlan(_Report):
+    """``kafka-consumer-groups --reset-offsets``: the new offset of each partition; applied
+    (``executed``) only with ``execute=True``, else a dry run."""
+
+    group: str
+    rows: list[OffsetReset]
+    executed: bool
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def offsets(self) -> dict[TopicPartition, OffsetAndMetadata]:
+        return {TopicPartition(r.topic, r.partition): OffsetAndMetadata(r.new_offset, "", -1) for r in self.rows}
+
+    def table(self) -> str:
+        lines = list(self.warnings)
+        if self.rows:
+            widths = [max([15, len(self.group)]), max([15] + [len(r.topic) for r in self.rows]), 10, None]
+            lines.append(_format(widths, ("GROUP", "TOPIC", "PARTITION", "NEW-OFFSET")))
+            lines += [_format(widths, r) for r in self.rows]
+        return "\n".join(lines)
+
+
+# --- the one --reset-offsets --------------------------------------------------------------------------------
+
+EARLIEST, LATEST = "earliest", "latest"  # what log_offsets is asked for, besides a timestamp in ms
+RESET_STRATEGIES = ("to_earliest", "to_latest", "to_current", "to_offset", "shift_by", "to_datetime", "by_duration")
+
+
+def plan_reset(tps: list, strategy: str, value: int | None, *, committed: Callable[[], dict],
+               log_offsets: Callable[[list, Any], dict]) -> tuple[dict, list]:
+    """Where the group will resume in each partition of ``tps``: Kafka's
+    ``ResetOffsetsCommand``, for both the simulated command and the command line.
+
+    ``strategy`` is one of ``RESET_STRATEGIES``; ``value`` its number (N for ``to_offset`` and
+    ``shift_by``, a timestamp in ms for ``to_datetime`` and ``by_duration``). ``committed()``
+    gives the group's committed offsets ({partition: offset >= 0}; asked only by ``to_current``
+    and ``shift_by``), ``log_offsets(partitions, which)`` each partition's offset by ListOffsets
+    ({partition: offset, or None where there is no answer}; ``which``: ``EARLIEST``, ``LATEST``
+    or a timestamp). Returns (the new offsets, the partitions with no record at or after the
+    time, which fall back to the log end). ``to_offset`` and ``shift_by`` are clamped into [log
+    start, log end] (Kafka's ``checkOffsetsRange``); ``shift_by`` needs a committed offset."""
+    if strategy == "to_earliest":
+        return log_offsets(tps, EARLIEST), []
+    if strategy == "to_latest":
+        return log_offsets(tps, LATEST), []
+    if strategy in ("to_datetime", "by_duration"):
+        found = log_offsets(tps, value)
+        empty = [tp for tp in tps if found.get(tp) is None or found[tp] < 0]
+        return {**found, **log_offsets(empty, LATEST)}, empty
+    if strategy == "to_current":
+        current = committed()
+        ends = log_offsets([tp for tp in tps if tp not in current], LATEST)
+        return {tp: current[tp] if tp in current else ends.get(tp) for tp in tps}, []
+    if strategy == "shift_by":
+        current = committed()
+        missing = [tp for tp in tps if tp not in current]
+        if missing:
+            raise IllegalArgumentError(f"Cannot shift offset for partition {missing[0].topic}-{missing[0].partition} "
+                                       "since there is no current committed offset")
+        wanted = {tp: current[tp] + value for tp in tps}
+    elif strategy == "to_offset":
+        wanted = {tp: value for tp in tps}
+    else:
+        raise IllegalArgumentError(f"a reset strategy is one of {', '.join(RESET_STRATEGIES)}, not {strategy!r}")
+    starts = log_offsets(tps, EARLIEST)
+    ends = log_offsets(tps, LATEST)
+    return {tp: _clamp(o, starts.get(tp), ends.get(tp)) for tp, o in wanted.items()}, []
+
+
+def _clamp(offset: int, start: int | None, end: int | None) -> int | None:
+    """Kafka's checkOffsetsRange: past the end, the end; before the start, the start."""
+    if start is None or end is None:
+        return None
+    return end if offset > end else max(offset, start)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
+
+
+def _timestamp_ms(when: Any) -> int:
+    """A ``--to-datetime`` value as ms since the epoch. The simulated clock starts at 0, i.e.
+    1970-01-01T00:00:00Z; a datetime without a time zone is taken as UTC (Kafka would take
+    the machine's zone, which would make notebooks differ between machines)."""
+    if isinstance(when, bool):
+        raise IllegalArgumentError(
+            f"to_datetime must be a datetime, an ISO 8601 str or ms since the epoch, not {when!r}")
+    if isinstance(when, int):
+        ms = when
+    else:
+        if isinstance(when, str):
+            try:
+                when = datetime.fromisoformat(when)
+            except ValueError:
+                raise IllegalArgumentError(
+                    f"to_datetime {when!r} is not an ISO 8601 date-time such as '1970-01-01T00:00:01.500'") from None
+        if not isinstance(when, datetime):
+            raise IllegalArgumentError(
+                f"to_datetime must be a datetime, an ISO 8601 str or ms since the epoch, not {when!r}")
+        if when.tzinfo is None:
+            when = when.replace(tzinfo=timezone.utc)
+        ms = (when - _EPOCH) // timedelta(milliseconds=1)
+    if ms < 0:
+        raise IllegalArgumentError(f"to_datetime is before 1970-01-01T00:00:00Z ({ms} ms); record timestamps are >= 0")
+    return ms
+
+
+class ConsumerGroupCommand:
+    """``kafka-consumer-groups`` for a minikafka cluster.
+
+    >>> groups = ConsumerGroupCommand(cluster)              # or cluster.consumer_groups  # doctest: +SKIP
+    >>> print(groups.describe_group("dispatch"))                                       # doctest: +SKIP
+    GROUP           TOPIC           PARTITION  CURRENT-OFFSET  LOG-END-OFFSET  LAG   ...
+    """
+
+    def __init__(self, bootstrap_servers: Any, **admin_configs: Any) -> None:
+        if isinstance(bootstrap_servers, KafkaAdminClient):
+            if admin_configs:
+                raise IllegalArgumentError("give admin configs or an admin client, not both")
+            self.admin = bootstrap_servers
+        else:
+            self.admin = KafkaAdminClient(bootstrap_servers=bootstrap_servers, **admin_configs)
+
+    # --- --list ------------------------------------------------------------------------------------------
+
+    def list_groups(self, states: Iterable[str] | str | None = None) -> GroupListing:
+        """``--list --state [STATES]``: every group with its state, sorted by id; ``states``
+        keeps only those (``"Stable,Empty"`` or a list, any case)."""
+        if isinstance(states, str):
+            states = [s.strip() for s in states.split(",") if s.strip()]
+        wanted = None if states is None else {_state_name(s) for s in states}
+        rows = [(g, s) for g, _, s in self.admin._list_groups_raw(None) if wanted is None or s in wanted]
+        return GroupListing(rows)
+
+    # --- --describe --------------------------------------------------------------------------------------
+
+    def _describe(self, group: str) -> tuple[int, GroupInformation]:
+        self.admin._check_group_id(group)
+        coordinator, described = self.admin._describe_one(group, None)
+        info = KafkaAdminClient._group_information(described)
+        if info.state == DEAD:
+            raise GroupIdNotFoundError(f"Consumer group '{group}' does not exist.")
+        return coordinator, info
+
+    def describe_group(self, group: str, *, verbose: bool = False) -> GroupOffsets:
+        """``--describe --group g``: per partition, the committed offset (CURRENT-OFFSET),
+        the high watermark (LOG-END-OFFSET), their difference (LAG) and the member reading it.
+        Members' partitions first (the member with most partitions first), then partitions
+        that only have a committed offset (CONSUMER-ID '-'). Raises GroupIdNotFoundError for
+        a group that does not exist."""
+        _, info = self._describe(group)
+        committed = self.admin.list_consumer_group_offsets(group)
+        owned: list[tuple[MemberInformation, list[TopicPartition]]] = [
+            (m, _assigned(m)) for m in info.members if _assigned(m)]
+        owned.sort(key=lambda mp: -len(mp[1]))  # stable: ties keep the coordinator's order
+        assigned = {tp for _, tps in owned for tp in tps}
+        unowned = sorted(tp for tp in committed if tp not in assigned)
+        ends = self.admin._list_offsets(assigned | set(unowned), LATEST_TIMESTAMP, skip_leaderless=True)
+
+        def row(tp: TopicPartition, member: MemberInformation | None) -> PartitionAssignmentState:
+            c = committed.get(tp)
+            offset = c.offset if c is not None and c.offset >= 0 else None
+            end = ends.get(tp)
+            lag = end - offset if offset is not None and end is not None else None
+            epoch = c.leader_epoch if c is not None and c.leader_epoch is not None and c.leader_epoch >= 0 else None
+            if member is None:  # only a committed offset: nobody reads it now
+                return PartitionAssignmentState(group, tp.topic, tp.partition, offset, end, lag,
+                                                None, None, None, epoch)
+            return PartitionAssignmentState(group, tp.topic, tp.partition, offset, end, lag,
+                                            member.member_id, member.client_host, member.client_id, epoch)
+
+        rows = [row(tp, m) for m, tps in owned for tp in tps] + [row(tp, None) for tp in unowned]
+        return GroupOffsets(group, info.state, rows, verbose)
+
+    def describe_members(self, group: str, *, verbose: bool = False) -> GroupMembers:
+        """``--describe --members [--verbose]``: CONSUMER-ID, HOST, CLIENT-ID, #PARTITIONS
+        (and with ``verbose`` the ASSIGNMENT) of each member, in the coordinator's order."""
+        _, info = self._describe(group)
+        rows = [MemberAssignmentState(group, m.member_id, m.client_host, m.client_id, len(_assigned(m)),
+                                      tuple(_assigned(m))) for m in info.members]
+        return GroupMembers(group, info.state, rows, verbose)
+
+    def describe_state(self, group: str) -> GroupStateReport:
+        """``--describe --state``: COORDINATOR (ID), ASSIGNMENT-STRATEGY, STATE, #MEMBERS."""
+        coordinator, info = self._describe(group)
+        return GroupStateReport([GroupStateInformation(group, f"broker-{coordinator}  ({coordinator})", coordinator,
+                                                       info.protocol, info.state, len(info.members))])
+
+    # --- --reset-offsets ----------------------------------------------------------------------------------
+
+    def _scope(self, group: str, scope: Any, all_topics: bool) -> list[TopicPartition]:
+        if all_topics:
+            if scope is not None:
+                raise IllegalArgumentError("give topics/partitions or all_topics=True, not both")
+            return sorted(self.admin.list_consumer_group_offsets(group))
+        if scope is None:
+            raise IllegalArgumentError("One of the reset scopes should be defined: a topic, partitions, "
+                                       "or all_topics=True.")
+        items = [scope] if isinstance(scope, (str, TopicPartition)) else list(scope)
+        explicit: set[TopicPartition] = set()
+        whole: list[str] = []
+        for item in items:
+            if isinstance(item, str):
+                topic, sep, parts = item.partition(":")
+                validate_topic_name(topic)
+                if not sep:
+                    whole.append(topic)
+                    continue
+                for p in parts.split(","):
+                    if not p.strip().isdigit():
+                        raise IllegalArgumentError(f"Invalid partition '{p}' specified in topic arg '{item}'")
+                    explicit.add(TopicPartition(topic, int(p)))
+            else:
+                explicit.add(_as_tp(item))
+        known = self.admin._partitions({tp.topic for tp in explicit} | set(whole))
+        missing = sorted(tp for tp in explicit if tp.partition not in known[tp.topic])
+        if missing:
+            raise UnknownTopicOrPartitionError(
+                f'The partitions "{",".join(map(str, missing))}" do not exist')
+        for topic in whole:
+            explicit |= {TopicPartition(topic, p) for p in known[topic]}
+        tps = sorted(explicit)
+        leaderless = [tp for tp in tps if known[tp.topic][tp.partition] < 0]
+        if leaderless:
+            raise LeaderNotAvailableError(f'The partitions "{",".join(map(str, leaderless))}" have no leader')
+        return tps
+
+    def reset_offsets(self, group: str, scope: Any = None, *, all_topics: bool = False,
+                      to_earliest: bool = False, to_latest: bool = False, to_current: bool = False,
+                      to_offset: int | None = None, shift_by: int | None = None, to_datetime: Any = None,
+                      by_duration: timedelta | int | None = None, execute: bool = False) -> ResetPlan:
+        """``--reset-offsets``: where the group will resume in each partition of ``scope``.
+
+        ``scope``: a topic (``"t"``: all its partitions; ``"t:0,2"``: those), a
+        ``TopicPartition``, or a list of them; or ``all_topics=True`` (every partition the
+        group has an offset for). Exactly one strategy: ``to_earliest``, ``to_latest``,
+        ``to_current``, ``to_offset=N``, ``shift_by=±N`` (from the committed offset),
+        ``to_datetime`` (a datetime, ISO str or ms since the epoch of simulated time: the
+        first record at or after it, or the log end if there is none) or ``by_duration`` (a
+        timedelta or ms before now). ``to_offset`` and ``shift_by`` are clamped into
+        [log start, log end], as Kafka does.
+
+        A dry run unless ``execute=True``, which commits the plan (a simple commit). Like
+        Kafka, refuses (NonEmptyGroupError) unless the group is Empty or does not exist yet.
+        """
+        self.admin._check_group_id(group)
+        chosen = [name for name, on in (("to_earliest", to_earliest), ("to_latest", to_latest),
+                                        ("to_current", to_current), ("to_offset", to_offset is not None),
+                                        ("shift_by", shift_by is not None), ("to_datetime", to_datetime is not None),
+                                        ("by_duration", by_duration is not None)) if on]
+        if len(chosen) != 1:
+            raise IllegalArgumentError(
+                "reset_offsets needs exactly one strategy of to_earliest, to_latest, to_current, to_offset, "
+                f"shift_by, to_datetime, by_duration; got {chosen or 'none'}")
+        for name, value in (("to_offset", to_offset), ("shift_by", shift_by)):
+            if value is not None and (not isinstance(value, int) or isinstance(value, bool)):
+                raise IllegalArgumentError(f"{name} must be an int, not {value!r}")
+        timestamp = None
+        if to_datetime is not None:
+            timestamp = _timestamp_ms(to_datetime)
+        elif by_duration is not None:
+            ms = by_duration // timedelta(milliseconds=1) if isinstance(by_duration, timedelta) else by_duration
+            if not isinstance(ms, int) or isinstance(ms, bool) or ms < 0:
+                raise IllegalArgumentError(f"by_duration must be a timedelta or ms >= 0, not {by_duration!r}")
+            timestamp = max(0, self.admin._world.now - ms)
+
+        # Only an inactive group's offsets may move (checked first, even for a dry run).
+        _, described = self.admin._describe_one(group, None)
+        if described.state not in (EMPTY, DEAD):
+            raise NonEmptyGroupError(f"Assignments can only be reset if the group '{group}' is inactive, "
+                                     f"but the current state is {described.state}.")
+        tps = self._scope(group, scope, all_topics)
+        (strategy,) = chosen
+        value = {"to_offset": to_offset, "shift_by": shift_by}.get(strategy, timestamp)
+        specials = {EARLIEST: EARLIEST_TIMESTAMP, LATEST: LATEST_TIMESTAMP}
+        new, empty = plan_reset(
+            tps, strategy, value,
+            committed=lambda: {tp: om.offset for tp, om in self.admin.list_consumer_group_offsets(group).items()
+                               if om.offset >= 0},
+            log_offsets=lambda partitions, which: self.admin._list_offsets(partitions, specials.get(which, which)))
+        warnings = [f"Warn: Partition {tp.partition} from topic {tp.topic} is empty. "
+                    "Falling back to latest known offset." for tp in empty]
+        rows = [OffsetReset(group, tp.topic, tp.partition, new[tp]) for tp in tps]
+        plan = ResetPlan(group, rows, executed=False, warnings=warnings)
+        if execute and rows:
+            self.admin.alter_consumer_group_offsets(group, plan.offsets)
+            plan.executed = True
+        return plan
+
+    # --- --delete ----------------------------------------------------------------------------------------
+
+    def delete_groups(self, groups: Iterable[str] | str) -> str:
+        """``--delete --group g [--group h]``: returns Kafka's success line; raises the first
+        failure's error (NonEmptyGroupError, GroupIdNotFoundError) with Kafka's report of
+        every group in its message."""
+        groups = [groups] if isinstance(groups, str) else list(groups)
+        results = self.admin.delete_consumer_groups(groups)
+        ok = [g for g, e in results if e is None]
+        failed = [(g, e) for g, e in results if e is not None]
+        if not failed:
+            return f"Deletion of requested consumer groups ({', '.join(repr(g) for g in ok)}) was successful."
+        lines = ["Deletion of some consumer groups failed:"]
+        lines += [f"* Group '{g}' could not be deleted due to: {e.__name__}: {_ERROR_TEXT.get(e.errno, e.message)}"
+                  for g, e in failed]
+        if ok:
+            lines.append(f"These consumer groups were deleted successfully: {', '.join(repr(g) for g in ok)}")
+        raise failed[0][1]("\n".join(lines))
+
+    def close(self) -> None:
+        self.admin.close()
+
+
+# Kafka's messages for the errors a delete can meet (org.apache.kafka.common.protocol.Errors).
+_ERROR_TEXT = {
+    NonEmptyGroupError.errno: "The group is not empty.",
+    GroupIdNotFoundError.errno: "The group id does not exist.",
+    InvalidGroupIdError.errno: "The configured groupId is invalid.",
+}
+
+
+
+
+# --- the command line ------------------------------------------------------------------------------------
 
 ERROR_PREFIX = "Error: "
 DEFAULT_TIMEOUT_MS = 5000  # Kafka's --timeout default
@@ -171,7 +725,7 @@ def _run(args: argparse.Namespace) -> int:
         admin.close()
 
 
-def _assigned(member: dict) -> list:
+def _assigned_partitions(member: dict) -> list:
     """A member's partitions, from DescribeGroups' member_assignment (kafka-python decodes it
     for the 'consumer' protocol; empty while the group rebalances)."""
     from kafka import TopicPartition
@@ -244,8 +798,6 @@ class GroupTool:
     # --- --list ------------------------------------------------------------------------------------
 
     def list(self, states: str | None) -> int:
-        from minikafka.clients.admin import GroupListing, _state_name
-
         ids = self.group_ids()
         if states is None:
             for g in ids:
@@ -268,14 +820,6 @@ class GroupTool:
             print(f"\nWarning: Consumer group '{group}' is rebalancing.", file=sys.stderr)
 
     def describe(self, groups: list[str], *, members: bool, state: bool, verbose: bool) -> int:
-        from minikafka.clients.admin import (
-            GroupMembers,
-            GroupOffsets,
-            GroupStateInformation,
-            GroupStateReport,
-            MemberAssignmentState,
-        )
-
         missing = []
         for group in groups:
             info = self.describe_group(group)
@@ -291,7 +835,7 @@ class GroupTool:
                     group, where, node, info.get("protocol_data") or "", group_state, len(info["members"]))])
             elif members:
                 rows = [MemberAssignmentState(group, m["member_id"], m.get("client_host") or "-",
-                                              m.get("client_id") or "", len(_assigned(m)), tuple(_assigned(m)))
+                                              m.get("client_id") or "", len(_assigned_partitions(m)), tuple(_assigned_partitions(m)))
                         for m in info["members"]]
                 report = GroupMembers(group, group_state, rows, verbose)
             else:
@@ -303,10 +847,8 @@ class GroupTool:
     def _offset_rows(self, group: str, info: dict) -> list:
         from kafka.admin import OffsetSpec
 
-        from minikafka.clients.admin import PartitionAssignmentState
-
         committed = self.committed(group)
-        owned = [(m, _assigned(m)) for m in info["members"] if _assigned(m)]
+        owned = [(m, _assigned_partitions(m)) for m in info["members"] if _assigned_partitions(m)]
         owned.sort(key=lambda mp: -len(mp[1]))  # Kafka: the member with most partitions first
         assigned = {tp for _, tps in owned for tp in tps}
         unowned = sorted(tp for tp in committed if tp not in assigned)
@@ -369,8 +911,6 @@ class GroupTool:
         from kafka.admin import OffsetSpec, OffsetTimestamp
         from kafka.structs import OffsetAndMetadata
 
-        from minikafka.clients.admin import OffsetReset, ResetPlan
-
         strategy = _strategy(args)
         timestamp = self._timestamp_ms(args) if strategy in ("to_datetime", "by_duration") else None
         # Only an inactive group's offsets may move: checked first, even for a dry run (Kafka too).
@@ -379,36 +919,18 @@ class GroupTool:
             raise ToolError(f"Assignments can only be reset if the group '{group}' is inactive, but the current "
                             f"state is {state}.")
         tps = self._scope(group, args)
-        warnings = []
-        if strategy == "to_earliest":
-            new = self.log_offsets(tps, OffsetSpec.EARLIEST)
-        elif strategy == "to_latest":
-            new = self.log_offsets(tps, OffsetSpec.LATEST)
-        elif timestamp is not None:
-            found = self.log_offsets(tps, OffsetTimestamp(timestamp))
-            empty = [tp for tp in tps if found.get(tp) is None or found[tp] < 0]
-            ends = self.log_offsets(empty, OffsetSpec.LATEST)
-            for tp in empty:
-                warnings.append(f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. "
-                                "Falling back to latest known offset.")
-            new = {**found, **ends}
-        else:
-            committed = self.committed(group)
-            ends = self.log_offsets(tps, OffsetSpec.LATEST)
-            if strategy == "to_current":
-                new = {tp: committed[tp].offset if tp in committed else ends[tp] for tp in tps}
-            else:
-                if strategy == "shift_by":
-                    for tp in tps:
-                        if tp not in committed:
-                            raise ToolError(f"Cannot shift offset for partition {tp.topic}-{tp.partition} since "
-                                            "there is no current committed offset")
-                    wanted = {tp: committed[tp].offset + args.shift_by for tp in tps}
-                else:
-                    wanted = {tp: args.to_offset for tp in tps}
-                starts = self.log_offsets(tps, OffsetSpec.EARLIEST)
-                # Kafka's checkOffsetsRange: past the end -> the end; before the start -> the start.
-                new = {tp: _clamp(o, starts[tp], ends[tp]) for tp, o in wanted.items()}
+        value = {"to_offset": args.to_offset, "shift_by": args.shift_by}.get(strategy, timestamp)
+        specs = {EARLIEST: OffsetSpec.EARLIEST, LATEST: OffsetSpec.LATEST}
+        try:
+            new, empty = plan_reset(
+                tps, strategy, value,
+                committed=lambda: {tp: om.offset for tp, om in self.committed(group).items()},
+                log_offsets=lambda partitions, which: self.log_offsets(
+                    partitions, specs[which] if which in specs else OffsetTimestamp(which)))
+        except IllegalArgumentError as e:
+            raise ToolError(str(e)) from None
+        warnings = [f"\nWarn: Partition {tp.partition} from topic {tp.topic} is empty. "
+                    "Falling back to latest known offset." for tp in empty]
         leaderless = [tp for tp in tps if new.get(tp) is None]
         if leaderless:
             names = ",".join(f"{tp.topic}-{tp.partition}" for tp in leaderless)
@@ -436,7 +958,6 @@ class GroupTool:
     def delete(self, groups: list[str]) -> int:
         import kafka.errors as Errors
 
-        from minikafka.clients.admin import _ERROR_TEXT
 
         if not groups:
             return 0
@@ -458,16 +979,10 @@ class GroupTool:
 
 def _without_notice(table: str, group: str, state: str) -> str:
     """The simulated tool's table starts with its state notice; here that went to stderr."""
-    from minikafka.clients.admin import _state_notice
-
     notice = _state_notice(group, state)
     return table[len(notice):].lstrip("\n") if notice and table.startswith(notice) else table
 
 
-def _clamp(offset: int, start: int | None, end: int | None) -> int | None:
-    if start is None or end is None:
-        return None
-    return end if offset > end else max(offset, start)
 
 
 def parse_datetime_ms(text: str) -> int:
