@@ -14,11 +14,12 @@ import pytest
 pytest.importorskip("pyspark")
 
 from kafka import KafkaProducer  # noqa: E402
-from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
+from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, NewTopic  # noqa: E402
 
 from minikafka.spark import data_consumer  # noqa: E402
 from minikafka.spark.options import KafkaSourceOptions  # noqa: E402
-from minikafka.spark.reader import _POOL, OffsetRange, read_range  # noqa: E402
+from minikafka.spark.offset_reader import KafkaOffsetReader  # noqa: E402
+from minikafka.spark.reader import _POOL, KafkaBatchReader, OffsetRange, read_range  # noqa: E402
 from minikafka.wire.process import launch  # noqa: E402
 from wire_helpers import wait_until  # noqa: E402
 
@@ -27,7 +28,8 @@ pytestmark = pytest.mark.spark
 
 @pytest.fixture(scope="module")
 def cluster():
-    with launch(brokers=3) as c:
+    # The cleaner looks at the compacted logs every 100 ms (Kafka's default: 15 s).
+    with launch(brokers=3, config={"log.cleaner.backoff.ms": 100}) as c:
         yield c
 
 
@@ -86,6 +88,71 @@ def test_a_task_that_stops_early_leaves_its_connection_readable_for_the_next(clu
     assert list(data_consumer._CONNECTIONS[consumer].values()) == [conn] and conn.sock.fileno() >= 0, \
         "the stale answer cost the connection"
     assert first.column("offset")[0].as_py() == 0
+
+
+def test_holes_between_offsets_fail_a_read_unless_the_topic_is_compacted(cluster):
+    """Only the cleaner leaves offsets missing between records. A topic compacted and then set
+    to cleanup.policy=delete keeps its holes: a read that is not told the topic is compacted
+    must stop and name them (as it would a broker that lost records), and failOnDataLoss=false
+    reads what is there."""
+    name = f"positions-{uuid.uuid4().hex[:8]}"
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    admin.create_topics([NewTopic(name, 1, 3, topic_configs={"cleanup.policy": "compact", "segment.bytes": "1024"})])
+    wait_until(lambda: admin.describe_topics([name])[0]["partitions"][0]["leader_id"] >= 0, 20, f"a leader for {name}")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    for i in range(300):  # one batch each: many closed segments, 10 keys
+        producer.send(name, key=b"truck-%d" % (i % 10), value=b"position-%03d" % i).get(timeout=30)
+    producer.close()
+    opts = options(cluster, name)
+    reader = KafkaOffsetReader(opts)
+    assert reader.compacted([name]) == {name}
+    reader.plain = False  # the kafka-python path asks the same question
+    assert reader.compacted([name]) == {name}
+    reader.close()
+    (task,) = KafkaBatchReader(opts).partitions()
+    (planned,) = task.ranges
+    assert planned.holes_allowed and (planned.from_offset, planned.until_offset) == (0, 300)
+
+    def survivors() -> list[tuple[int, bytes]]:
+        return offsets_and_values(read_range(opts, OffsetRange(name, 0, 0, 300, holes_allowed=True)))
+
+    wait_until(lambda: len(survivors()) < 300, 30, "the cleaner to compact the closed segments")
+    kept = survivors()
+    offsets = [o for o, _ in kept]
+    assert offsets == sorted(offsets) and offsets[-1] == 299
+    hole = next(o for o in range(300) if o not in offsets)
+
+    admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"cleanup.policy": "delete"})])
+    reader = KafkaOffsetReader(opts)
+    wait_until(lambda: reader.compacted([name]) == set(), 20, "the new cleanup.policy in the metadata")
+    reader.close()
+    admin.close()
+    (task,) = KafkaBatchReader(opts).partitions()
+    (planned,) = task.ranges
+    assert not planned.holes_allowed
+    with pytest.raises(data_consumer.BrokerAnsweredWrongly, match=rf"Offsets {hole} to \d+ of {name}-0 are missing "
+                       r"from what the broker 127\.0\.0\.1:\d+ \(broker \d\) .*failOnDataLoss=false"):
+        list(read_range(opts, planned))
+    lenient = KafkaSourceOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": name,
+                                        "failOnDataLoss": "false"}, batch=True)
+    assert offsets_and_values(read_range(lenient, planned)) == kept
+
+
+def test_first_hole_reads_batch_headers_only():
+    def header(base: int, last_delta: int, count: int) -> bytes:
+        body = b"\0" * (61 - 12)
+        raw = struct.pack(">qi", base, len(body)) + body
+        raw = raw[:23] + struct.pack(">i", last_delta) + raw[27:57] + struct.pack(">i", count)
+        return raw
+
+    dense = header(0, 4, 5) + header(5, 2, 3)
+    assert data_consumer.first_hole(dense, 0) is None
+    assert data_consumer.first_hole(dense, 3) is None  # the fetch starts inside the first batch
+    assert data_consumer.first_hole(header(0, 4, 5) + header(7, 0, 1), 2) == (5, 6)  # between batches
+    assert data_consumer.first_hole(header(0, 4, 3), 0) == (0, 4)  # inside one: 3 records over 5 offsets
+    assert data_consumer.first_hole(header(10, 0, 1), 8) == (8, 9)  # before the first
+    assert data_consumer.first_hole(dense[:70], 0) is None  # a partial last batch is not read
+    assert data_consumer.next_fetch_offset(dense, 0) == 8 and data_consumer.batch_across(dense, 6) == (5, 7)
 
 
 class FakeBroker:

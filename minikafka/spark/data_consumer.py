@@ -36,6 +36,9 @@ reader it replaces:
   one holding offsets on both sides of that end proves the answer wrong (a Kafka-compatible
   broker that answers ListOffsets "latest" with something else), and the task fails with
   the broker and the partition named: reading on would be silently short.
+- Offsets missing between the batches fetched (or inside one) fail the task the same way,
+  unless the topic is compacted (the planner asked its ``cleanup.policy``) or the query set
+  ``failOnDataLoss=false``: only the cleaner leaves such holes.
 """
 
 from __future__ import annotations
@@ -52,6 +55,7 @@ from minikafka.spark.offset_reader import KafkaSourceError
 _PREFIX = struct.Struct(">qi")
 _LAST_OFFSET_DELTA = struct.Struct(">i")
 _LAST_OFFSET_DELTA_AT = 23
+_RECORDS_COUNT_AT = 57
 _HEADER_SIZE = 61
 FETCH_MAX_VERSION = 11  # the last non-flexible Fetch: topics by name, what every broker here speaks
 PARTITION_FETCH_BYTES = 8 << 20
@@ -147,9 +151,9 @@ def close_connections(consumer) -> None:
         conn.close()
 
 
-def batch_across(buf: bytes, offset: int) -> tuple[int, int] | None:
-    """The first and last offset of a whole record batch in ``buf`` that holds both
-    ``offset - 1`` and ``offset``, if there is one: then ``offset`` is not a log end."""
+def whole_batches(buf: bytes) -> Iterator[tuple[int, int, int]]:
+    """``(base offset, last offset, record count)`` of each whole record batch in ``buf``,
+    read from the batch headers alone (a fetch may end with part of a batch: it is left out)."""
     pos, size = 0, len(buf)
     while pos + _HEADER_SIZE <= size:
         base, length = _PREFIX.unpack_from(buf, pos)
@@ -157,24 +161,40 @@ def batch_across(buf: bytes, offset: int) -> tuple[int, int] | None:
         if end > size:
             break
         (delta,) = _LAST_OFFSET_DELTA.unpack_from(buf, pos + _LAST_OFFSET_DELTA_AT)
-        if base < offset <= base + delta:
-            return base, base + delta
+        (count,) = _INT32.unpack_from(buf, pos + _RECORDS_COUNT_AT)
+        yield base, base + delta, count
         pos = end
-    return None
+
+
+def batch_across(buf: bytes, offset: int) -> tuple[int, int] | None:
+    """The first and last offset of a whole record batch in ``buf`` that holds both
+    ``offset - 1`` and ``offset``, if there is one: then ``offset`` is not a log end."""
+    return next(((base, last) for base, last, _ in whole_batches(buf) if base < offset <= last), None)
 
 
 def next_fetch_offset(buf: bytes, position: int) -> int:
     """The offset after the last whole batch in ``buf`` (``position`` if there is none)."""
-    pos, size = 0, len(buf)
-    while pos + _HEADER_SIZE <= size:
-        base, length = _PREFIX.unpack_from(buf, pos)
-        end = pos + 12 + length
-        if end > size:
-            break
-        (delta,) = _LAST_OFFSET_DELTA.unpack_from(buf, pos + _LAST_OFFSET_DELTA_AT)
-        position = max(position, base + delta + 1)
-        pos = end
+    for _, last, _ in whole_batches(buf):
+        position = max(position, last + 1)
     return position
+
+
+def first_hole(buf: bytes, position: int) -> tuple[int, int] | None:
+    """The first offsets missing from ``position`` on in ``buf``, as ``(first, last)``: a
+    batch starting after the offset the one before it ended at, or a batch holding fewer
+    records than its offsets span. Only a compacted log has such holes (the cleaner removes
+    records and keeps the offsets of the rest); a transaction's marker is a record with an
+    offset of its own, and retention removes only whole segments from the log's start."""
+    expected = position
+    for base, last, count in whole_batches(buf):
+        if last < expected:
+            continue  # (a fetch starts with the whole batch that holds ``position``)
+        if base > expected:
+            return expected, base - 1
+        if count != last - base + 1:
+            return base, last
+        expected = last + 1
+    return None
 
 
 class _Sent:
@@ -279,13 +299,16 @@ class BrokerAnsweredWrongly(KafkaSourceError):
 
 
 def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
-                until_offset: int, end_is_log_end: bool = False) -> Iterator[FetchedRecords]:
+                until_offset: int, end_is_log_end: bool = False,
+                holes_allowed: bool = False) -> Iterator[FetchedRecords]:
     """The records of ``[from_offset, until_offset)``, one ``FetchedRecords`` per Fetch response.
 
     With ``end_is_log_end`` (``until_offset`` is what a broker answered for the log's end),
     a record batch that holds both ``until_offset - 1`` and ``until_offset`` proves that
     answer wrong (a log ends between batches: Kafka appends, replicates and advances the high
     watermark whole batches at a time), and the read fails naming the broker and partition.
+    Without ``holes_allowed`` (a topic that is not compacted), offsets missing between the
+    records fetched fail the read the same way, unless ``failOnDataLoss=false``.
     """
     import kafka.errors as Errors
 
@@ -337,6 +360,16 @@ def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
                             f"watermark {data.high_watermark}): reading to that end would leave records "
                             "out. The query stops rather than read short; is this a Kafka-compatible "
                             "broker whose ListOffsets answers are wrong?")
+                    if not holes_allowed and options.fail_on_data_loss and \
+                            (hole := first_hole(buf, position)) is not None and hole[0] < until_offset:
+                        raise BrokerAnsweredWrongly(
+                            f"Offsets {hole[0]} to {hole[1]} of {name} are missing from what the broker "
+                            f"{fetcher.leader_address()} (its leader) returned for a fetch at offset {position}, "
+                            "and the topic is not compacted (its cleanup.policy has no 'compact'): only "
+                            "compaction leaves holes between offsets, so records are lost. The query stops "
+                            "rather than read short. If the topic was compacted once and its policy changed "
+                            "since, the holes are the cleaner's: set the option failOnDataLoss=false to read "
+                            "what is there.")
                     nxt = next_fetch_offset(buf, position)
                     if position < nxt < until_offset:
                         pending = (fetcher.send(nxt), nxt)  # the broker works while we decode

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 
 METADATA_KEY, METADATA_VERSION = 3, 4
 LIST_OFFSETS_KEY, LIST_OFFSETS_VERSION = 2, 2
+DESCRIBE_CONFIGS_KEY, DESCRIBE_CONFIGS_VERSION = 32, 1
+TOPIC_RESOURCE = 2  # DescribeConfigs' resource type for a topic
 EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 # The kafka.* settings (as kafka-python keywords) this client honours; any other goes to kafka-python.
 PLAIN_SETTINGS = frozenset({"client_id", "isolation_level", "request_timeout_ms", "retry_backoff_ms",
@@ -262,6 +264,25 @@ class OffsetClient:
             self._back_off(deadline)  # a leader moved, died or is not known yet: ask again
             self.metadata(deadline)
 
+    # --- DescribeConfigs -------------------------------------------------------------------------------
+
+    def topic_config(self, topics: list[str], name: str, deadline: float) -> dict[str, str | None]:
+        """The value of the topic setting ``name`` (``cleanup.policy``) for each of ``topics``
+        a broker describes, asked of any broker (topic configs live in the metadata log, which
+        every broker has); a topic the broker names an error for is left out."""
+        if self.view is None:
+            self.metadata(deadline)
+        body = _I32.pack(len(topics)) + b"".join(
+            _I8.pack(TOPIC_RESOURCE) + _string(t) + _I32.pack(1) + _string(name) for t in topics) + _I8.pack(0)
+        while True:
+            for address in self._candidates():
+                try:
+                    reader = self._call(address, DESCRIBE_CONFIGS_KEY, DESCRIBE_CONFIGS_VERSION, body, deadline)
+                    return _parse_describe_configs(reader, name)
+                except (OSError, struct.error, UnicodeDecodeError):
+                    self._drop(address)
+            self._back_off(deadline)
+
     def _leader(self, tp: tuple[str, int]) -> int | None:
         leader = self.view.topics.get(tp[0], {}).get(tp[1], -1)
         return leader if leader >= 0 and leader in self.view.brokers else None
@@ -374,4 +395,23 @@ def _parse_list_offsets(r: _Reader) -> list[tuple[tuple[str, int], int, int]]:
             partition, error = r.i32(), r.i16()
             r.i64()  # timestamp
             out.append(((topic, partition), error, r.i64()))
+    return out
+
+
+def _parse_describe_configs(r: _Reader, wanted: str) -> dict[str, str | None]:
+    """{topic: value of ``wanted``} from a DescribeConfigs v1 answer (topics in error left out)."""
+    out: dict[str, str | None] = {}
+    r.i32()  # throttle_time_ms
+    for _ in range(r.count()):
+        error = r.i16()
+        r.string()  # error_message
+        r.i8()  # resource_type
+        topic = r.string()
+        for _ in range(r.count()):
+            key, value = r.string(), r.string()
+            r.i8(), r.i8(), r.i8()  # read_only, config_source, is_sensitive
+            for _ in range(r.count()):  # synonyms
+                r.string(), r.string(), r.i8()
+            if error == 0 and key == wanted:
+                out[topic] = value
     return out

@@ -22,7 +22,10 @@ same order, so a task re-run by Spark reads the same offsets.
 A range also carries ``end_is_log_end``: whether its ``until`` is what a broker answered for
 the log's end (ListOffsets "latest"), not an end the planner chose (a limit, a split). Only
 such an end can be checked against the log when the range is read (``data_consumer``): a
-log end never falls inside a record batch. This module does no I/O.
+log end never falls inside a record batch. And ``holes_allowed``: whether the topic is
+compacted (``cleanup.policy`` has ``compact``), the only kind of log whose offsets may skip;
+in any other a hole between the records fetched is records missing, and the read fails.
+This module does no I/O.
 """
 
 from __future__ import annotations
@@ -31,25 +34,28 @@ from __future__ import annotations
 class OffsetRange:
     """The records of one topic-partition in ``[from_offset, until_offset)``."""
 
-    __slots__ = ("topic", "partition", "from_offset", "until_offset", "end_is_log_end")
+    __slots__ = ("topic", "partition", "from_offset", "until_offset", "end_is_log_end", "holes_allowed")
 
     def __init__(self, topic: str, partition: int, from_offset: int, until_offset: int,
-                 end_is_log_end: bool = False) -> None:
+                 end_is_log_end: bool = False, holes_allowed: bool = False) -> None:
         self.topic = topic
         self.partition = partition
         self.from_offset = from_offset
         self.until_offset = until_offset
         self.end_is_log_end = end_is_log_end
+        self.holes_allowed = holes_allowed
 
     @property
     def size(self) -> int:
         return self.until_offset - self.from_offset
 
     def __getstate__(self) -> tuple:
-        return (self.topic, self.partition, self.from_offset, self.until_offset, self.end_is_log_end)
+        return (self.topic, self.partition, self.from_offset, self.until_offset, self.end_is_log_end,
+                self.holes_allowed)
 
     def __setstate__(self, state: tuple) -> None:
-        self.topic, self.partition, self.from_offset, self.until_offset, self.end_is_log_end = state
+        (self.topic, self.partition, self.from_offset, self.until_offset, self.end_is_log_end,
+         self.holes_allowed) = state
 
     def __eq__(self, other: object) -> bool:
         return isinstance(other, OffsetRange) and self.__getstate__() == other.__getstate__()
@@ -67,7 +73,8 @@ def _cut(r: OffsetRange, parts: int) -> list[OffsetRange]:
         remaining -= this
         end = min(start + this, r.until_offset)
         last = part == parts - 1
-        out.append(OffsetRange(r.topic, r.partition, start, end, r.end_is_log_end and last and end == r.until_offset))
+        out.append(OffsetRange(r.topic, r.partition, start, end, r.end_is_log_end and last and end == r.until_offset,
+                               r.holes_allowed))
         start = end
     return [p for p in out if p.size > 0]
 

@@ -10,7 +10,9 @@ multi-process cluster and on a real Kafka:
   topics are listed afresh each time, so partitions added to a topic, and new topics that
   match a pattern, are picked up at the next trigger;
 - each partition's earliest offset (the log start: older records were deleted by retention);
-- each partition's latest offset (the log end as consumers see it, the high watermark).
+- each partition's latest offset (the log end as consumers see it, the high watermark);
+- and, to check what the tasks fetch, which topics are compacted (DescribeConfigs'
+  ``cleanup.policy``): only a compacted log may have holes between its offsets.
 
 Who asks: ``offset_client.OffsetClient`` (plain sockets) when the query's ``kafka.*``
 settings are ones it honours (plain TCP, ``PLAIN_SETTINGS``), else a kafka-python consumer
@@ -263,6 +265,42 @@ class KafkaOffsetReader:
                 vanished = {t for t, _ in tps} - self.topics()
                 if vanished:
                     raise TopicsVanished(vanished) from None
+
+    def compacted(self, topics: Iterable[str]) -> set[str]:
+        """Which of ``topics`` may have holes between offsets: those whose ``cleanup.policy``
+        includes ``compact``, and those no broker would describe (an old or partial
+        Kafka-compatible broker: their reads cannot be checked for holes, so none is refused)."""
+        topics = sorted(set(topics))
+        if not topics:
+            return set()
+        deadline = time.monotonic() + min(self.options.poll_timeout_ms, LOOKUP_ROUND_MS) / 1000
+        try:
+            if self.plain:
+                policies = self.client.topic_config(topics, "cleanup.policy", deadline)
+            else:
+                policies = self._described_policies(topics, deadline)
+        except (LookupTimeout, NoBrokerAnswered, OSError):
+            return set(topics)
+        return {t for t in topics if "compact" in (policies.get(t) or "compact")}
+
+    def _described_policies(self, topics: list[str], deadline: float) -> dict[str, str | None]:
+        from kafka.protocol.admin import DescribeConfigsRequest
+
+        c = self.consumer
+        request = DescribeConfigsRequest(resources=[
+            DescribeConfigsRequest.DescribeConfigsResource(
+                resource_type=2, resource_name=t, configuration_keys=["cleanup.policy"]) for t in topics],
+            include_synonyms=False)
+        node = c._manager.least_loaded_node()
+        if node is None:
+            return {}
+        try:
+            future = c._manager.send(request, node_id=node)
+            response = c._net.run(c._manager.wait_for, future, max(1, int((deadline - time.monotonic()) * 1000)))
+        except Exception:  # noqa: BLE001 - unsupported, timed out, disconnected: not known
+            return {}
+        return {r.resource_name: next((e.value for e in r.configs if e.name == "cleanup.policy"), None)
+                for r in response.results if r.error_code == 0}
 
     def _no_offsets(self, tps: list[TopicPartition]) -> KafkaSourceError:
         return KafkaSourceError(

@@ -174,7 +174,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     sys.setswitchinterval(min(switch_interval, READ_SWITCH_INTERVAL_S))
     try:
         for rows in fetch_range(consumer, options, part.topic, part.partition, part.from_offset, part.until_offset,
-                                part.end_is_log_end):
+                                part.end_is_log_end, part.holes_allowed):
             n = len(rows)
             columns = [
                 rows.keys,
@@ -222,15 +222,17 @@ class KafkaBatchReader(DataSourceReader):
             tps = self.offsets.partitions(require_topics=True)
             start = _resolve(self.offsets, tps, opts.starting, "startingOffsets", opts.strategy)
             end = _resolve(self.offsets, tps, opts.ending, "endingOffsets", opts.strategy)
+            for tp in tps:
+                if start[tp] > end[tp]:
+                    raise KafkaSourceError(
+                        f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is after its endingOffsets {end[tp]}.")
+            compacted = self.offsets.compacted(t for t, _ in tps)
         finally:
             self.offsets.close()
-        for tp in tps:
-            if start[tp] > end[tp]:
-                raise KafkaSourceError(
-                    f"startingOffsets {start[tp]} of {tp[0]}-{tp[1]} is after its endingOffsets {end[tp]}.")
         ending = opts.ending
         log_ends = {tp for tp in tps if ending == LATEST or (isinstance(ending, dict) and ending[tp] == LATEST)}
-        return plan_tasks([OffsetRange(t, p, start[(t, p)], end[(t, p)], (t, p) in log_ends) for t, p in tps], opts)
+        return plan_tasks([OffsetRange(t, p, start[(t, p)], end[(t, p)], (t, p) in log_ends, t in compacted)
+                           for t, p in tps], opts)
 
     def read(self, partition: KafkaInputPartition) -> Iterator[Any]:
         return read_ranges(self.options, partition)
@@ -329,7 +331,8 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         until = from_spark_offsets(end)
         new = [tp for tp in until if tp not in begin]
         begin.update(self.offsets.earliest(new))
-        return plan_tasks([OffsetRange(t, p, begin[(t, p)], off, self.log_ends.get((t, p)) == off)
+        compacted = self.offsets.compacted(t for t, _ in until)
+        return plan_tasks([OffsetRange(t, p, begin[(t, p)], off, self.log_ends.get((t, p)) == off, t in compacted)
                            for (t, p), off in sorted(until.items())], self.options)
 
     def read(self, partition: KafkaInputPartition) -> Iterator[Any]:

@@ -30,7 +30,9 @@ What differs from Spark's Kafka source (``format("kafka")``):
 - ``subscribe`` or ``assign`` naming a topic that does not exist fails the query at once
   (with Spark the query would wait, or the broker create the topic); a
   ``subscribePattern`` that matches nothing waits, as with Spark.
-- Offsets with no record (compaction) are skipped without a data-loss report.
+- Offsets with no record are skipped without a data-loss report in a compacted topic (the
+  planner asks each topic's ``cleanup.policy``); in any other topic they fail the query,
+  naming the broker, the partition and the offsets (``failOnDataLoss=false`` reads on).
 - No ``latestOffset`` metrics in ``query.lastProgress`` (``avgOffsetsBehindLatest``, ...).
 - No Kafka sink (``writeStream.format("kafka")``): write from ``foreachBatch``, e.g. with
   ``minikafka.spark.sink.KafkaBatchSink`` or
