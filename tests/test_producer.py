@@ -32,11 +32,13 @@ from minikafka.errors import (
     CorruptRecordError,
     IllegalStateError,
     InvalidTopicError,
+    KafkaError,
     KafkaTimeoutError,
     MessageSizeTooLargeError,
     NotEnoughReplicasError,
 )
 from minikafka.messages import (
+    COORDINATOR_LOAD_IN_PROGRESS,
     CORRUPT_MESSAGE,
     DUPLICATE_SEQUENCE_NUMBER,
     NO_ERROR,
@@ -53,6 +55,7 @@ from minikafka.messages import (
     ProduceRequest,
     ProduceResponse,
     TopicMetadata,
+    UNKNOWN_SERVER_ERROR,
 )
 from minikafka.node import StateMachine
 from minikafka.partitioner import partition_for_key
@@ -458,6 +461,31 @@ def test_idempotent_out_of_order_with_nothing_earlier_pending_fails_and_resets_t
     rig.world.advance(1)
     assert rig.take(1, InitProducerIdRequest) or rig.take(2, InitProducerIdRequest)  # a new id
     assert rig.sender.transaction_manager.resets == 1
+
+
+def test_an_init_producer_id_error_no_retry_mends_fails_every_send_with_it_instead_of_waiting():
+    """A broker that answers InitProducerId with UNKNOWN_SERVER_ERROR (Tansu 0.6 does) never
+    gives this producer an id: Kafka's producer makes that a fatal error and fails the sends;
+    retrying for ever would hold every record until delivery.timeout.ms, sending nothing."""
+    rig = Rig(idempotent=True)
+    (init,) = rig.take(1, InitProducerIdRequest)
+    rig.start_topic()
+    before = rig.append(TP0, b"a")
+    rig.world.advance(1)
+    rig.reply(1, InitProducerIdResponse(init.correlation_id, COORDINATOR_LOAD_IN_PROGRESS, -1, -1))
+    assert not before.is_done  # retriable: asked again after the back-off
+    rig.world.advance(150)
+    (again,) = rig.take(1, InitProducerIdRequest) or rig.take(2, InitProducerIdRequest)
+    rig.reply(1, InitProducerIdResponse(again.correlation_id, UNKNOWN_SERVER_ERROR, -1, -1))
+    with pytest.raises(KafkaError, match="InitProducerId with UNKNOWN_SERVER_ERROR.*enable_idempotence=False"):
+        before.get(timeout=0)
+    after = rig.append(TP1, b"b")
+    rig.world.advance(1)
+    with pytest.raises(KafkaError, match="InitProducerId with UNKNOWN_SERVER_ERROR"):
+        after.get(timeout=0)
+    rig.world.advance(1000)
+    assert rig.take(1, InitProducerIdRequest) == rig.take(2, InitProducerIdRequest) == []  # not asked again
+    assert rig.take(1, ProduceRequest) == rig.take(2, ProduceRequest) == []
 
 
 def test_the_sender_is_deterministic():

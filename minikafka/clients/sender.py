@@ -69,6 +69,8 @@ from minikafka.errors import (
     RequestTimedOutError,
 )
 from minikafka.messages import (
+    COORDINATOR_NOT_AVAILABLE,
+    NOT_COORDINATOR,
     Disconnected,
     DUPLICATE_SEQUENCE_NUMBER,
     ERROR_NAMES,
@@ -222,6 +224,9 @@ class TransactionManager:
         self._last_acked_sequence: dict[TopicPartition, int] = {}
         self.next_init_attempt = 0
         self.resets = 0
+        # An InitProducerId error no retry can mend (Java's TransactionManager "fatal error"):
+        # every batch then fails with it, instead of waiting for a producer id that never comes.
+        self.fatal_error: KafkaError | None = None
 
     def has_producer_id(self) -> bool:
         return self.producer_id_and_epoch.is_valid
@@ -444,6 +449,8 @@ class Sender(StateMachine):
         wake.append(self._maybe_update_metadata())
         if self.transactions is not None:
             wake.append(self.transactions.poll())  # (its InitProducerId carries the transactional id)
+        elif self.transaction_manager is not None and self.transaction_manager.fatal_error is not None:
+            self.accumulator.abort_undrained_batches(self.transaction_manager.fatal_error)
         elif self.transaction_manager is not None and not self.transaction_manager.has_producer_id():
             wake.append(self._maybe_init_producer_id())
         wake.extend(self._deadline(r) for r in self._in_flight.values())
@@ -592,8 +599,18 @@ class Sender(StateMachine):
         tm = self.transaction_manager
         if response.error == NO_ERROR:
             tm.set_producer_id_and_epoch(response.producer_id, response.producer_epoch)
-        else:
+            return
+        error = error_for_code(response.error)
+        if error.retriable or response.error in (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE):
             tm.next_init_attempt = self.now + self.config["retry_backoff_ms"]
+            return
+        name = ERROR_NAMES.get(response.error, str(response.error))
+        tm.fatal_error = error_for_code(response.error, (
+            f"the broker answered InitProducerId with {name}, an error no retry mends, so this "
+            f"idempotent producer has no producer id and can send nothing (Kafka's producer fails "
+            f"the same way); with enable_idempotence=False it would not ask for one"))
+        log.warning("%s: %s", self.node_id, tm.fatal_error)
+        self.accumulator.abort_undrained_batches(tm.fatal_error)
 
     def _deadline(self, request: InFlightRequest) -> int:
         if request.node in self._connected:
