@@ -115,6 +115,9 @@ class ProduceRequest:
     acks: int  # 0, 1 or -1 (all)
     timeout_ms: int
     partitions: tuple[ProducePartition, ...]
+    # A transactional producer's id (its batches carry the producer id, epoch and the
+    # transactional bit; Kafka checks this one against the client's rights to the id).
+    transactional_id: str | None = None
 
 
 @frozen_dataclass

@@ -96,6 +96,25 @@ _ROUND_TRIPS = [
     (m.DescribeGroupsRequest(21, ("g",)), m.DescribeGroupsResponse(21, (m.DescribedGroup(
         0, "g", "Stable", "consumer", "range", (m.DescribedMember("m1", "cl", "/1", b"s", b"a"),)),))),
     (m.DeleteGroupsRequest(22, ("g",)), m.DeleteGroupsResponse(22, (("g", 0),))),
+    (m.ProduceRequest(23, -1, 3000, (m.ProducePartition("a", 1, b"transactional batch"),), "tx"),
+     m.ProduceResponse(23, (m.ProducePartitionResponse("a", 1, 0, 3, 0),))),
+    (m.AddPartitionsToTxnRequest(24, "tx", 4000, 1, (("a", 0), ("a", 1), ("b", 0))),
+     m.AddPartitionsToTxnResponse(24, (("a", 0, 0), ("a", 1, 0), ("b", 0, m.CONCURRENT_TRANSACTIONS)))),
+    (m.AddOffsetsToTxnRequest(25, "tx", 4000, 1, "g"), m.AddOffsetsToTxnResponse(25, 0)),
+    (m.EndTxnRequest(26, "tx", 4000, 1, False), m.EndTxnResponse(26, m.PRODUCER_FENCED)),
+    (m.TxnOffsetCommitRequest(27, "tx", "g", 4000, 1, (m.OffsetCommitPartition("a", 0, 5, 2, "meta"),)),
+     m.TxnOffsetCommitResponse(27, (("a", 0, 0),))),
+    (m.DescribeConfigsRequest(28, ((2, "a", ("retention.ms",)), (4, "1", None))),
+     m.DescribeConfigsResponse(28, ((2, "a", 0, None, (("retention.ms", "60000", False, False, False),)),
+                                    (4, "1", 0, None, (("log.dirs", "/d", True, True, False),
+                                                       ("sasl.jaas.config", None, False, True, True)))))),
+    (m.AlterConfigsRequest(29, ((2, "a", (("retention.ms", m.CONFIG_SET, "5"), ("segment.ms", m.CONFIG_DELETE, None))),)),
+     m.AlterConfigsResponse(29, ((2, "a", m.INVALID_CONFIG, "segment.ms: no such key"),))),
+    (m.AlterConfigsRequest(30, ((2, "a", (("retention.ms", m.CONFIG_SET, "5"),)),), incremental=False),
+     m.AlterConfigsResponse(30, ((2, "a", 0, None),))),
+    (m.DeleteRecordsRequest(31, (("a", 0, 5), ("a", 1, -1)), 1000),
+     m.DeleteRecordsResponse(31, (("a", 0, 5, 0), ("a", 1, -1, m.NOT_LEADER_OR_FOLLOWER)))),
+    (m.OffsetDeleteRequest(32, "g", (("a", 0),)), m.OffsetDeleteResponse(32, 0, (("a", 0, m.GROUP_SUBSCRIBED_TO_TOPIC),))),
 ]
 
 
@@ -117,8 +136,8 @@ def test_every_client_request_and_answer_survive_the_broker_codec_unchanged(requ
 
 
 def test_a_request_the_runtime_does_not_carry_and_a_bad_frame_are_named():
-    with pytest.raises(TypeError, match="EndTxnRequest is not sent over TCP"):
-        cc.api_key_of(m.EndTxnRequest(1, "tx", 1, 0, True))
+    with pytest.raises(TypeError, match="DescribeQuorumRequest is not sent over TCP"):  # a controller's API
+        cc.api_key_of(m.DescribeQuorumRequest(1))
     with pytest.raises(codec.FrameError, match="Heartbeat v3 response"):
         cc.decode_client_response(codec.HEARTBEAT, 3, b"\x00\x00\x00\x01\x00")  # one byte short
 
@@ -224,6 +243,87 @@ def test_producer_with_acks_0_and_1_over_tcp(cluster, acks):
     assert offsets == ([-1] * 5 if acks == 0 else [0, 1, 2, 3, 4])  # acks=0: no offset known
     wait_until(lambda: len(witness_values(cluster.bootstrap_servers, topic)) == 5, 30, "the 5 records")
     assert witness_values(cluster.bootstrap_servers, topic) == [b"%d" % i for i in range(5)]
+
+
+def test_a_transactional_producer_commits_and_aborts_over_tcp(cluster):
+    """Lecture 07's transactional producer against real processes: what it commits (records
+    and a group's offsets) is read by kafka-python's read_committed consumer, what it aborts
+    is not; a read_uncommitted reader sees both, the markers take offsets of their own."""
+    topic, group = unique("txn"), unique("txn-group")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    admin.create_topics([NewTopic(topic, 1, 3, topic_configs={"min.insync.replicas": "2"})])
+    admin.close()
+    wait_until(lambda: known_everywhere(cluster, topic, 1), 30, f"{topic} in every broker's metadata")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, transactional_id=unique("tx"))
+    producer.init_transactions()
+    producer.begin_transaction()
+    for i in range(3):
+        producer.send(topic, value=b"kept-%d" % i)
+    producer.send_offsets_to_transaction({TopicPartition(topic, 0): OffsetAndMetadata(7, "", -1)}, group)
+    producer.commit_transaction()
+    producer.begin_transaction()
+    for i in range(2):
+        producer.send(topic, value=b"dropped-%d" % i)
+    producer.flush()
+    producer.abort_transaction()
+    producer.close()
+
+    def read(isolation: str) -> list[tuple[int, bytes]]:
+        consumer = kafka.KafkaConsumer(bootstrap_servers=cluster.bootstrap_servers, isolation_level=isolation,
+                                       auto_offset_reset="earliest", enable_auto_commit=False)
+        try:
+            tp = kafka.TopicPartition(topic, 0)
+            consumer.assign([tp])
+            end = consumer.end_offsets([tp])[tp]
+            out = []
+            while consumer.position(tp) < end:
+                out.extend((r.offset, r.value) for r in consumer.poll(timeout_ms=1000).get(tp, []))
+            return out
+        finally:
+            consumer.close()
+
+    # 3 records, a commit marker (offset 3), 2 records, an abort marker (offset 6)
+    assert read("read_committed") == [(0, b"kept-0"), (1, b"kept-1"), (2, b"kept-2")]
+    assert read("read_uncommitted") == [(0, b"kept-0"), (1, b"kept-1"), (2, b"kept-2"),
+                                        (4, b"dropped-0"), (5, b"dropped-1")]
+    witness = kafka.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        offsets = witness.list_group_offsets(group)[group]
+        assert {(tp.topic, tp.partition): o.offset for tp, o in offsets.items()} == {(topic, 0): 7}
+    finally:
+        witness.close()
+
+
+def test_admin_alters_configs_and_deletes_records_over_tcp(cluster):
+    """What kafka-python then reads: the topic's new retention.ms, and a log start offset
+    moved to where the records were deleted."""
+    from minikafka.clients.admin import ConfigResource
+
+    topic = unique("admin-io")
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_topics([NewTopic(topic, 1, 3)])
+        wait_until(lambda: known_everywhere(cluster, topic, 1), 30, f"{topic} in every broker's metadata")
+        assert admin.alter_configs([ConfigResource("topic", topic, {"retention.ms": "3600000"})]) == \
+            {"topic": {topic: "OK"}}
+        refused = admin.alter_configs([ConfigResource("topic", topic, {"retention.ms": "soon"})])
+        assert refused["topic"][topic].startswith("[Error 40] InvalidConfigurationError")
+        producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+        for i in range(10):
+            producer.send(topic, value=b"%d" % i)
+        producer.flush()
+        producer.close()
+        assert admin.delete_records({TopicPartition(topic, 0): 4}) == {TopicPartition(topic, 0): {"low_watermark": 4}}
+    finally:
+        admin.close()
+    witness = kafka.KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        described = witness.describe_configs([kafka.admin.ConfigResource("TOPIC", topic)], config_filter="all")
+        retention = described["topic"][topic]["retention.ms"]
+        assert (retention["value"], retention["config_source"]) == ("3600000", "DYNAMIC_TOPIC_CONFIG")
+    finally:
+        witness.close()
+    assert witness_values(cluster.bootstrap_servers, topic) == [b"%d" % i for i in range(4, 10)]
 
 
 def test_admin_adds_partitions_and_lists_and_deletes_a_group(cluster):

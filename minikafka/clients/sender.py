@@ -516,6 +516,7 @@ class Sender(StateMachine):
         self.send(node, ProduceRequest(
             corr, acks, self.config["request_timeout_ms"],
             tuple(ProducePartition(b.topic_partition.topic, b.topic_partition.partition, b.buffer) for b in batches),
+            None if self.transactions is None else self.transactions.transactional_id,
         ))
         if acks == 0:
             # Nothing will answer: "sent" is all the producer will ever know.

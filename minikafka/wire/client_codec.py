@@ -47,6 +47,8 @@ class Answer:
 def api_key_of(message: Any) -> int:
     """The Kafka api key a client dataclass travels as; TypeError if clients cannot send it over TCP."""
     key = _KEYS.get(type(message))
+    if isinstance(message, m.AlterConfigsRequest) and not message.incremental:
+        key = c.ALTER_CONFIGS
     if key is None:
         raise TypeError(f"{type(message).__name__} is not sent over TCP by minikafka's client runtime "
                         f"(it speaks {', '.join(sorted(c.api_name(k) for k in _ENCODERS))})")
@@ -76,7 +78,7 @@ def _by_topic(items, topic_of) -> dict[str, list]:
 def _produce(r: m.ProduceRequest, v: int) -> Any:
     K = c._KProduceRequest
     T, P = K.TopicProduceData, K.TopicProduceData.PartitionProduceData
-    return K(version=v, transactional_id=None, acks=r.acks, timeout_ms=r.timeout_ms, topic_data=[
+    return K(version=v, transactional_id=r.transactional_id, acks=r.acks, timeout_ms=r.timeout_ms, topic_data=[
         T(name=topic, partition_data=[P(index=p.partition, records=p.records) for p in parts])
         for topic, parts in _by_topic(r.partitions, lambda p: p.topic).items()])
 
@@ -117,6 +119,73 @@ def _find_coordinator(r: m.FindCoordinatorRequest, v: int) -> Any:
     if v < 1 and r.key_type != 0:
         raise ValueError(f"FindCoordinator v{v} finds group coordinators only")
     return c._KFindCoordinatorRequest(version=v, key=r.key, key_type=r.key_type)
+
+
+def _add_partitions_to_txn(r: m.AddPartitionsToTxnRequest, v: int) -> Any:
+    K = c._KAddPartitionsToTxnRequest
+    return K(version=v, v3_and_below_transactional_id=r.transactional_id, v3_and_below_producer_id=r.producer_id,
+             v3_and_below_producer_epoch=r.producer_epoch, v3_and_below_topics=[
+                 K.AddPartitionsToTxnTopic(name=topic, partitions=[p for _, p in parts])
+                 for topic, parts in _by_topic(r.partitions, lambda p: p[0]).items()])
+
+
+def _add_offsets_to_txn(r: m.AddOffsetsToTxnRequest, v: int) -> Any:
+    return c._KAddOffsetsToTxnRequest(version=v, transactional_id=r.transactional_id, producer_id=r.producer_id,
+                                      producer_epoch=r.producer_epoch, group_id=r.group_id)
+
+
+def _end_txn(r: m.EndTxnRequest, v: int) -> Any:
+    return c._KEndTxnRequest(version=v, transactional_id=r.transactional_id, producer_id=r.producer_id,
+                             producer_epoch=r.producer_epoch, committed=r.committed)
+
+
+def _txn_offset_commit(r: m.TxnOffsetCommitRequest, v: int) -> Any:
+    K = c._KTxnOffsetCommitRequest
+    T = K.TxnOffsetCommitRequestTopic
+    return K(version=v, transactional_id=r.transactional_id, group_id=r.group_id, producer_id=r.producer_id,
+             producer_epoch=r.producer_epoch, generation_id=-1, member_id="", group_instance_id=None, topics=[
+                 T(name=topic, partitions=[
+                     T.TxnOffsetCommitRequestPartition(partition_index=p.partition, committed_offset=p.offset,
+                                                       committed_leader_epoch=p.leader_epoch,
+                                                       committed_metadata=p.metadata) for p in parts])
+                 for topic, parts in _by_topic(r.offsets, lambda p: p.topic).items()])
+
+
+def _describe_configs(r: m.DescribeConfigsRequest, v: int) -> Any:
+    K = c._KDescribeConfigsRequest
+    return K(version=v, include_synonyms=False, include_documentation=False, resources=[
+        K.DescribeConfigsResource(resource_type=rtype, resource_name=name,
+                                  configuration_keys=None if keys is None else list(keys))
+        for rtype, name, keys in r.resources])
+
+
+def _alter_configs(r: m.AlterConfigsRequest, v: int) -> Any:
+    if r.incremental:
+        K = c._KIncrementalAlterConfigsRequest
+        config = lambda key, op, value: K.AlterConfigsResource.AlterableConfig(  # noqa: E731
+            name=key, config_operation=op, value=value)
+    else:  # every override of the resource replaced by these (all SETs)
+        K = c._KAlterConfigsRequest
+        config = lambda key, op, value: K.AlterConfigsResource.AlterableConfig(name=key, value=value)  # noqa: E731
+    return K(version=v, validate_only=r.validate_only, resources=[
+        K.AlterConfigsResource(resource_type=rtype, resource_name=name, configs=[config(*e) for e in entries])
+        for rtype, name, entries in r.resources])
+
+
+def _delete_records(r: m.DeleteRecordsRequest, v: int) -> Any:
+    K = c._KDeleteRecordsRequest
+    T = K.DeleteRecordsTopic
+    return K(version=v, timeout_ms=r.timeout_ms, topics=[
+        T(name=topic, partitions=[T.DeleteRecordsPartition(partition_index=p, offset=off) for _, p, off in parts])
+        for topic, parts in _by_topic(r.partitions, lambda p: p[0]).items()])
+
+
+def _offset_delete(r: m.OffsetDeleteRequest, v: int) -> Any:
+    K = c._KOffsetDeleteRequest
+    T = K.OffsetDeleteRequestTopic
+    return K(version=v, group_id=r.group_id, topics=[
+        T(name=topic, partitions=[T.OffsetDeleteRequestPartition(partition_index=p) for _, p in parts])
+        for topic, parts in _by_topic(r.partitions, lambda p: p[0]).items()])
 
 
 def _join_group(r: m.JoinGroupRequest, v: int) -> Any:
@@ -221,8 +290,18 @@ _ENCODERS: dict[int, tuple[type, Callable[[Any, int], Any]]] = {
     c.LIST_GROUPS: (m.ListGroupsRequest, _list_groups),
     c.DESCRIBE_GROUPS: (m.DescribeGroupsRequest, _describe_groups),
     c.DELETE_GROUPS: (m.DeleteGroupsRequest, _delete_groups),
+    c.ADD_PARTITIONS_TO_TXN: (m.AddPartitionsToTxnRequest, _add_partitions_to_txn),
+    c.ADD_OFFSETS_TO_TXN: (m.AddOffsetsToTxnRequest, _add_offsets_to_txn),
+    c.END_TXN: (m.EndTxnRequest, _end_txn),
+    c.TXN_OFFSET_COMMIT: (m.TxnOffsetCommitRequest, _txn_offset_commit),
+    c.DESCRIBE_CONFIGS: (m.DescribeConfigsRequest, _describe_configs),
+    c.INCREMENTAL_ALTER_CONFIGS: (m.AlterConfigsRequest, _alter_configs),
+    c.ALTER_CONFIGS: (m.AlterConfigsRequest, _alter_configs),
+    c.DELETE_RECORDS: (m.DeleteRecordsRequest, _delete_records),
+    c.OFFSET_DELETE: (m.OffsetDeleteRequest, _offset_delete),
 }
-_KEYS = {cls: key for key, (cls, _) in _ENCODERS.items()}
+# One dataclass, two APIs: AlterConfigsRequest travels as IncrementalAlterConfigs or AlterConfigs.
+_KEYS = {cls: key for key, (cls, _) in _ENCODERS.items() if key != c.ALTER_CONFIGS}
 
 
 def encode_client_request(message: Any, version: int, *, client_id: str) -> bytes:
@@ -383,6 +462,49 @@ def _delete_groups_back(corr: int, r: Any, v: int) -> tuple:
     return m.DeleteGroupsResponse(corr, tuple((g.group_id, g.error_code) for g in r.results)), {}
 
 
+def _add_partitions_to_txn_back(corr: int, r: Any, v: int) -> tuple:
+    return m.AddPartitionsToTxnResponse(corr, tuple(
+        (t.name, p.partition_index, p.partition_error_code)
+        for t in r.results_by_topic_v3_and_below for p in t.results_by_partition)), {}
+
+
+def _add_offsets_to_txn_back(corr: int, r: Any, v: int) -> tuple:
+    return m.AddOffsetsToTxnResponse(corr, r.error_code), {}
+
+
+def _end_txn_back(corr: int, r: Any, v: int) -> tuple:
+    return m.EndTxnResponse(corr, r.error_code), {}
+
+
+def _txn_offset_commit_back(corr: int, r: Any, v: int) -> tuple:
+    return m.TxnOffsetCommitResponse(corr, tuple(
+        (t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions)), {}
+
+
+def _describe_configs_back(corr: int, r: Any, v: int) -> tuple:
+    return m.DescribeConfigsResponse(corr, tuple(
+        (res.resource_type, res.resource_name, res.error_code, res.error_message, tuple(
+            (e.name, e.value, bool(e.read_only),
+             bool(e.is_default) if v == 0 else e.config_source == c._DEFAULT_CONFIG, bool(e.is_sensitive))
+            for e in res.configs))
+        for res in r.results)), {}
+
+
+def _alter_configs_back(corr: int, r: Any, v: int) -> tuple:
+    return m.AlterConfigsResponse(corr, tuple(
+        (x.resource_type, x.resource_name, x.error_code, x.error_message) for x in r.responses)), {}
+
+
+def _delete_records_back(corr: int, r: Any, v: int) -> tuple:
+    return m.DeleteRecordsResponse(corr, tuple(
+        (t.name, p.partition_index, p.low_watermark, p.error_code) for t in r.topics for p in t.partitions)), {}
+
+
+def _offset_delete_back(corr: int, r: Any, v: int) -> tuple:
+    return m.OffsetDeleteResponse(corr, r.error_code, tuple(
+        (t.name, p.partition_index, p.error_code) for t in r.topics for p in t.partitions)), {}
+
+
 _DECODERS: dict[int, Callable[[int, Any, int], tuple]] = {
     c.PRODUCE: _produce_back, c.FETCH: _fetch_back, c.LIST_OFFSETS: _list_offsets_back,
     c.METADATA: _metadata_back, c.INIT_PRODUCER_ID: _init_producer_id_back,
@@ -391,6 +513,11 @@ _DECODERS: dict[int, Callable[[int, Any, int], tuple]] = {
     c.OFFSET_FETCH: _offset_fetch_back, c.CREATE_TOPICS: _create_topics_back, c.DELETE_TOPICS: _delete_topics_back,
     c.CREATE_PARTITIONS: _create_partitions_back, c.LIST_GROUPS: _list_groups_back,
     c.DESCRIBE_GROUPS: _describe_groups_back, c.DELETE_GROUPS: _delete_groups_back,
+    c.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn_back, c.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn_back,
+    c.END_TXN: _end_txn_back, c.TXN_OFFSET_COMMIT: _txn_offset_commit_back,
+    c.DESCRIBE_CONFIGS: _describe_configs_back, c.INCREMENTAL_ALTER_CONFIGS: _alter_configs_back,
+    c.ALTER_CONFIGS: _alter_configs_back, c.DELETE_RECORDS: _delete_records_back,
+    c.OFFSET_DELETE: _offset_delete_back,
 }
 assert set(_DECODERS) == set(_ENCODERS)
 

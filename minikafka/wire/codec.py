@@ -406,7 +406,7 @@ def _produce_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     # records: the decoder already copied them out of the frame as bytes; passed on untouched
     return (m.ProduceRequest(corr, r.acks, r.timeout_ms, tuple(
         m.ProducePartition(t.name, p.index, b"" if p.records is None else p.records)
-        for t in r.topic_data for p in t.partition_data)),)
+        for t in r.topic_data for p in t.partition_data), r.transactional_id if v >= 3 else None),)
 
 
 def _fetch_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
