@@ -27,7 +27,7 @@ from minikafka.course.grade import Settings
 from minikafka.course.gradebook import feedback, grade_all
 from minikafka.course.runner import run_cells
 from minikafka.course.sandbox import Limits, Sandbox
-from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, SAMPLE_EXERCISE, SANITIZE
+from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, SANITIZE, exercise
 
 # 6 CPU seconds a cell (60 s on the clock), 20 a submission.
 LIMITS = Settings(sanitize=SANITIZE, cell_timeout=6, budget=20)
@@ -48,10 +48,7 @@ EXPECTED = {"right": [2, 1], "slow": [2, 1], "loop": [2, 0], "wrong": [0, 1]}
 
 def _write_class(folder: Path) -> Path:
     for student, (lookup, start) in CLASS.items():
-        nb = json.loads(SAMPLE_EXERCISE.read_text())
-        cells = {cell["id"]: cell for cell in nb["cells"]}
-        cells["exercise-lookup"]["source"] = lookup
-        cells["exercise-start"]["source"] = start
+        nb = exercise(lookup, start)
         (folder / student).mkdir(parents=True)
         (folder / student / "99-sample.ipynb").write_text(json.dumps(nb))
     return folder

@@ -26,7 +26,7 @@ from minikafka.course.grade import Settings
 from minikafka.course.gradebook import feedback, grade_all
 from minikafka.course.runner import run_cells
 from minikafka.course.sandbox import Limits, Sandbox
-from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, ROOT, SAMPLE, SAMPLE_EXERCISE, SANITIZE
+from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, ROOT, SAMPLE, SAMPLE_EXERCISE, SANITIZE, exercise
 
 FAST = Settings(sanitize=SANITIZE, cell_timeout=10, budget=30)
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sealed sandbox needs root")
@@ -181,16 +181,6 @@ def test_a_failed_campaign_check_names_the_anomaly_never_the_schedule():
 
 
 # -- cheats that must earn 0 ---------------------------------------------------------------------------
-
-def exercise(lookup=None, start=None):
-    nb = json.loads(SAMPLE_EXERCISE.read_text())
-    cells = {cell["id"]: cell for cell in nb["cells"]}
-    if lookup is not None:
-        cells["exercise-lookup"]["source"] = lookup
-    if start is not None:
-        cells["exercise-start"]["source"] = start
-    return nb
-
 
 # The repository as a cheat finds it: from the package's own path.
 FIND_REPO = "import os, subprocess, json, minikafka\nREPO = os.path.dirname(os.path.dirname(minikafka.__file__))\n"
