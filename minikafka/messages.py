@@ -183,11 +183,17 @@ class FetchResponse:
 
 # --- offsets, producer ids, topics ------------------------------------------------------------------------
 
+# ListOffsets' special timestamps (Kafka's ``ListOffsetsRequest.EARLIEST_TIMESTAMP`` and
+# ``LATEST_TIMESTAMP``): a part of the protocol, so the clients that send them and the log
+# that answers them both take them from here.
+EARLIEST_TIMESTAMP = -2  # the log start offset
+LATEST_TIMESTAMP = -1  # the high watermark (read_committed: the last stable offset)
+
 
 @frozen_dataclass
 class ListOffsetsRequest:
     correlation_id: int
-    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, timestamp or -1/-2)
+    partitions: tuple[tuple[str, int, int], ...]  # (topic, partition, timestamp or LATEST/EARLIEST_TIMESTAMP)
     isolation_level: int = 0  # 1: "latest" is the last stable offset, not the high watermark
 
 

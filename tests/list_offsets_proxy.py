@@ -20,24 +20,16 @@ import struct
 import threading
 from typing import Callable
 
+from minikafka.wire.network_receive import recv_exactly
+
 LIST_OFFSETS, METADATA = 2, 3
 LATEST = -1
 _HEAD = struct.Struct(">hhih")  # api key, api version, correlation id, client id length
 
 
-def _read(sock: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise ConnectionError("closed")
-        out += chunk
-    return bytes(out)
-
-
 def _frame(sock: socket.socket) -> bytes:
-    (size,) = struct.unpack(">i", _read(sock, 4))
-    return _read(sock, size)
+    (size,) = struct.unpack(">i", recv_exactly(sock, 4))
+    return recv_exactly(sock, size)
 
 
 class ListOffsetsProxy:

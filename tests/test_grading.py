@@ -25,40 +25,13 @@ from nbclient import NotebookClient
 from minikafka.cli import main
 from minikafka.course.grade import Settings, check_file
 from minikafka.course.gradebook import csv_rows, feedback, format_check, grade_all
+from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, ROOT, SAMPLE, SAMPLE_EXERCISE, SANITIZE, exercise
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "course"
-REFERENCES = FIXTURE / "solutions"
-SAMPLE = REFERENCES / "99-sample.ipynb"
-SAMPLE_EXERCISE = FIXTURE / "exercises" / "99-sample.ipynb"
-SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 FAST = Settings(sanitize=SANITIZE, cell_timeout=5, budget=15)
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root")
 
-GOOD_LOOKUP = ("def lookup(index, target):\n"
-               "    best = None\n"
-               "    for entry in index:\n"
-               "        if entry[0] <= target:\n"
-               "            best = entry\n"
-               "    return best")
-GOOD_START = "start_position = lookup(INDEX, 250)[1]\nprint(\"start scanning at byte\", start_position)"
 SOLUTION_LOOKUP = ("def lookup(index, target):\n    offsets = [offset for offset, _ in index]\n"
                    "    i = bisect.bisect_right(offsets, target)\n    return index[i - 1] if i else None\n")
-
-
-def exercise(lookup=None, start=None, extra_cells=()):
-    """The student's copy with the two exercise cells replaced (None: left untouched)."""
-    nb = json.loads(SAMPLE_EXERCISE.read_text())
-    cells = {cell["id"]: cell for cell in nb["cells"]}
-    if lookup is not None:
-        cells["exercise-lookup"]["source"] = lookup
-    if start is not None:
-        cells["exercise-start"]["source"] = start
-    for after, cell_id, source in extra_cells:
-        position = [c["id"] for c in nb["cells"]].index(after) + 1
-        nb["cells"].insert(position, {"cell_type": "code", "id": cell_id, "metadata": {},
-                                      "execution_count": None, "outputs": [], "source": source})
-    return nb
 
 
 def replay_transformer():

@@ -27,24 +27,13 @@ from minikafka.course.grade import Settings
 from minikafka.course.gradebook import feedback, grade_all
 from minikafka.course.runner import run_cells
 from minikafka.course.sandbox import Limits, Sandbox
+from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, SANITIZE, exercise
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "course"
-REFERENCES = FIXTURE / "solutions"
-SAMPLE_EXERCISE = FIXTURE / "exercises" / "99-sample.ipynb"
-SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 # 6 CPU seconds a cell (60 s on the clock), 20 a submission.
 LIMITS = Settings(sanitize=SANITIZE, cell_timeout=6, budget=20)
 CPU_MEASURED = pytest.mark.skipif(platform.cpu_seconds_of_tree(os.getpid()) is None,
                                   reason="CPU time of a process tree cannot be read here: the limits are on the clock")
 
-GOOD_LOOKUP = ("def lookup(index, target):\n"
-               "    best = None\n"
-               "    for entry in index:\n"
-               "        if entry[0] <= target:\n"
-               "            best = entry\n"
-               "    return best")
-GOOD_START = "start_position = lookup(INDEX, 250)[1]\nprint(\"start scanning at byte\", start_position)"
 # Right, and 4 CPU seconds of work first (the kernel's own CPU clock: the same work on any load).
 SLOW_START = ("import time\n_began = time.process_time()\n"
               "while time.process_time() - _began < 4.0:\n    sum(range(1000))\n" + GOOD_START)
@@ -59,10 +48,7 @@ EXPECTED = {"right": [2, 1], "slow": [2, 1], "loop": [2, 0], "wrong": [0, 1]}
 
 def _write_class(folder: Path) -> Path:
     for student, (lookup, start) in CLASS.items():
-        nb = json.loads(SAMPLE_EXERCISE.read_text())
-        cells = {cell["id"]: cell for cell in nb["cells"]}
-        cells["exercise-lookup"]["source"] = lookup
-        cells["exercise-start"]["source"] = start
+        nb = exercise(lookup, start)
         (folder / student).mkdir(parents=True)
         (folder / student / "99-sample.ipynb").write_text(json.dumps(nb))
     return folder

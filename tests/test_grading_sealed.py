@@ -26,24 +26,11 @@ from minikafka.course.grade import Settings
 from minikafka.course.gradebook import feedback, grade_all
 from minikafka.course.runner import run_cells
 from minikafka.course.sandbox import Limits, Sandbox
+from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, ROOT, SAMPLE, SAMPLE_EXERCISE, SANITIZE, exercise
 
-ROOT = Path(__file__).resolve().parents[1]
-FIXTURE = ROOT / "tests" / "fixtures" / "course"
-REFERENCES = FIXTURE / "solutions"
-SAMPLE = REFERENCES / "99-sample.ipynb"
-SAMPLE_EXERCISE = FIXTURE / "exercises" / "99-sample.ipynb"
-SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 FAST = Settings(sanitize=SANITIZE, cell_timeout=10, budget=30)
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="the sealed sandbox needs root")
 PACKAGE = ROOT / "minikafka"
-
-GOOD_LOOKUP = ("def lookup(index, target):\n"
-               "    best = None\n"
-               "    for entry in index:\n"
-               "        if entry[0] <= target:\n"
-               "            best = entry\n"
-               "    return best")
-GOOD_START = "start_position = lookup(INDEX, 250)[1]\nprint(\"start scanning at byte\", start_position)"
 
 
 # -- what a submission can read -------------------------------------------------------------------
@@ -194,16 +181,6 @@ def test_a_failed_campaign_check_names_the_anomaly_never_the_schedule():
 
 
 # -- cheats that must earn 0 ---------------------------------------------------------------------------
-
-def exercise(lookup=None, start=None):
-    nb = json.loads(SAMPLE_EXERCISE.read_text())
-    cells = {cell["id"]: cell for cell in nb["cells"]}
-    if lookup is not None:
-        cells["exercise-lookup"]["source"] = lookup
-    if start is not None:
-        cells["exercise-start"]["source"] = start
-    return nb
-
 
 # The repository as a cheat finds it: from the package's own path.
 FIND_REPO = "import os, subprocess, json, minikafka\nREPO = os.path.dirname(os.path.dirname(minikafka.__file__))\n"

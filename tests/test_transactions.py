@@ -20,6 +20,7 @@ from minikafka.messages import (
     INVALID_PRODUCER_EPOCH,
     INVALID_TRANSACTION_TIMEOUT,
     INVALID_TXN_STATE,
+    LATEST_TIMESTAMP,
     NO_ERROR,
     NOT_COORDINATOR,
     PRODUCER_FENCED,
@@ -38,7 +39,6 @@ from minikafka.messages import (
     TxnOffsetCommitRequest,
 )
 from minikafka.records import MemoryRecords, RecordBatch
-from minikafka.storage.log import LATEST_TIMESTAMP
 from sim_helpers import request
 
 CONFIG = {

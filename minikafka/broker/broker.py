@@ -140,7 +140,7 @@ METADATA_TOPIC = "__cluster_metadata"  # the controllers' log: never a topic cli
 from minikafka.storage import LogManager
 from minikafka.errors import CorruptRecordError, InvalidTopicError, KafkaStorageError
 from minikafka.topic import INTERNAL_TOPICS, TopicPartition, validate_topic_name
-from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from minikafka.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 
 log = logging.getLogger("minikafka.broker")
 log_dir_log = logging.getLogger("minikafka.broker.log_dir")  # a log directory went offline (quiet in campaigns)

@@ -52,7 +52,7 @@ from minikafka.errors import (
     KafkaError,
     KafkaTimeoutError,
 )
-from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from minikafka.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from minikafka.topic import OffsetAndMetadata, OffsetAndTimestamp, TopicPartition, validate_topic_name
 
 log = logging.getLogger(__name__)

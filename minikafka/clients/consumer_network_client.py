@@ -28,7 +28,7 @@ from typing import Any, Callable, Hashable
 from minikafka.assignors import PartitionAssignor
 from minikafka.clients.consumer_coordinator import ConsumerCoordinator
 from minikafka.clients.fetcher import Fetcher
-from minikafka.clients.sender import ClusterMetadata
+from minikafka.clients.cluster_metadata import ClusterMetadata
 from minikafka.clients.subscription_state import SubscriptionState
 from minikafka.errors import KafkaConnectionError, KafkaError, RequestTimedOutError
 from minikafka.messages import Disconnected, MetadataRequest, MetadataResponse

@@ -41,6 +41,8 @@ from minikafka.clients.subscription_state import EARLIEST, LATEST, NONE
 from minikafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
 from minikafka.messages import (
     CONSUMER_REPLICA_ID,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIMESTAMP,
     NO_ERROR,
     OFFSET_OUT_OF_RANGE,
     FetchPartition,
@@ -50,7 +52,6 @@ from minikafka.messages import (
     ListOffsetsResponse,
 )
 from minikafka.records import MemoryRecords
-from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from minikafka.topic import TopicPartition
 
 if TYPE_CHECKING:

@@ -43,7 +43,8 @@ from typing import Any, Callable
 from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
 from minikafka.clients.future import FutureRecordMetadata
 from minikafka.clients.record_accumulator import RecordAccumulator, estimate_size_in_bytes
-from minikafka.clients.sender import ClusterMetadata, Sender, TransactionManager
+from minikafka.clients.cluster_metadata import ClusterMetadata
+from minikafka.clients.sender import Sender, TransactionManager
 from minikafka.clients.transactions import TransactionalRequests
 from minikafka.errors import (
     IllegalStateError,

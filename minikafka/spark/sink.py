@@ -37,6 +37,20 @@ BATCH_HEADER = "spark.batch_id"
 Record = tuple[bytes | None, bytes]
 
 
+def checked_batch(batch_id: int, records: Iterable[Record]) -> list[Record]:
+    """``records`` as a list, once ``batch_id`` is Spark's batch id (an int >= 0, else
+    ``ValueError``) and each record a (key: bytes | None, value: bytes) tuple (else
+    ``TypeError`` naming it): what both sinks' ``write`` take."""
+    if not isinstance(batch_id, int) or isinstance(batch_id, bool) or batch_id < 0:
+        raise ValueError(f"batch_id must be Spark's batch id, an int >= 0, not {batch_id!r}")
+    records = list(records)
+    for record in records:
+        if (not isinstance(record, tuple) or len(record) != 2 or not isinstance(record[1], bytes)
+                or not isinstance(record[0], (bytes, type(None)))):
+            raise TypeError(f"a record is a (key: bytes | None, value: bytes) tuple, not {record!r}")
+    return records
+
+
 class KafkaBatchSink:
     """Exactly-once writes of micro-batches to a one-partition topic (see the module docstring)."""
 
@@ -175,13 +189,7 @@ class KafkaBatchSink:
 
     def write(self, batch_id: int, records: Iterable[Record]) -> int:
         """Write batch ``batch_id``'s records exactly once; return how many were sent now."""
-        if not isinstance(batch_id, int) or isinstance(batch_id, bool) or batch_id < 0:
-            raise ValueError(f"batch_id must be Spark's batch id, an int >= 0, not {batch_id!r}")
-        records = list(records)
-        for record in records:
-            if (not isinstance(record, tuple) or len(record) != 2 or not isinstance(record[1], bytes)
-                    or not isinstance(record[0], (bytes, type(None)))):
-                raise TypeError(f"a record is a (key: bytes | None, value: bytes) tuple, not {record!r}")
+        records = checked_batch(batch_id, records)
         records.sort(key=lambda r: (r[0] or b"", r[1]))
         done = self._written(batch_id)
         if done is None:

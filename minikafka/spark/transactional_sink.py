@@ -38,9 +38,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
-from minikafka.spark.sink import BATCH_HEADER, _batch_id
-
-Record = tuple[bytes | None, bytes]
+from minikafka.spark.sink import BATCH_HEADER, Record, _batch_id, checked_batch
 
 
 def _fenced(producer):
@@ -130,13 +128,7 @@ class KafkaTransactionalSink:
     def write(self, batch_id: int, records: Iterable[Record]) -> int:
         """Write batch ``batch_id``'s records in one transaction; return how many were written
         (0 if the batch was already committed by this sink or an earlier instance)."""
-        if not isinstance(batch_id, int) or isinstance(batch_id, bool) or batch_id < 0:
-            raise ValueError(f"batch_id must be Spark's batch id, an int >= 0, not {batch_id!r}")
-        records = list(records)
-        for record in records:
-            if (not isinstance(record, tuple) or len(record) != 2 or not isinstance(record[1], bytes)
-                    or not isinstance(record[0], (bytes, type(None)))):
-                raise TypeError(f"a record is a (key: bytes | None, value: bytes) tuple, not {record!r}")
+        records = checked_batch(batch_id, records)
         from kafka.structs import OffsetAndMetadata
 
         producer = self._writer()

@@ -64,6 +64,7 @@ from minikafka.errors import (
     OffsetOutOfRangeError,
     MessageSizeTooLargeError,
 )
+from minikafka.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP  # the protocol's; kept in __all__
 from minikafka.records import (
     ATTRIBUTES_AT,
     HEADER,
@@ -93,8 +94,7 @@ _PREFIX = struct.Struct(">qii")  # baseOffset, batchLength, partitionLeaderEpoch
 
 logger = logging.getLogger("minikafka.storage")
 
-EARLIEST_TIMESTAMP = -2  # ListOffsets' special timestamps
-LATEST_TIMESTAMP = -1
+# ListOffsets' special timestamps (EARLIEST_TIMESTAMP, LATEST_TIMESTAMP) are the protocol's: minikafka.messages.
 
 
 def wall_clock_ms() -> int:

@@ -67,7 +67,7 @@ from minikafka.errors import (
     UnknownTopicOrPartitionError,
 )
 from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE
-from minikafka.storage.log import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from minikafka.messages import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from minikafka.topic import OffsetAndMetadata, TopicPartition, validate_topic_name
 
 from .common import ToolError, UsageError, add_bootstrap, admin_client, retrying, run_tool

@@ -16,6 +16,8 @@ import itertools
 import socket
 from typing import Any
 
+from minikafka.wire.network_receive import recv_exactly
+
 _correlation = itertools.count(1)
 
 
@@ -26,24 +28,14 @@ def roundtrip(host: str, port: int, request: Any, response_class: Any, version: 
     data = request.encode(header=True, framed=True)
     with socket.create_connection((host, port), timeout=timeout_s) as sock:
         sock.sendall(data)
-        size = int.from_bytes(_read(sock, 4), "big", signed=True)
+        size = int.from_bytes(recv_exactly(sock, 4), "big", signed=True)
         if size < 4:
             raise OSError(f"a response frame of {size} bytes from {host}:{port}")
-        frame = _read(sock, size)
+        frame = recv_exactly(sock, size)
     try:
         return response_class.decode(frame, version=version, header=True)
     except Exception as e:
         raise OSError(f"unreadable {response_class.__name__} from {host}:{port}: {e}") from None
-
-
-def _read(sock: socket.socket, n: int) -> bytes:
-    out = bytearray()
-    while len(out) < n:
-        chunk = sock.recv(n - len(out))
-        if not chunk:
-            raise OSError("connection closed before a whole answer came")
-        out += chunk
-    return bytes(out)
 
 
 def live_brokers(host: str, port: int) -> list[int] | None:

@@ -55,6 +55,7 @@ from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
 from minikafka.wire import client_codec as cc
 from minikafka.wire import codec
 from minikafka.wire.codec import FrameError
+from minikafka.wire.network_receive import recv_exactly
 
 log = logging.getLogger(__name__)
 
@@ -365,21 +366,11 @@ class ClientRuntime:
 
 def _exchange(sock: socket.socket, frame: bytes) -> bytes:
     sock.sendall(frame)
-    head = _recv_exactly(sock, 4)
+    head = recv_exactly(sock, 4)
     (size,) = struct.unpack(">i", head)
     if not 4 <= size <= _MAX_FRAME:
         raise FrameError(f"a response frame of {size} bytes")
-    return _recv_exactly(sock, size)
-
-
-def _recv_exactly(sock: socket.socket, n: int) -> bytes:
-    data = bytearray()
-    while len(data) < n:
-        chunk = sock.recv(n - len(data))
-        if not chunk:
-            raise ConnectionError("the broker closed the connection")
-        data += chunk
-    return bytes(data)
+    return recv_exactly(sock, size)
 
 
 def fetch_metadata(addresses: Iterable[tuple[str, int]], topics: tuple[str, ...] | None = (), *,
