@@ -37,7 +37,7 @@ from __future__ import annotations
 from collections import deque
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from minikafka.clients.subscription_state import EARLIEST, LATEST, NONE
+from minikafka.clients.subscription_state import EARLIEST, NONE
 from minikafka.errors import NoOffsetForPartitionError, OffsetOutOfRangeError
 from minikafka.messages import (
     CONSUMER_REPLICA_ID,
