@@ -507,6 +507,36 @@ class HeartbeatResponse:
 
 
 @frozen_dataclass
+class ConsumerGroupHeartbeatRequest:
+    """KIP-848's one group request (api key 68): join (``member_epoch`` 0), stay and report what
+    it owns (its current epoch), leave (-1) or, a static member, leave to come back (-2).
+    ``None`` in the optional fields means "unchanged since my last heartbeat", as in Kafka.
+    Topics are named, not given by id: the wire codec maps Kafka's topic ids."""
+
+    correlation_id: int
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    server_assignor: str | None = None
+    topic_partitions: tuple[tuple[str, int], ...] | None = None  # what the member owns now
+    client_id: str = ""
+
+
+@frozen_dataclass
+class ConsumerGroupHeartbeatResponse:
+    correlation_id: int
+    error: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[tuple[str, int], ...] | None = None  # None: unchanged since the last answer
+
+
+@frozen_dataclass
 class LeaveGroupRequest:
     correlation_id: int
     group_id: str
@@ -581,6 +611,7 @@ class ListGroupsResponse:
     correlation_id: int
     error: int
     groups: tuple[tuple[str, str, str], ...] = ()  # (group id, protocol type, state)
+    group_types: tuple[str, ...] = ()  # per group, in the same order: "classic" or "consumer" (KIP-848)
 
 
 @frozen_dataclass
@@ -600,6 +631,7 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[DescribedMember, ...] = ()
+    group_type: str = "classic"  # "consumer": a KIP-848 group (its members' metadata is empty)
 
 
 @frozen_dataclass
@@ -773,6 +805,10 @@ GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
+FENCED_MEMBER_EPOCH = 110  # KIP-848: a heartbeat or commit from an epoch the member no longer has
+UNRELEASED_INSTANCE_ID = 111  # a static member's instance id is still held by a live member
+UNSUPPORTED_ASSIGNOR = 112  # a server assignor the broker does not have
+STALE_MEMBER_EPOCH = 113  # a commit from an older epoch of a live member
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44

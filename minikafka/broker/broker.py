@@ -36,7 +36,8 @@ same view as everyone else. From then on it serves:
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``);
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and KIP-848's
+  ConsumerGroupHeartbeat (the ``GroupCoordinator``);
 - transactions (KIP-98): FindCoordinator with key type 1 (the leader of the id's partition of
   ``__transaction_state``, created on first use like ``__consumer_offsets``), and, there,
   InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
@@ -100,6 +101,7 @@ from minikafka.messages import (
     OffsetForLeaderEpochResponse,
     OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -485,6 +487,8 @@ class Broker(StateMachine):
             self.group_coordinator.session_expired(key[1], key[2])
         elif key[0] == "group-pending":
             self.group_coordinator.pending_expired(key[1], key[2])
+        elif key[0] in ("cgroup-session", "cgroup-revoke"):  # KIP-848: a member to fence
+            self.group_coordinator.consumer_member_expired(key[1], key[2])
 
     # --- dispatch --------------------------------------------------------------------------------------
 
@@ -906,6 +910,7 @@ class Broker(StateMachine):
             DescribeGroupsRequest: GroupCoordinator.describe_groups,
             DeleteGroupsRequest: GroupCoordinator.delete_groups,
             OffsetDeleteRequest: GroupCoordinator.delete_offsets,
+            ConsumerGroupHeartbeatRequest: GroupCoordinator.consumer_group_heartbeat,
         }[type(request)]
         handler(self.group_coordinator, src, request)
 
@@ -935,6 +940,7 @@ class Broker(StateMachine):
         DescribeGroupsRequest: _group_request,
         DeleteGroupsRequest: _group_request,
         OffsetDeleteRequest: _group_request,
+        ConsumerGroupHeartbeatRequest: _group_request,
         AddPartitionsToTxnRequest: _txn_request,
         AddOffsetsToTxnRequest: _txn_request,
         EndTxnRequest: _txn_request,
