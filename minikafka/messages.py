@@ -72,6 +72,7 @@ class MetadataRequest:
     # Create the named topics that do not exist (if the broker's auto.create.topics.enable
     # allows): what kafka-python's and librdkafka's producers ask. The simulated clients never do.
     allow_auto_topic_creation: bool = False
+    topic_ids: tuple[str, ...] = ()  # Metadata v10+: topics asked for by id (KIP-516), answered after the named
 
 
 @frozen_dataclass
@@ -89,6 +90,7 @@ class TopicMetadata:
     name: str
     error: int
     partitions: tuple[PartitionMetadata, ...] = ()
+    topic_id: str | None = None  # the controller's id for it (Kafka's Uuid in base64), if it exists
 
 
 @frozen_dataclass
@@ -523,6 +525,7 @@ class ConsumerGroupHeartbeatRequest:
     server_assignor: str | None = None
     topic_partitions: tuple[tuple[str, int], ...] | None = None  # what the member owns now
     client_id: str = ""
+    by_topic_id: bool = False  # topic_partitions name topics by id (what the wire carries)
 
 
 @frozen_dataclass
@@ -534,6 +537,7 @@ class ConsumerGroupHeartbeatResponse:
     member_epoch: int = -1
     heartbeat_interval_ms: int = 0
     assignment: tuple[tuple[str, int], ...] | None = None  # None: unchanged since the last answer
+    topic_ids: tuple[tuple[str, str], ...] = ()  # (name, id) of the assignment's topics, for the wire
 
 
 @frozen_dataclass
@@ -808,6 +812,7 @@ GROUP_MAX_SIZE_REACHED = 81
 FENCED_MEMBER_EPOCH = 110  # KIP-848: a heartbeat or commit from an epoch the member no longer has
 UNRELEASED_INSTANCE_ID = 111  # a static member's instance id is still held by a live member
 UNSUPPORTED_ASSIGNOR = 112  # a server assignor the broker does not have
+UNKNOWN_TOPIC_ID = 100  # Metadata (or a heartbeat) names a topic by an id no topic has
 STALE_MEMBER_EPOCH = 113  # a commit from an older epoch of a live member
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42

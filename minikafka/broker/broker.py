@@ -101,6 +101,7 @@ from minikafka.messages import (
     OffsetForLeaderEpochResponse,
     OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
+    UNKNOWN_TOPIC_ID,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
@@ -531,6 +532,12 @@ class Broker(StateMachine):
         # Each name once, as Kafka answers (a set): a request that repeats a name costs no more.
         names = sorted(self.topics) if request.topics is None else list(dict.fromkeys(request.topics))
         topics = []
+        for topic_id in request.topic_ids:  # asked by id (Metadata v10+): the name it has, if any
+            name = self.image.topic_names.get(topic_id)
+            if name is None or name not in self.topics:
+                topics.append(TopicMetadata("", UNKNOWN_TOPIC_ID, topic_id=topic_id))
+            elif name not in names:
+                names.append(name)
         to_create: list[TopicConfig] = []
         for name in names:
             if name not in self.topics:
@@ -545,7 +552,7 @@ class Broker(StateMachine):
                     continue
                 error = NO_ERROR if s.leader >= 0 else LEADER_NOT_AVAILABLE
                 parts.append(PartitionMetadata(p, error, s.leader, s.leader_epoch, s.replicas, s.isr))
-            topics.append(TopicMetadata(name, NO_ERROR, tuple(parts)))
+            topics.append(TopicMetadata(name, NO_ERROR, tuple(parts), self.image.topic_id(name)))
         # The active controller, as far as this broker knows. Clients cannot reach it over TCP:
         # the wire codec names the answering broker instead (it forwards), as KRaft brokers do.
         controller = self.active_controller

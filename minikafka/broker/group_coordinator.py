@@ -65,8 +65,8 @@ COORDINATOR_LOAD_IN_PROGRESS is never answered.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-
 import random
 import uuid
 from dataclasses import dataclass, field
@@ -704,6 +704,11 @@ class GroupCoordinator:
                 return fail(GROUP_ID_NOT_FOUND, f"group {req.group_id!r} is a classic group with members")
             group.consumer = ConsumerGroup()  # an empty classic group (perhaps only offsets) changes type
         cg = group.consumer
+        if req.by_topic_id and req.topic_partitions:
+            names = self.broker.image.topic_names  # topic id -> name
+            # A partition of a topic that no longer exists is owned by nobody: drop it.
+            req = dataclasses.replace(req, by_topic_id=False, topic_partitions=tuple(
+                (names[t], p) for t, p in req.topic_partitions if t in names))
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._consumer_leave(src, req, group)
         if req.member_epoch == 0:
@@ -741,9 +746,10 @@ class GroupCoordinator:
         if full or member.sent != member.assigned:
             member.sent = member.assigned
             assignment = tuple(sorted(member.assigned))
+        ids = tuple((t, self.broker.image.topic_id(t) or "") for t in sorted({t for t, _ in assignment or ()}))
         self._send(src, ConsumerGroupHeartbeatResponse(
             req.correlation_id, NO_ERROR, None, member.member_id, member.member_epoch,
-            self.config["group.consumer.heartbeat.interval.ms"], assignment))
+            self.config["group.consumer.heartbeat.interval.ms"], assignment, ids))
 
     @staticmethod
     def _check_heartbeat(req: ConsumerGroupHeartbeatRequest) -> tuple[int, str] | None:
