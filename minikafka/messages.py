@@ -465,6 +465,7 @@ class JoinGroupRequest:
     client_id: str = ""
     # JoinGroup v4+: a new member is first given an id (MEMBER_ID_REQUIRED) and joins with it
     require_known_member_id: bool = True
+    group_instance_id: str | None = None  # JoinGroup v5+: static membership (KIP-345)
 
 
 @frozen_dataclass
@@ -809,6 +810,7 @@ GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82  # a static member replaced by a newer instance with the same group.instance.id
 FENCED_MEMBER_EPOCH = 110  # KIP-848: a heartbeat or commit from an epoch the member no longer has
 UNRELEASED_INSTANCE_ID = 111  # a static member's instance id is still held by a live member
 UNSUPPORTED_ASSIGNOR = 112  # a server assignor the broker does not have

@@ -102,3 +102,39 @@ def test_group_protocol_is_checked():
         KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_protocol="eager")
     with pytest.raises(KafkaConfigurationError, match="group_remote_assignor is for group_protocol='consumer'"):
         KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_remote_assignor="range")
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+def test_a_restarted_static_member_gets_its_partitions_back_with_no_rebalance(cluster, static):
+    # Classic protocol, JoinGroup v5's group.instance.id (KIP-345).
+    a, b = group = [KafkaConsumer("t", bootstrap_servers=cluster, group_id=f"g-static-{static}",
+                                  auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
+                                  group_instance_id=f"reader-{name}" if static else None)
+                    for name in ("a", "b")]
+    poll_until(cluster, group, lambda: owns_all(group) and len(a.assignment()) == 3, "three partitions each")
+    mine, theirs, generation = set(a.assignment()), set(b.assignment()), b.coordinator.generation
+    cluster.kill_consumer(a)
+    trace: list = []
+    killed_at = cluster.world.now
+    poll_until(cluster, [b], lambda: cluster.world.now >= killed_at + 1000, "a second of b's polls", trace=trace)
+    cluster.restart_consumer(a)
+    poll_until(cluster, group, lambda: owns_all(group) and a.assignment(), "a to own partitions again", trace=trace)
+    coordinator = cluster.broker(b.coordinator.coordinator).group_coordinator.groups[f"g-static-{static}"]
+    if static:
+        assert set(a.assignment()) == mine  # its own partitions, at once
+        assert b.coordinator.generation == coordinator.generation == generation  # nobody rebalanced
+        assert all(owned[b.node_id] == theirs for _, owned in trace)  # b never stopped
+    else:
+        # A dynamic member comes back as a stranger: a new generation, everyone rebalances.
+        assert b.coordinator.generation == coordinator.generation > generation
+        assert any(owned[b.node_id] != theirs for _, owned in trace)
+
+
+def test_group_instance_id_is_checked():
+    with pytest.raises(KafkaConfigurationError, match="group_instance_id must be a non-empty str"):
+        KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_instance_id="")
+
+
+def test_over_tcp_the_own_client_says_it_cannot_speak_the_new_protocol_yet():
+    with pytest.raises(KafkaConfigurationError, match="simulation only.*confluent-kafka"):
+        KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_protocol="consumer")

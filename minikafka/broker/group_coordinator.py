@@ -58,8 +58,13 @@ partition past its rebalance timeout. An empty classic group becomes a consumer 
 first heartbeat (its offsets stay) and back on a first JoinGroup; a group with members keeps
 its type. Its members and target assignment live in memory only (see that module).
 
-Simplifications (vs Kafka): static membership (``group.instance.id``) of the classic protocol
-and the incremental cooperative protocol are left out; loading a partition is synchronous, so
+*Static membership* (KIP-345, JoinGroup v5's ``group.instance.id``): a member that joins with
+the instance id of a current member replaces it (``_replace_static_member``) and keeps its
+partitions; a stable group does not rebalance, so a consumer restarted within its session
+timeout disturbs nobody. (The instance id is not written to ``__consumer_offsets``: a new
+coordinator knows the members, not which are static, until they rejoin.)
+
+Simplifications (vs Kafka): the incremental cooperative protocol is left out; loading a partition is synchronous, so
 COORDINATOR_LOAD_IN_PROGRESS is never answered.
 """
 
@@ -90,6 +95,7 @@ from minikafka.broker.group_metadata import (
     OffsetValue,
 )
 from minikafka.messages import (
+    FENCED_INSTANCE_ID,
     FENCED_MEMBER_EPOCH,
     INVALID_REQUEST,
     STALE_MEMBER_EPOCH,
@@ -192,6 +198,7 @@ class Member:
     assignment: bytes = b""
     awaiting_join: tuple[Any, int] | None = None  # (client node, correlation id)
     awaiting_sync: tuple[Any, int] | None = None
+    group_instance_id: str | None = None  # a static member (KIP-345)
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
@@ -435,11 +442,15 @@ class GroupCoordinator:
             group.state = EMPTY
         if not group.supports(req.protocol_type, req.protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
+        if req.group_instance_id is not None and not req.member_id:
+            known = next((m for m in group.members.values() if m.group_instance_id == req.group_instance_id), None)
+            if known is not None:
+                return self._replace_static_member(src, req, group, known)
         if not req.member_id:
             if len(group.members) + len(group.pending_members) >= self.config["group.max.size"]:
                 return fail(GROUP_MAX_SIZE_REACHED)
             member_id = self._new_member_id(req.client_id, req.group_id)
-            if req.require_known_member_id:
+            if req.require_known_member_id and req.group_instance_id is None:  # (static members join at once)
                 # JoinGroup v4+: hand out the id first, so a client that times out and
                 # retries is not counted twice; it must join again with it.
                 group.pending_members.add(member_id)
@@ -457,7 +468,8 @@ class GroupCoordinator:
 
     def _add_member(self, src: Any, req: JoinGroupRequest, group: Group, member_id: str) -> None:
         member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
-                        req.protocol_type, req.protocols, awaiting_join=(src, req.correlation_id))
+                        req.protocol_type, req.protocols, awaiting_join=(src, req.correlation_id),
+                        group_instance_id=req.group_instance_id)
         if not group.members:
             group.protocol_type = req.protocol_type
         group.members[member_id] = member
@@ -467,6 +479,34 @@ class GroupCoordinator:
             self._try_complete_join(group)
         else:
             self._prepare_rebalance(group, f"new member {member_id} joined")
+
+    def _replace_static_member(self, src: Any, req: JoinGroupRequest, group: Group, old: Member) -> None:
+        """Static membership (KIP-345): a member joins with the ``group.instance.id`` of a member
+        the group still has (the same consumer, restarted within its session timeout). It takes
+        that member's place under a new member id, with its partitions; the old id is fenced
+        (FENCED_INSTANCE_ID). A stable group with unchanged subscriptions does not rebalance:
+        the others never stop."""
+        member_id = self._new_member_id(req.client_id, req.group_id)
+        self._answer_join(old, JoinGroupResponse(0, FENCED_INSTANCE_ID))
+        self._answer_sync(old, SyncGroupResponse(0, FENCED_INSTANCE_ID))
+        self.broker.cancel_timer(("group-session", group.group_id, old.member_id))
+        member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
+                        req.protocol_type, req.protocols, old.assignment, group_instance_id=req.group_instance_id)
+        group.members = {(member_id if mid == old.member_id else mid): (member if mid == old.member_id else m)
+                         for mid, m in group.members.items()}  # (the same place: the same leader choice)
+        if group.leader == old.member_id:
+            group.leader = member_id
+        self._schedule_heartbeat(group, member)
+        if group.state == STABLE and old.protocols == req.protocols:
+            # Its old assignment stands; a leader's SyncGroup in Stable only reads it back.
+            self._store_group(group, lambda error: None)
+            self._send(src, self._join_response(group, member, req.correlation_id))
+            return
+        member.awaiting_join = (src, req.correlation_id)
+        if group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
 
     def _update_member(self, src: Any, req: JoinGroupRequest, group: Group, member: Member) -> None:
         same = member.protocols == req.protocols

@@ -40,7 +40,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from minikafka.assignors import assignor_for
-from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
+from minikafka.clients.bootstrap import _is_simulated, check_bootstrap_servers, cluster_for
 from minikafka.clients.consumer_coordinator import ConsumerCoordinator
 from minikafka.clients.consumer_network_client import ConsumerNetworkClient
 from minikafka.clients.fetcher import ConsumerRecord
@@ -179,8 +179,17 @@ class KafkaConsumer:
         if c["isolation_level"] not in ("read_uncommitted", "read_committed"):
             raise KafkaConfigurationError(
                 f"isolation_level must be 'read_uncommitted' or 'read_committed', not {c['isolation_level']!r}")
+        if c["group_instance_id"] is not None and (not isinstance(c["group_instance_id"], str)
+                                                   or not c["group_instance_id"]):
+            raise KafkaConfigurationError(
+                f"group_instance_id must be a non-empty str or None, not {c['group_instance_id']!r}")
         if c["group_protocol"] not in ("classic", "consumer"):
             raise KafkaConfigurationError(f"group_protocol must be 'classic' or 'consumer', not {c['group_protocol']!r}")
+        if c["group_protocol"] == "consumer" and c["group_id"] is not None and not _is_simulated(c["bootstrap_servers"]):
+            raise KafkaConfigurationError(
+                "group_protocol='consumer' works with minikafka's own KafkaConsumer in the simulation only: its "
+                "TCP runtime does not speak ConsumerGroupHeartbeat yet (the brokers do: over TCP, use "
+                "confluent-kafka with group.protocol=consumer)")
         if c["group_remote_assignor"] is not None and c["group_protocol"] != "consumer":
             raise KafkaConfigurationError("group_remote_assignor is for group_protocol='consumer' only")
         if c["group_id"] is not None and (not isinstance(c["group_id"], str) or not c["group_id"]):

@@ -563,13 +563,12 @@ def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tu
 
 def _join_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     # v0 has no rebalance timeout: Kafka uses the session timeout for it. Only v4+ clients
-    # know MEMBER_ID_REQUIRED. A group_instance_id (v5, static membership) is not carried:
-    # such a member is treated as a dynamic one.
+    # know MEMBER_ID_REQUIRED. v5 carries group_instance_id (static membership, KIP-345).
     rebalance_timeout = r.rebalance_timeout_ms if v >= 1 else r.session_timeout_ms
     return (m.JoinGroupRequest(
         corr, r.group_id, r.session_timeout_ms, rebalance_timeout, r.member_id, r.protocol_type,
         tuple((p.name, p.metadata) for p in r.protocols), client_id=client_id or "",
-        require_known_member_id=v >= 4),)
+        require_known_member_id=v >= 4, group_instance_id=r.group_instance_id if v >= 5 else None),)
 
 
 def _sync_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
