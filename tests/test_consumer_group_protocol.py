@@ -182,3 +182,28 @@ def test_a_static_member_that_leaves_with_minus_2_gets_its_partitions_back(clust
     assert back.error == NO_ERROR and set(back.assignment) == mine and back.member_id != b.member_id
     # ... and nobody else was disturbed: A's next heartbeat changes nothing.
     assert heartbeat(c, "g6", a.member_id, a.member_epoch, owned=a.assignment).assignment == a.assignment
+
+
+def test_the_admin_client_lists_the_group_type(cluster):
+    from minikafka.clients.admin import KafkaAdminClient
+    c = cluster
+    heartbeat(c, "g7")
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    listed = {g["group_id"]: g for g in admin.list_groups()}
+    assert (listed["g7"]["group_type"], listed["g7"]["protocol_type"]) == ("consumer", "consumer")
+    assert listed["g5"]["group_type"] == "classic"
+    assert [g["group_id"] for g in admin.list_groups(types_filter=["consumer"], states_filter=["reconciling"])] \
+        == [g for g, info in sorted(listed.items()) if info["group_type"] == "consumer"
+            and info["group_state"] == "Reconciling"]
+
+
+def test_a_member_that_keeps_a_revoked_partition_past_its_rebalance_timeout_is_fenced(cluster):
+    c = cluster
+    a = heartbeat(c, "g8", rebalance_timeout_ms=2_000)
+    heartbeat(c, "g8")  # a second member: A must give two partitions up
+    told = heartbeat(c, "g8", a.member_id, 1, owned=a.assignment)
+    assert len(told.assignment) == 2
+    c.advance(1_000)
+    assert heartbeat(c, "g8", a.member_id, 1, owned=a.assignment).error == NO_ERROR  # still holding on
+    c.advance(1_001)
+    assert heartbeat(c, "g8", a.member_id, 1, owned=a.assignment).error == UNKNOWN_MEMBER_ID
