@@ -104,11 +104,53 @@ def transition_table() -> list[tuple[str, str, str]]:
     return [(s.value, e.value, TRANSITIONS[s][e].value) for s in GroupState for e in GroupEvent if e in TRANSITIONS[s]]
 
 
+# --- KIP-848's consumer groups (Kafka's ``ConsumerGroup.ConsumerGroupState`` and ``MemberState``) ---
+#
+# A group of the new protocol has no join or sync phase, so no event table: its state is a
+# *view* of its epochs and its members, computed by one rule after every heartbeat, as Kafka's
+# ``ConsumerGroup.maybeUpdateGroupState`` does. A member's own state is what its reconciliation
+# waits for (``minikafka.broker.consumer_group.reconcile`` moves it).
+
+
+class ConsumerGroupState(enum.StrEnum):
+    EMPTY = "Empty"  # no members (it may still have committed offsets)
+    ASSIGNING = "Assigning"  # the group epoch moved past the target assignment's: compute a new one
+    RECONCILING = "Reconciling"  # some member is not yet at the target assignment's epoch
+    STABLE = "Stable"  # every member owns exactly its target partitions
+    DEAD = "Dead"
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+class MemberState(enum.StrEnum):
+    STABLE = "Stable"  # owns its target partitions, at the target epoch
+    UNREVOKED_PARTITIONS = "UnrevokedPartitions"  # must first give some partitions up (and say so)
+    UNRELEASED_PARTITIONS = "UnreleasedPartitions"  # waits for partitions others still own
+
+    def __repr__(self) -> str:
+        return repr(self.value)
+
+
+def consumer_group_state(member_states: dict[str, tuple[int, "MemberState"]], group_epoch: int,
+                         assignment_epoch: int) -> ConsumerGroupState:
+    """Kafka's rule (``ConsumerGroup.maybeUpdateGroupState``): ``member_states`` maps each member
+    to (its member epoch, its ``MemberState``)."""
+    if not member_states:
+        return ConsumerGroupState.EMPTY
+    if group_epoch > assignment_epoch:
+        return ConsumerGroupState.ASSIGNING
+    if any(epoch != assignment_epoch or state != MemberState.STABLE for epoch, state in member_states.values()):
+        return ConsumerGroupState.RECONCILING
+    return ConsumerGroupState.STABLE
+
+
 EMPTY, PREPARING_REBALANCE, COMPLETING_REBALANCE, STABLE, DEAD = (
     S.EMPTY, S.PREPARING_REBALANCE, S.COMPLETING_REBALANCE, S.STABLE, S.DEAD)
 GROUP_STATES = tuple(GroupState)
 
 __all__ = [
     "COMPLETING_REBALANCE", "DEAD", "EMPTY", "GROUP_STATES", "PREPARING_REBALANCE", "STABLE", "TRANSITIONS",
-    "GroupEvent", "GroupState", "next_state", "transition_table",
+    "ConsumerGroupState", "GroupEvent", "GroupState", "MemberState", "consumer_group_state", "next_state",
+    "transition_table",
 ]

@@ -72,6 +72,7 @@ class MetadataRequest:
     # Create the named topics that do not exist (if the broker's auto.create.topics.enable
     # allows): what kafka-python's and librdkafka's producers ask. The simulated clients never do.
     allow_auto_topic_creation: bool = False
+    topic_ids: tuple[str, ...] = ()  # Metadata v10+: topics asked for by id (KIP-516), answered after the named
 
 
 @frozen_dataclass
@@ -89,6 +90,7 @@ class TopicMetadata:
     name: str
     error: int
     partitions: tuple[PartitionMetadata, ...] = ()
+    topic_id: str | None = None  # the controller's id for it (Kafka's Uuid in base64), if it exists
 
 
 @frozen_dataclass
@@ -472,6 +474,7 @@ class JoinGroupRequest:
     client_id: str = ""
     # JoinGroup v4+: a new member is first given an id (MEMBER_ID_REQUIRED) and joins with it
     require_known_member_id: bool = True
+    group_instance_id: str | None = None  # JoinGroup v5+: static membership (KIP-345)
 
 
 @frozen_dataclass
@@ -513,6 +516,38 @@ class HeartbeatRequest:
 class HeartbeatResponse:
     correlation_id: int
     error: int
+
+
+@frozen_dataclass
+class ConsumerGroupHeartbeatRequest:
+    """KIP-848's one group request (api key 68): join (``member_epoch`` 0), stay and report what
+    it owns (its current epoch), leave (-1) or, a static member, leave to come back (-2).
+    ``None`` in the optional fields means "unchanged since my last heartbeat", as in Kafka.
+    Topics are named, not given by id: the wire codec maps Kafka's topic ids."""
+
+    correlation_id: int
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None = None
+    rebalance_timeout_ms: int = -1
+    subscribed_topic_names: tuple[str, ...] | None = None
+    server_assignor: str | None = None
+    topic_partitions: tuple[tuple[str, int], ...] | None = None  # what the member owns now
+    client_id: str = ""
+    by_topic_id: bool = False  # topic_partitions name topics by id (what the wire carries)
+
+
+@frozen_dataclass
+class ConsumerGroupHeartbeatResponse:
+    correlation_id: int
+    error: int
+    error_message: str | None = None
+    member_id: str | None = None
+    member_epoch: int = -1
+    heartbeat_interval_ms: int = 0
+    assignment: tuple[tuple[str, int], ...] | None = None  # None: unchanged since the last answer
+    topic_ids: tuple[tuple[str, str], ...] = ()  # (name, id) of the assignment's topics, for the wire
 
 
 @frozen_dataclass
@@ -590,6 +625,7 @@ class ListGroupsResponse:
     correlation_id: int
     error: int
     groups: tuple[tuple[str, str, str], ...] = ()  # (group id, protocol type, state)
+    group_types: tuple[str, ...] = ()  # per group, in the same order: "classic" or "consumer" (KIP-848)
 
 
 @frozen_dataclass
@@ -609,6 +645,7 @@ class DescribedGroup:
     protocol_type: str = ""
     protocol: str = ""
     members: tuple[DescribedMember, ...] = ()
+    group_type: str = "classic"  # "consumer": a KIP-848 group (its members' metadata is empty)
 
 
 @frozen_dataclass
@@ -783,6 +820,12 @@ GROUP_ID_NOT_FOUND = 69
 NON_EMPTY_GROUP = 68
 MEMBER_ID_REQUIRED = 79
 GROUP_MAX_SIZE_REACHED = 81
+FENCED_INSTANCE_ID = 82  # a static member replaced by a newer instance with the same group.instance.id
+FENCED_MEMBER_EPOCH = 110  # KIP-848: a heartbeat or commit from an epoch the member no longer has
+UNRELEASED_INSTANCE_ID = 111  # a static member's instance id is still held by a live member
+UNSUPPORTED_ASSIGNOR = 112  # a server assignor the broker does not have
+UNKNOWN_TOPIC_ID = 100  # Metadata (or a heartbeat) names a topic by an id no topic has
+STALE_MEMBER_EPOCH = 113  # a commit from an older epoch of a live member
 UNSUPPORTED_VERSION = 35
 INVALID_REQUEST = 42
 POLICY_VIOLATION = 44

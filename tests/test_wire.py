@@ -490,7 +490,7 @@ def _bad_frames() -> list:
          "malformed Metadata v8 request: 2 trailing bytes"),
         ("unknown api key", header_only_frame(999, 0), "unknown api key 999"),
         ("unsupported version", header_only_frame(codec.PRODUCE, 12), "Produce v12 not supported (3–8)"),
-        ("below the floor", header_only_frame(codec.METADATA, 0), "Metadata v0 not supported (4–8)"),
+        ("below the floor", header_only_frame(codec.METADATA, 0), "Metadata v0 not supported (4–12)"),
         ("over socket.request.max.bytes", struct.pack(">i", SOCKET_REQUEST_MAX_BYTES + 1) + b"\x00" * 64,
          f"frame of {SOCKET_REQUEST_MAX_BYTES + 1} bytes (socket.request.max.bytes is {SOCKET_REQUEST_MAX_BYTES})"),
         ("negative length", struct.pack(">i", -7), "frame of -7 bytes: a length cannot be negative"),

@@ -134,7 +134,7 @@ def client_requests():
         (KProduce(transactional_id=None, acks=-1, timeout_ms=1, topic_data=[], min_version=0, max_version=9), 8),
         (KFetch(max_wait_ms=1, min_bytes=1, topics=[], max_version=12), 11),
         (KListOffsets(isolation_level=0, topics=[], min_version=1), 5),
-        (KMetadata(topics=None, allow_auto_topic_creation=True), 8),
+        (KMetadata(topics=None, allow_auto_topic_creation=True), 12),
         (KOffsetCommit(group_id="g", topics=[], max_version=8), 7),
         (KOffsetFetch(group_id="g", topics=None, min_version=2, max_version=8), 5),
         (KFindCoordinator(key="g", key_type=0, coordinator_keys=["g"]), 2),
@@ -164,6 +164,7 @@ def client_requests():
         (KEndTxn(transactional_id="tx", producer_id=1, producer_epoch=0, committed=True, max_version=3), 2),
         (KTxnOffsetCommit(transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, generation_id=-1,
                           member_id="", group_instance_id=None, topics=[], max_version=3), 2),
+        (codec.ConsumerGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0), 1),  # KIP-848
     ]
 
 
@@ -443,6 +444,57 @@ def test_metadata_all_topics_and_no_topics():
         m.MetadataRequest(CORR, ())
     decoded = decode_request(Client().send(KMetadata(topics=None, allow_auto_topic_creation=True), 8))
     assert decoded.message == m.MetadataRequest(CORR, None, allow_auto_topic_creation=True)
+
+
+TOPIC_ID = "AAECAwQFBgcICQoLDA0ODw"  # minikafka's (Kafka's) text form of the UUID 00010203-0405-...
+
+
+def test_metadata_v12_asks_by_topic_id_and_answers_with_ids():
+    import uuid
+    as_uuid = uuid.UUID(bytes=bytes(range(16)))
+    request = KMetadata(topics=[KMetadata.MetadataRequestTopic(name="trucks_gps"),
+                                KMetadata.MetadataRequestTopic(name=None, topic_id=as_uuid)],
+                        allow_auto_topic_creation=False, include_topic_authorized_operations=False)
+    expected = m.MetadataRequest(CORR, ("trucks_gps",), False, (TOPIC_ID,))
+    response = m.MetadataResponse(CORR, brokers=(1,), controller_id=m.CONTROLLER_ID, topics=(
+        m.TopicMetadata("trucks_gps", 0, (m.PartitionMetadata(0, 0, 1, 0, (1,), (1,)),), TOPIC_ID),
+        m.TopicMetadata("", m.UNKNOWN_TOPIC_ID, topic_id="AAAAAAAAAAAAAAAAAAAAAQ")))
+    r = roundtrip(request, 12, expected, response)
+    (t0, t1) = r.topics
+    assert (t0.name, t0.topic_id) == ("trucks_gps", as_uuid)
+    assert (t1.name, t1.error_code, t1.topic_id) == (None, m.UNKNOWN_TOPIC_ID, uuid.UUID(int=1))
+    # asked by name (a zero UUID on the wire), a topic id is no null the codec refuses
+    assert decode_request(Client().send(KMetadata(topics=[KMetadata.MetadataRequestTopic(name="x")],
+                                                  allow_auto_topic_creation=False), 12)).message == \
+        m.MetadataRequest(CORR, ("x",))
+
+
+@pytest.mark.parametrize("v", (0, 1))
+def test_consumer_group_heartbeat_names_topics_by_id_on_the_wire(v):
+    import uuid
+    K = codec.ConsumerGroupHeartbeatRequest
+    as_uuid = uuid.UUID(bytes=bytes(range(16)))
+    request = K(group_id="g", member_id="m1", member_epoch=3, instance_id=None, rack_id=None,
+                rebalance_timeout_ms=-1, subscribed_topic_names=None, server_assignor=None,
+                topic_partitions=[K.TopicPartitions(topic_id=as_uuid, partitions=[0, 2])])
+    expected = m.ConsumerGroupHeartbeatRequest(CORR, "g", "m1", 3, topic_partitions=((TOPIC_ID, 0), (TOPIC_ID, 2)),
+                                               client_id=CLIENT_ID, by_topic_id=True)
+    response = m.ConsumerGroupHeartbeatResponse(CORR, 0, None, "m1", 4, 500, (("trucks_gps", 0), ("trucks_gps", 2)),
+                                                (("trucks_gps", TOPIC_ID),))
+    r = roundtrip(request, v, expected, response)
+    assert (r.error_code, r.member_id, r.member_epoch, r.heartbeat_interval_ms) == (0, "m1", 4, 500)
+    [tps] = r.assignment.topic_partitions
+    assert (tps.topic_id, tps.partitions) == (as_uuid, [0, 2])
+    unchanged = roundtrip(request, v, expected, m.ConsumerGroupHeartbeatResponse(CORR, 0, None, "m1", 4, 500))
+    assert unchanged.assignment is None
+
+
+def test_a_heartbeat_with_a_topic_regex_is_refused_with_a_reason():
+    K = codec.ConsumerGroupHeartbeatRequest
+    request = K(group_id="g", member_id="m1", member_epoch=0, rebalance_timeout_ms=1000,
+                subscribed_topic_names=[], subscribed_topic_regex="trucks.*", topic_partitions=[])
+    decoded = decode_request(Client().send(request, 1))
+    assert decoded.reply.error == m.INVALID_REQUEST and "SubscribedTopicRegex" in decoded.reply.error_message
 
 
 def test_metadata_and_find_coordinator_need_the_context():

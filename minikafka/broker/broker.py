@@ -36,7 +36,8 @@ same view as everyone else. From then on it serves:
 - consumer groups: FindCoordinator (any broker answers: the leader of the group's
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
-  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups and DeleteGroups (the ``GroupCoordinator``);
+  OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and KIP-848's
+  ConsumerGroupHeartbeat (the ``GroupCoordinator``);
 - transactions (KIP-98): FindCoordinator with key type 1 (the leader of the id's partition of
   ``__transaction_state``, created on first use like ``__consumer_offsets``), and, there,
   InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
@@ -100,6 +101,8 @@ from minikafka.messages import (
     OffsetForLeaderEpochResponse,
     OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
+    UNKNOWN_TOPIC_ID,
+    ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
@@ -485,6 +488,8 @@ class Broker(StateMachine):
             self.group_coordinator.session_expired(key[1], key[2])
         elif key[0] == "group-pending":
             self.group_coordinator.pending_expired(key[1], key[2])
+        elif key[0] in ("cgroup-session", "cgroup-revoke"):  # KIP-848: a member to fence
+            self.group_coordinator.consumer_member_expired(key[1], key[2])
 
     # --- dispatch --------------------------------------------------------------------------------------
 
@@ -527,6 +532,12 @@ class Broker(StateMachine):
         # Each name once, as Kafka answers (a set): a request that repeats a name costs no more.
         names = sorted(self.topics) if request.topics is None else list(dict.fromkeys(request.topics))
         topics = []
+        for topic_id in request.topic_ids:  # asked by id (Metadata v10+): the name it has, if any
+            name = self.image.topic_names.get(topic_id)
+            if name is None or name not in self.topics:
+                topics.append(TopicMetadata("", UNKNOWN_TOPIC_ID, topic_id=topic_id))
+            elif name not in names:
+                names.append(name)
         to_create: list[TopicConfig] = []
         for name in names:
             if name not in self.topics:
@@ -541,7 +552,7 @@ class Broker(StateMachine):
                     continue
                 error = NO_ERROR if s.leader >= 0 else LEADER_NOT_AVAILABLE
                 parts.append(PartitionMetadata(p, error, s.leader, s.leader_epoch, s.replicas, s.isr))
-            topics.append(TopicMetadata(name, NO_ERROR, tuple(parts)))
+            topics.append(TopicMetadata(name, NO_ERROR, tuple(parts), self.image.topic_id(name)))
         # The active controller, as far as this broker knows. Clients cannot reach it over TCP:
         # the wire codec names the answering broker instead (it forwards), as KRaft brokers do.
         controller = self.active_controller
@@ -906,6 +917,7 @@ class Broker(StateMachine):
             DescribeGroupsRequest: GroupCoordinator.describe_groups,
             DeleteGroupsRequest: GroupCoordinator.delete_groups,
             OffsetDeleteRequest: GroupCoordinator.delete_offsets,
+            ConsumerGroupHeartbeatRequest: GroupCoordinator.consumer_group_heartbeat,
         }[type(request)]
         handler(self.group_coordinator, src, request)
 
@@ -935,6 +947,7 @@ class Broker(StateMachine):
         DescribeGroupsRequest: _group_request,
         DeleteGroupsRequest: _group_request,
         OffsetDeleteRequest: _group_request,
+        ConsumerGroupHeartbeatRequest: _group_request,
         AddPartitionsToTxnRequest: _txn_request,
         AddOffsetsToTxnRequest: _txn_request,
         EndTxnRequest: _txn_request,

@@ -90,6 +90,9 @@ DEFAULTS: dict[str, Any] = {
     "group.min.session.timeout.ms": 6_000,
     "group.max.session.timeout.ms": 1_800_000,
     "group.max.size": 2**31 - 1,
+    # KIP-848's consumer groups (ConsumerGroupHeartbeat): Kafka 4's defaults
+    "group.consumer.session.timeout.ms": 45_000,
+    "group.consumer.heartbeat.interval.ms": 5_000,
 }
 # The log settings a topic may override; BrokerConfig.log_config hands them to LogConfig.
 LOG_KEYS = (
@@ -120,6 +123,8 @@ _MINIMUM = {
     "log.retention.check.interval.ms": 1,
     "offsets.commit.timeout.ms": 1,
     "group.max.size": 1,
+    "group.consumer.session.timeout.ms": 1,
+    "group.consumer.heartbeat.interval.ms": 1,
     "replica.fetch.max.bytes": 0,
     "replica.fetch.response.max.bytes": 0,
     "fetch.max.bytes": 0,

@@ -49,21 +49,44 @@ acknowledged before ``__consumer_offsets`` has it on every in-sync replica.
 Never: read a clock (``broker.now``) or do I/O except through the replica manager. Member
 ids are deterministic for a seed (no ``uuid4``).
 
-Simplifications (vs Kafka): static membership (``group.instance.id``), the incremental
-cooperative protocol and KIP-848's new protocol are left out; loading a partition is
-synchronous, so COORDINATOR_LOAD_IN_PROGRESS is never answered.
+*KIP-848's protocol* (``ConsumerGroupHeartbeat``): a group of type "consumer" has no join or
+sync phase; ``consumer_group_heartbeat`` applies ``broker/consumer_group.py``'s rules (the
+broker's assignor computes the target; each member reconciles toward it, a partition revoked
+from its old owner before the new one gets it). A member is fenced when its session timeout
+(``group.consumer.session.timeout.ms``) passes without a heartbeat, or when it keeps a revoked
+partition past its rebalance timeout. An empty classic group becomes a consumer group on a
+first heartbeat (its offsets stay) and back on a first JoinGroup; a group with members keeps
+its type. Its members and target assignment live in memory only (see that module).
+
+*Static membership* (KIP-345, JoinGroup v5's ``group.instance.id``): a member that joins with
+the instance id of a current member replaces it (``_replace_static_member``) and keeps its
+partitions; a stable group does not rebalance, so a consumer restarted within its session
+timeout disturbs nobody. (The instance id is not written to ``__consumer_offsets``: a new
+coordinator knows the members, not which are static, until they rejoin.)
+
+Simplifications (vs Kafka): the incremental cooperative protocol is left out; loading a partition is synchronous, so
+COORDINATOR_LOAD_IN_PROGRESS is never answered.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
-
 import random
 import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
-from minikafka.assignors import Subscription
+from minikafka.assignors import Assignment, Subscription
+from minikafka.broker.consumer_group import (
+    LEAVE_EPOCH,
+    SERVER_ASSIGNORS,
+    STATIC_LEAVE_EPOCH,
+    ConsumerGroup,
+    ConsumerMember,
+    compute_target,
+    reconcile,
+)
 from minikafka.broker.group_metadata import (
     GroupKey,
     GroupValue,
@@ -72,6 +95,14 @@ from minikafka.broker.group_metadata import (
     OffsetValue,
 )
 from minikafka.messages import (
+    FENCED_INSTANCE_ID,
+    FENCED_MEMBER_EPOCH,
+    INVALID_REQUEST,
+    STALE_MEMBER_EPOCH,
+    UNRELEASED_INSTANCE_ID,
+    UNSUPPORTED_ASSIGNOR,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     GROUP_SUBSCRIBED_TO_TOPIC,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
@@ -124,6 +155,7 @@ from minikafka.messages import (
 from minikafka.broker.internal_topic import replay
 from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.records import Record, RecordBatch
+from minikafka.topic import TopicPartition
 from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
 from minikafka.group_state import GroupEvent, GroupState, next_state
 
@@ -166,6 +198,7 @@ class Member:
     assignment: bytes = b""
     awaiting_join: tuple[Any, int] | None = None  # (client node, correlation id)
     awaiting_sync: tuple[Any, int] | None = None
+    group_instance_id: str | None = None  # a static member (KIP-345)
 
     def metadata(self, protocol: str | None) -> bytes:
         return next((m for name, m in self.protocols if name == protocol), b"")
@@ -188,6 +221,11 @@ class Group:
     delay_deadline: int = 0  # ... but not past the rebalance timeout
     new_member_added: bool = False
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)  # producer id ->
+    consumer: ConsumerGroup | None = None  # set while this is a KIP-848 group (type "consumer")
+
+    @property
+    def group_type(self) -> str:
+        return "classic" if self.consumer is None else "consumer"
 
     def transition(self, event: GroupEvent, now: int | None) -> None:
         """The one door to a new state: the table (``minikafka.group_state``) says where
@@ -397,13 +435,22 @@ class GroupCoordinator:
             group.transition(GroupEvent.CREATED, self.now)
         if group.state == DEAD:
             return fail(COORDINATOR_NOT_AVAILABLE)
+        if group.consumer is not None:
+            if group.consumer.members:
+                return fail(INCONSISTENT_GROUP_PROTOCOL)  # a KIP-848 group with members keeps its type
+            group.consumer = None  # an empty consumer group becomes a classic one
+            group.state = EMPTY
         if not group.supports(req.protocol_type, req.protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
+        if req.group_instance_id is not None and not req.member_id:
+            known = next((m for m in group.members.values() if m.group_instance_id == req.group_instance_id), None)
+            if known is not None:
+                return self._replace_static_member(src, req, group, known)
         if not req.member_id:
             if len(group.members) + len(group.pending_members) >= self.config["group.max.size"]:
                 return fail(GROUP_MAX_SIZE_REACHED)
             member_id = self._new_member_id(req.client_id, req.group_id)
-            if req.require_known_member_id:
+            if req.require_known_member_id and req.group_instance_id is None:  # (static members join at once)
                 # JoinGroup v4+: hand out the id first, so a client that times out and
                 # retries is not counted twice; it must join again with it.
                 group.pending_members.add(member_id)
@@ -421,7 +468,8 @@ class GroupCoordinator:
 
     def _add_member(self, src: Any, req: JoinGroupRequest, group: Group, member_id: str) -> None:
         member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
-                        req.protocol_type, req.protocols, awaiting_join=(src, req.correlation_id))
+                        req.protocol_type, req.protocols, awaiting_join=(src, req.correlation_id),
+                        group_instance_id=req.group_instance_id)
         if not group.members:
             group.protocol_type = req.protocol_type
         group.members[member_id] = member
@@ -431,6 +479,34 @@ class GroupCoordinator:
             self._try_complete_join(group)
         else:
             self._prepare_rebalance(group, f"new member {member_id} joined")
+
+    def _replace_static_member(self, src: Any, req: JoinGroupRequest, group: Group, old: Member) -> None:
+        """Static membership (KIP-345): a member joins with the ``group.instance.id`` of a member
+        the group still has (the same consumer, restarted within its session timeout). It takes
+        that member's place under a new member id, with its partitions; the old id is fenced
+        (FENCED_INSTANCE_ID). A stable group with unchanged subscriptions does not rebalance:
+        the others never stop."""
+        member_id = self._new_member_id(req.client_id, req.group_id)
+        self._answer_join(old, JoinGroupResponse(0, FENCED_INSTANCE_ID))
+        self._answer_sync(old, SyncGroupResponse(0, FENCED_INSTANCE_ID))
+        self.broker.cancel_timer(("group-session", group.group_id, old.member_id))
+        member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
+                        req.protocol_type, req.protocols, old.assignment, group_instance_id=req.group_instance_id)
+        group.members = {(member_id if mid == old.member_id else mid): (member if mid == old.member_id else m)
+                         for mid, m in group.members.items()}  # (the same place: the same leader choice)
+        if group.leader == old.member_id:
+            group.leader = member_id
+        self._schedule_heartbeat(group, member)
+        if group.state == STABLE and old.protocols == req.protocols:
+            # Its old assignment stands; a leader's SyncGroup in Stable only reads it back.
+            self._store_group(group, lambda error: None)
+            self._send(src, self._join_response(group, member, req.correlation_id))
+            return
+        member.awaiting_join = (src, req.correlation_id)
+        if group.state == PREPARING_REBALANCE:
+            self._try_complete_join(group)
+        else:
+            self._prepare_rebalance(group, f"static member {req.group_instance_id} rejoined")
 
     def _update_member(self, src: Any, req: JoinGroupRequest, group: Group, member: Member) -> None:
         same = member.protocols == req.protocols
@@ -644,6 +720,214 @@ class GroupCoordinator:
         elif group.state == PREPARING_REBALANCE:
             self._try_complete_join(group)
 
+    # --- ConsumerGroupHeartbeat (KIP-848) -----------------------------------------------------------------
+
+    def consumer_group_heartbeat(self, src: Any, req: ConsumerGroupHeartbeatRequest) -> None:
+        """Join (epoch 0), stay (the member's epoch), or leave (-1; -2: a static member that will
+        come back): the whole of KIP-848's protocol is this one request."""
+        def fail(error: int, message: str | None = None) -> None:
+            self._send(src, ConsumerGroupHeartbeatResponse(req.correlation_id, error, message,
+                                                           member_id=req.member_id or None))
+
+        error = self._check_heartbeat(req)
+        if error is not None:
+            return fail(*error)
+        if not self.owns(req.group_id):
+            return fail(NOT_COORDINATOR)
+        group = self.groups.get(req.group_id)
+        if group is None or group.state == DEAD:
+            if req.member_epoch != 0:
+                return fail(UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no member {req.member_id!r}")
+            group = self.groups[req.group_id] = Group(req.group_id, self.partition_for(req.group_id))
+        if group.consumer is None:
+            if group.members or group.pending_members:
+                return fail(GROUP_ID_NOT_FOUND, f"group {req.group_id!r} is a classic group with members")
+            group.consumer = ConsumerGroup()  # an empty classic group (perhaps only offsets) changes type
+        cg = group.consumer
+        if req.by_topic_id and req.topic_partitions:
+            names = self.broker.image.topic_names  # topic id -> name
+            # A partition of a topic that no longer exists is owned by nobody: drop it.
+            req = dataclasses.replace(req, by_topic_id=False, topic_partitions=tuple(
+                (names[t], p) for t, p in req.topic_partitions if t in names))
+        if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
+            return self._consumer_leave(src, req, group)
+        if req.member_epoch == 0:
+            member, error = self._consumer_join(src, req, group)
+            if error is not None:
+                return fail(*error)
+        else:
+            member = cg.members.get(req.member_id)
+            if member is None:
+                return fail(UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no member {req.member_id!r}")
+            owned = None if req.topic_partitions is None else frozenset(req.topic_partitions)
+            if req.member_epoch != member.member_epoch and not (
+                    req.member_epoch == member.previous_member_epoch and owned is not None
+                    and owned <= member.assigned):
+                self._consumer_fence(group, member)
+                return fail(FENCED_MEMBER_EPOCH, f"member {req.member_id!r} is at epoch {member.member_epoch}, "
+                                                 f"not {req.member_epoch}")
+            if req.subscribed_topic_names is not None and req.subscribed_topic_names != member.subscribed_topics:
+                member.subscribed_topics = tuple(req.subscribed_topic_names)
+                cg.group_epoch += 1
+            if req.server_assignor is not None and req.server_assignor != member.server_assignor:
+                member.server_assignor = req.server_assignor
+                cg.group_epoch += 1
+            if req.rebalance_timeout_ms >= 0:
+                member.rebalance_timeout_ms = req.rebalance_timeout_ms
+        self._consumer_update(group, member, None if req.topic_partitions is None else frozenset(req.topic_partitions))
+        member = cg.members[member.member_id]
+        self.broker.set_timer(("cgroup-session", group.group_id, member.member_id),
+                              self.config["group.consumer.session.timeout.ms"])
+        # Kafka answers with the assignment when it changed, or when the request was a "full" one
+        # (every optional field set: what a client sends after an error, to resynchronise).
+        full = req.member_epoch == 0 or (req.rebalance_timeout_ms >= 0 and req.subscribed_topic_names is not None
+                                         and req.topic_partitions is not None)
+        assignment = None
+        if full or member.sent != member.assigned:
+            member.sent = member.assigned
+            assignment = tuple(sorted(member.assigned))
+        ids = tuple((t, self.broker.image.topic_id(t) or "") for t in sorted({t for t, _ in assignment or ()}))
+        self._send(src, ConsumerGroupHeartbeatResponse(
+            req.correlation_id, NO_ERROR, None, member.member_id, member.member_epoch,
+            self.config["group.consumer.heartbeat.interval.ms"], assignment, ids))
+
+    @staticmethod
+    def _check_heartbeat(req: ConsumerGroupHeartbeatRequest) -> tuple[int, str] | None:
+        """Kafka's ``throwIfConsumerGroupHeartbeatRequestIsInvalid``: what a well-formed request holds."""
+        if not req.group_id:
+            return INVALID_GROUP_ID, "GroupId can't be empty."
+        if req.member_epoch < STATIC_LEAVE_EPOCH:
+            return INVALID_REQUEST, f"MemberEpoch {req.member_epoch} is not -2, -1, 0 or a member's epoch."
+        if req.member_epoch != 0 and not req.member_id:
+            return INVALID_REQUEST, "MemberId can't be empty."
+        if req.member_epoch == STATIC_LEAVE_EPOCH and req.instance_id is None:
+            return INVALID_REQUEST, "InstanceId can't be null when MemberEpoch is -2 (a static member's leave)."
+        if req.member_epoch == 0:
+            if req.rebalance_timeout_ms < 0:
+                return INVALID_REQUEST, "RebalanceTimeoutMs must be provided in first request."
+            if req.subscribed_topic_names is None:
+                return INVALID_REQUEST, "SubscribedTopicNames must be set in first request."
+            if req.topic_partitions not in (None, ()):
+                return INVALID_REQUEST, "TopicPartitions must be empty when (re-)joining."
+        if req.server_assignor is not None and req.server_assignor not in SERVER_ASSIGNORS:
+            return UNSUPPORTED_ASSIGNOR, (f"ServerAssignor {req.server_assignor!r} is not supported; "
+                                          f"supported assignors: {sorted(SERVER_ASSIGNORS)}.")
+        return None
+
+    def _consumer_join(self, src: Any, req: ConsumerGroupHeartbeatRequest,
+                       group: Group) -> tuple[ConsumerMember | None, tuple[int, str] | None]:
+        cg = group.consumer
+        member_id = req.member_id or self._new_member_id(req.client_id, req.group_id)
+        if member_id in cg.members:  # a rejoin (after being fenced, or a lost answer): start over
+            self._consumer_remove(group, cg.members[member_id])
+        previous = cg.static_member(req.instance_id) if req.instance_id is not None else None
+        if previous is not None and previous.member_epoch != STATIC_LEAVE_EPOCH:
+            return None, (UNRELEASED_INSTANCE_ID, f"instance id {req.instance_id!r} is in use by member "
+                                                  f"{previous.member_id!r}")
+        if previous is None and len(cg.members) >= self.config["group.max.size"]:
+            return None, (GROUP_MAX_SIZE_REACHED, f"group {req.group_id!r} has {len(cg.members)} members")
+        member = ConsumerMember(member_id, req.instance_id, req.client_id, str(src), req.rebalance_timeout_ms,
+                                tuple(req.subscribed_topic_names or ()), req.server_assignor)
+        if previous is not None:
+            # A static member back within its session timeout: it takes over its old self's
+            # partitions and epoch; the group epoch does not move unless the subscription did.
+            member = ConsumerMember(member_id, req.instance_id, req.client_id, str(src), req.rebalance_timeout_ms,
+                                    member.subscribed_topics, req.server_assignor or previous.server_assignor,
+                                    previous.previous_member_epoch, previous.previous_member_epoch,
+                                    previous.state, previous.assigned, previous.revoking)
+            self._consumer_remove(group, previous, bump=False)
+            cg.target[member_id] = cg.target.pop(previous.member_id, frozenset())
+            if member.subscribed_topics != previous.subscribed_topics:
+                cg.group_epoch += 1
+        else:
+            cg.group_epoch += 1
+        cg.members[member_id] = member
+        return member, None
+
+    def _consumer_update(self, group: Group, member: ConsumerMember, reported) -> None:
+        """After a heartbeat: a new target if the group epoch moved on (or a subscribed topic grew),
+        then the member's next reconciliation step; the group's state follows."""
+        cg = group.consumer
+        counts = {t: self.broker.topics[t].num_partitions for t in sorted(cg.subscribed_topics())
+                  if t in self.broker.topics}
+        if counts != cg.partition_counts and cg.assignment_epoch == cg.group_epoch and cg.assignment_epoch > 0:
+            cg.group_epoch += 1  # a subscribed topic appeared, went or grew
+        if cg.group_epoch > cg.assignment_epoch:
+            cg.target = compute_target(cg, counts)
+            cg.partition_counts = counts
+            cg.assignment_epoch = cg.group_epoch
+        before = member.state
+        updated = reconcile(member, cg.target.get(member.member_id, frozenset()), cg.assignment_epoch,
+                            cg.owned_elsewhere(member.member_id), reported)
+        cg.members[member.member_id] = updated
+        key = ("cgroup-revoke", group.group_id, member.member_id)
+        if updated.revoking and before != updated.state:
+            self.broker.set_timer(key, updated.rebalance_timeout_ms)
+        elif not updated.revoking:
+            self.broker.cancel_timer(key)
+        self._consumer_state(group)
+
+    def _consumer_state(self, group: Group) -> None:
+        state = group.consumer.state()
+        if state != group.state:
+            group.state, group.state_timestamp = state, self.now
+
+    def _consumer_leave(self, src: Any, req: ConsumerGroupHeartbeatRequest, group: Group) -> None:
+        cg = group.consumer
+        member = cg.members.get(req.member_id)
+        if member is None and req.instance_id is not None:
+            member = cg.static_member(req.instance_id)
+        if member is None:
+            return self._send(src, ConsumerGroupHeartbeatResponse(
+                req.correlation_id, UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no member {req.member_id!r}",
+                req.member_id or None))
+        if req.member_epoch == STATIC_LEAVE_EPOCH:
+            # It keeps its partitions (nobody else gets them) until it rejoins with the same
+            # instance id or its session timeout passes.
+            member.previous_member_epoch, member.member_epoch = member.member_epoch, STATIC_LEAVE_EPOCH
+            self._consumer_state(group)
+        else:
+            self._consumer_remove(group, member)
+        self._send(src, ConsumerGroupHeartbeatResponse(req.correlation_id, NO_ERROR, None, member.member_id,
+                                                       req.member_epoch, 0, None))
+
+    def _consumer_remove(self, group: Group, member: ConsumerMember, *, bump: bool = True) -> None:
+        cg = group.consumer
+        del cg.members[member.member_id]
+        cg.target.pop(member.member_id, None)
+        self.broker.cancel_timer(("cgroup-session", group.group_id, member.member_id))
+        self.broker.cancel_timer(("cgroup-revoke", group.group_id, member.member_id))
+        if bump:
+            cg.group_epoch += 1
+        self._consumer_state(group)
+
+    def _consumer_fence(self, group: Group, member: ConsumerMember) -> None:
+        logger.info("group %s: member %s fenced", group.group_id, member.member_id)
+        self._consumer_remove(group, member)
+
+    def consumer_member_expired(self, group_id: str, member_id: str) -> None:
+        """``group.consumer.session.timeout.ms`` passed without a heartbeat, or the member kept a
+        revoked partition past its rebalance timeout: it is fenced, its partitions go to others."""
+        group = self.groups.get(group_id)
+        member = group.consumer.members.get(member_id) if group is not None and group.consumer else None
+        if member is not None:
+            self._consumer_fence(group, member)
+
+    def _consumer_commit_error(self, group: Group, req: OffsetCommitRequest) -> int:
+        """OffsetCommit to a consumer group: from a member at its epoch (KIP-848: the generation
+        field carries the member epoch), or a simple commit while the group has no members."""
+        cg = group.consumer
+        if req.generation_id < 0 and not req.member_id:
+            return NO_ERROR if not cg.members else UNKNOWN_MEMBER_ID
+        member = cg.members.get(req.member_id)
+        if member is None:
+            return UNKNOWN_MEMBER_ID
+        if req.generation_id > member.member_epoch:
+            return FENCED_MEMBER_EPOCH
+        if req.generation_id < member.member_epoch and req.generation_id != member.previous_member_epoch:
+            return STALE_MEMBER_EPOCH
+        return NO_ERROR
+
     # --- offsets --------------------------------------------------------------------------------------------------
 
     def _group_for_commit(self, group_id: str, *, create: bool) -> tuple["Group | None", int]:
@@ -674,7 +958,11 @@ class GroupCoordinator:
         group, error = self._group_for_commit(req.group_id, create=simple)
         if error != NO_ERROR:
             return reply_all(error)
-        if simple:
+        if group.consumer is not None:
+            error = self._consumer_commit_error(group, req)
+            if error != NO_ERROR:
+                return reply_all(error)
+        elif simple:
             if group.state != EMPTY:  # (a group made just now for this commit is Empty)
                 return reply_all(UNKNOWN_MEMBER_ID)  # a group with members owns its offsets
         elif req.member_id not in group.members:
@@ -797,9 +1085,10 @@ class GroupCoordinator:
     # --- admin: ListGroups, DescribeGroups, DeleteGroups ---------------------------------------------------
 
     def list_groups(self, src: Any, req: ListGroupsRequest) -> None:
-        groups = tuple(sorted((g.group_id, g.protocol_type or "", g.state) for g in self.groups.values()
-                              if g.partition in self.owned))
-        self._send(src, ListGroupsResponse(req.correlation_id, NO_ERROR, groups))
+        owned = sorted((g for g in self.groups.values() if g.partition in self.owned),
+                       key=lambda g: (g.group_id, g.protocol_type or "", g.state))
+        groups = tuple((g.group_id, "consumer" if g.consumer else g.protocol_type or "", g.state) for g in owned)
+        self._send(src, ListGroupsResponse(req.correlation_id, NO_ERROR, groups, tuple(g.group_type for g in owned)))
 
     def describe_groups(self, src: Any, req: DescribeGroupsRequest) -> None:
         out = []
@@ -811,6 +1100,9 @@ class GroupCoordinator:
             if g is None:
                 out.append(DescribedGroup(NO_ERROR, gid, DEAD))
                 continue
+            if g.consumer is not None:
+                out.append(self._describe_consumer_group(g))
+                continue
             stable = g.state == STABLE
             members = tuple(
                 DescribedMember(m.member_id, m.client_id, m.client_host,
@@ -819,6 +1111,18 @@ class GroupCoordinator:
             out.append(DescribedGroup(NO_ERROR, gid, g.state, g.protocol_type or "",
                                       (g.protocol or "") if stable else "", members))
         self._send(src, DescribeGroupsResponse(req.correlation_id, tuple(out)))
+
+    @staticmethod
+    def _describe_consumer_group(g: Group) -> DescribedGroup:
+        """A KIP-848 group seen through DescribeGroups: each member's assignment is what it owns
+        now, encoded as the classic protocol's Assignment, so the classic tools can read it."""
+        members = tuple(
+            DescribedMember(m.member_id, m.client_id, m.client_host,
+                            Subscription(m.subscribed_topics).encode(),
+                            Assignment(tuple(TopicPartition(t, p) for t, p in sorted(m.assigned))).encode())
+            for m in g.consumer.members.values())
+        return DescribedGroup(NO_ERROR, g.group_id, g.state, "consumer", g.consumer.assignor(), members,
+                              group_type="consumer")
 
     def delete_offsets(self, src: Any, req: OffsetDeleteRequest) -> None:
         """OffsetDelete (KIP-496): tombstones for the group's committed offsets of these

@@ -108,7 +108,7 @@ from minikafka.messages import (
     OffsetCommitRequest,
     OffsetFetchRequest,
 )
-from minikafka.group_state import GROUP_STATES
+from minikafka.group_state import GROUP_STATES, ConsumerGroupState
 from minikafka.node import NodeId, StateMachine
 from minikafka.topic import OffsetAndMetadata, TopicPartition, validate_topic_name
 
@@ -394,15 +394,20 @@ class KafkaAdminClient:
     # --- listing groups ----------------------------------------------------------------------------------
 
     def _list_groups_raw(self, broker_ids: Iterable[int] | None) -> list[tuple[str, str, str]]:
-        def attempt(deadline: int) -> list[tuple[str, str, str]]:
+        return [(g, t, s) for g, t, s, _ in self._list_groups_typed(broker_ids)]
+
+    def _list_groups_typed(self, broker_ids: Iterable[int] | None) -> list[tuple[str, str, str, str]]:
+        """(group id, protocol type, state, group type: "classic" or KIP-848's "consumer")."""
+        def attempt(deadline: int) -> list[tuple[str, str, str, str]]:
             brokers = list(broker_ids) if broker_ids is not None else list(self._metadata((), deadline).brokers)
-            found: dict[str, tuple[str, str, str]] = {}
+            found: dict[str, tuple[str, str, str, str]] = {}
             for b in sorted(brokers):
                 response = self._roundtrip(b, lambda c: ListGroupsRequest(c), f"ListGroups (broker {b})", deadline)
                 if response.error != NO_ERROR:
                     raise for_code(response.error)(f"ListGroups failed on broker {b}")
-                for group_id, protocol_type, state in response.groups:
-                    found[group_id] = (group_id, protocol_type, state)
+                types = response.group_types or ("classic",) * len(response.groups)
+                for (group_id, protocol_type, state), group_type in zip(response.groups, types):
+                    found[group_id] = (group_id, protocol_type, state, group_type)
             return [found[g] for g in sorted(found)]
         return self._retrying("ListGroups", attempt)
 
@@ -417,13 +422,13 @@ class KafkaAdminClient:
                     types_filter: Iterable[str] | None = None) -> list[dict]:
         """kafka-python 3.0's ``list_groups``: ``[{'group_id', 'protocol_type', 'group_state',
         'group_type'}]``. ``states_filter``: e.g. ``['Stable', 'Empty']`` (any case);
-        every group here uses the classic protocol (``group_type`` 'classic')."""
+        ``group_type`` is 'classic' (JoinGroup/SyncGroup) or 'consumer' (KIP-848's protocol)."""
         states = None if states_filter is None else {_state_name(s) for s in states_filter}
         types = None if types_filter is None else {str(t).lower() for t in types_filter}
         out = []
-        for g, t, s in self._list_groups_raw(broker_ids):
-            if (states is None or s in states) and (types is None or "classic" in types):
-                out.append({"group_id": g, "protocol_type": t, "group_state": s, "group_type": "classic"})
+        for g, t, s, kind in self._list_groups_typed(broker_ids):
+            if (states is None or s in states) and (types is None or kind in types):
+                out.append({"group_id": g, "protocol_type": t, "group_state": s, "group_type": kind})
         return out
 
     # --- describing groups --------------------------------------------------------------------------------
@@ -856,10 +861,11 @@ def _as_tp(tp: Any) -> TopicPartition:
 
 
 def _state_name(state: Any) -> str:
-    by_lower = {s.lower(): s for s in GROUP_STATES}
+    names = list(dict.fromkeys((*GROUP_STATES, *ConsumerGroupState)))  # classic, then KIP-848's own
+    by_lower = {s.lower(): s for s in names}
     key = str(state).replace("-", "").replace("_", "").lower()
     if key not in by_lower:
-        raise IllegalArgumentError(f"Invalid state {state!r}. Valid states are: {', '.join(GROUP_STATES)}")
+        raise IllegalArgumentError(f"Invalid state {state!r}. Valid states are: {', '.join(names)}")
     return by_lower[key]
 
 

@@ -40,7 +40,7 @@ import math
 from typing import Any, Callable, Iterable
 
 from minikafka.assignors import assignor_for
-from minikafka.clients.bootstrap import check_bootstrap_servers, cluster_for
+from minikafka.clients.bootstrap import _is_simulated, check_bootstrap_servers, cluster_for
 from minikafka.clients.consumer_coordinator import ConsumerCoordinator
 from minikafka.clients.consumer_network_client import ConsumerNetworkClient
 from minikafka.clients.fetcher import ConsumerRecord
@@ -128,6 +128,10 @@ class KafkaConsumer:
         "exclude_internal_topics": True,
         "default_api_timeout_ms": 60000,
         "isolation_level": "read_uncommitted",  # read_committed: only committed transactions (KIP-98)
+        # Java's group.protocol / group.remote.assignor (kafka-python has neither): "consumer" is
+        # KIP-848's protocol, where the broker assigns ("uniform" or "range"; None: the broker's pick)
+        "group_protocol": "classic",
+        "group_remote_assignor": None,
         **_NETWORK_ONLY,
     }
 
@@ -175,6 +179,19 @@ class KafkaConsumer:
         if c["isolation_level"] not in ("read_uncommitted", "read_committed"):
             raise KafkaConfigurationError(
                 f"isolation_level must be 'read_uncommitted' or 'read_committed', not {c['isolation_level']!r}")
+        if c["group_instance_id"] is not None and (not isinstance(c["group_instance_id"], str)
+                                                   or not c["group_instance_id"]):
+            raise KafkaConfigurationError(
+                f"group_instance_id must be a non-empty str or None, not {c['group_instance_id']!r}")
+        if c["group_protocol"] not in ("classic", "consumer"):
+            raise KafkaConfigurationError(f"group_protocol must be 'classic' or 'consumer', not {c['group_protocol']!r}")
+        if c["group_protocol"] == "consumer" and c["group_id"] is not None and not _is_simulated(c["bootstrap_servers"]):
+            raise KafkaConfigurationError(
+                "group_protocol='consumer' works with minikafka's own KafkaConsumer in the simulation only: its "
+                "TCP runtime does not speak ConsumerGroupHeartbeat yet (the brokers do: over TCP, use "
+                "confluent-kafka with group.protocol=consumer)")
+        if c["group_remote_assignor"] is not None and c["group_protocol"] != "consumer":
+            raise KafkaConfigurationError("group_remote_assignor is for group_protocol='consumer' only")
         if c["group_id"] is not None and (not isinstance(c["group_id"], str) or not c["group_id"]):
             raise KafkaConfigurationError(f"group_id must be a non-empty str or None, not {c['group_id']!r}")
         if c["heartbeat_interval_ms"] >= c["session_timeout_ms"]:
@@ -379,6 +396,12 @@ class KafkaConsumer:
         assigned = self._call(lambda n: n.coordinator.take_assignment())
         if assigned is not None:
             interval = self.config["auto_commit_interval_ms"]
+            # KIP-848 (group_protocol="consumer") moves partitions one by one: give up those that
+            # left the assignment, committed first. (The classic protocol revoked everything
+            # before it rejoined, so nothing is left here.)
+            revoked = sorted(set(node.subscriptions.assignment) - set(assigned))
+            if revoked:
+                self._revoke(revoked)
 
             def apply(n: ConsumerNetworkClient) -> None:
                 n.subscriptions.assign_from_subscribed(assigned)
@@ -410,6 +433,18 @@ class KafkaConsumer:
                 node.coordinator._event(f"auto commit before rebalance failed: {e}")
                 log.info("Auto offset commit failed before rebalance: %s", e)
         self._revoke_all()
+
+    def _revoke(self, revoked: list[TopicPartition]) -> None:
+        node = self._node
+        if self.config["enable_auto_commit"] and node.coordinator.member_id:  # (fenced: lost, not revoked)
+            positions = {tp: OffsetAndMetadata(node.subscriptions.assignment[tp].position, "", -1) for tp in revoked
+                         if node.subscriptions.assignment[tp].position is not None}
+            try:
+                self.commit(positions)
+            except KafkaError as e:
+                node.coordinator._event(f"auto commit of revoked partitions failed: {e}")
+        if node.subscriptions.listener is not None:
+            node.subscriptions.listener.on_partitions_revoked(revoked)
 
     def _revoke_all(self) -> None:
         node = self._node

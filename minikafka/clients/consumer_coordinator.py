@@ -181,7 +181,8 @@ class ConsumerCoordinator:
         self.client.send_request(
             self.coordinator,
             lambda corr: JoinGroupRequest(corr, self.group_id, c["session_timeout_ms"], c["max_poll_interval_ms"],
-                                          self.member_id, "consumer", protocols, c["client_id"]),
+                                          self.member_id, "consumer", protocols, c["client_id"],
+                                          group_instance_id=c["group_instance_id"]),
             self._on_join, self._on_join_failed,
             # The coordinator holds JoinGroup until the rebalance completes: up to the timeout.
             timeout_ms=max(c["request_timeout_ms"], c["max_poll_interval_ms"] + 5000))
@@ -359,7 +360,10 @@ class ConsumerCoordinator:
     def leave_group(self) -> None:
         """LeaveGroup (fire and forget), so the group rebalances now rather than after the
         session timeout; then we are a new consumer."""
-        if self.coordinator is not None and self.member_id and self.generation != NO_GENERATION:
+        # A static member (group_instance_id) does not leave, as in Kafka: its partitions wait
+        # for it (it is back with the same instance id) until its session timeout passes.
+        if self.coordinator is not None and self.member_id and self.generation != NO_GENERATION \
+                and self.config["group_instance_id"] is None:
             member = self.member_id
             self.client.send_request(self.coordinator, lambda corr: LeaveGroupRequest(corr, self.group_id, member),
                                      lambda response: None, lambda error: None)

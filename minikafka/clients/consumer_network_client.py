@@ -27,6 +27,7 @@ from typing import Any, Callable, Hashable
 
 from minikafka.assignors import PartitionAssignor
 from minikafka.clients.consumer_coordinator import ConsumerCoordinator
+from minikafka.clients.consumer_membership import ConsumerMembershipManager
 from minikafka.clients.fetcher import Fetcher
 from minikafka.clients.cluster_metadata import ClusterMetadata
 from minikafka.clients.subscription_state import SubscriptionState
@@ -51,7 +52,9 @@ class ConsumerNetworkClient(StateMachine):
         self.metadata = ClusterMetadata(bootstrap)
         self.subscriptions = SubscriptionState(config["auto_offset_reset"])
         self.fetcher = Fetcher(self, config)
-        self.coordinator = ConsumerCoordinator(self, config, assignors, rules) if config["group_id"] else None
+        # group_protocol (Java's group.protocol): "classic" JoinGroup/SyncGroup, or KIP-848's "consumer"
+        membership = ConsumerMembershipManager if config.get("group_protocol") == "consumer" else ConsumerCoordinator
+        self.coordinator = membership(self, config, assignors, rules) if config["group_id"] else None
         self.all_topics: set[str] | None = None  # from the last full metadata answer (patterns)
         self.last_poll_ms = 0
         self.fatal: list[Exception] = []  # errors poll() must raise

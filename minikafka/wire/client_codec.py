@@ -191,7 +191,7 @@ def _offset_delete(r: m.OffsetDeleteRequest, v: int) -> Any:
 def _join_group(r: m.JoinGroupRequest, v: int) -> Any:
     K = c._KJoinGroupRequest
     return K(version=v, group_id=r.group_id, session_timeout_ms=r.session_timeout_ms,
-             rebalance_timeout_ms=r.rebalance_timeout_ms, member_id=r.member_id, group_instance_id=None,
+             rebalance_timeout_ms=r.rebalance_timeout_ms, member_id=r.member_id, group_instance_id=r.group_instance_id,
              protocol_type=r.protocol_type,
              protocols=[K.JoinGroupRequestProtocol(name=name, metadata=meta) for name, meta in r.protocols])
 

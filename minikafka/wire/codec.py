@@ -66,6 +66,7 @@ import os
 import struct
 import types
 import typing
+import uuid
 from dataclasses import dataclass, field, fields, is_dataclass, replace
 from typing import Any, Mapping, Sequence, Union
 
@@ -142,6 +143,19 @@ try:
         ProduceRequest as _KProduceRequest,
         ProduceResponse as _KProduceResponse,
     )
+    from kafka.protocol.api_message import ApiMessage as _KApiMessage
+
+    import minikafka.wire.schemas as _own_schemas
+
+    # KIP-848's heartbeat: kafka-python 3.0.12 has no schema for it; ours is in wire/schemas/.
+    class ConsumerGroupHeartbeatRequest(_KApiMessage, load_json=_own_schemas):
+        pass
+
+    class ConsumerGroupHeartbeatResponse(_KApiMessage, load_json=_own_schemas):
+        pass
+
+    _KConsumerGroupHeartbeatRequest, _KConsumerGroupHeartbeatResponse = (
+        ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "minikafka.wire needs kafka-python 3.0.12 for the Kafka protocol classes it builds on: "
@@ -168,6 +182,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROU
 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
+CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, OFFSET_DELETE = 21, 23, 47
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
@@ -177,7 +192,9 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     PRODUCE: (3, 8),  # v3: record batch v2 + transactional_id; v9 turns flexible
     FETCH: (4, 11),  # v4: isolation level, last stable offset; v11: rack id; v12 flexible
     LIST_OFFSETS: (1, 5),  # v1: one offset per partition (no old-style list); v6 flexible
-    METADATA: (4, 8),  # v4 makes kafka-python guess a >= 0.11 broker and write v2 batches
+    # v4 makes kafka-python guess a >= 0.11 broker and write v2 batches; v10 carries topic ids,
+    # v12 asks by them: KIP-848 names topics by id, so a new-protocol consumer needs them
+    METADATA: (4, 12),
     OFFSET_COMMIT: (2, 7),  # v6: leader epoch; v7: group instance id; v8 flexible
     OFFSET_FETCH: (1, 5),  # v2: null topics = all, top-level error; v5: leader epoch
     FIND_COORDINATOR: (0, 2),  # librdkafka caps it at 2 whatever we offer
@@ -206,6 +223,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     ADD_OFFSETS_TO_TXN: (0, 2),
     END_TXN: (0, 2),
     TXN_OFFSET_COMMIT: (0, 2),  # v2: leader epoch; v3 (generation, member) turns flexible
+    CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848; v1: the client makes its member id (KIP-1082)
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -380,7 +398,9 @@ def _check_nulls(obj: Any, struct_field: Any, version: int, path: str) -> None:
     for f in struct_field.untagged_fields(version):
         value = getattr(obj, f.name)
         if value is None:
-            if not f.nullable_for_version_q(version):
+            # A uuid is never null on the wire: kafka-python reads the zero UUID (Kafka's "no
+            # id", e.g. a Metadata v10+ topic asked for by name) as None.
+            if not f.nullable_for_version_q(version) and getattr(getattr(f, "_type", None), "__name__", "") != "UUID":
                 raise FrameError(f"malformed {path}: {f.name} is null")
         elif f.is_struct_array():
             for item in value:
@@ -424,11 +444,28 @@ def _list_offsets_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
         isolation_level=r.isolation_level if v >= 2 else 0),)
 
 
+_NO_TOPIC_ID = uuid.UUID(int=0)  # Kafka's Uuid.ZERO_UUID: "no id"
+
+
+def _uuid_of(topic_id: str | None) -> uuid.UUID:
+    """minikafka's topic id (Kafka's ``Uuid.toString``: URL-safe base64, no padding) as a UUID."""
+    return uuid.UUID(bytes=base64.urlsafe_b64decode(topic_id + "==")) if topic_id else _NO_TOPIC_ID
+
+
+def _topic_id_of(value: uuid.UUID) -> str:
+    return base64.urlsafe_b64encode(value.bytes).rstrip(b"=").decode()
+
+
 def _metadata_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
-    # None asks for every topic, [] for none (v1+)
-    # allow_auto_topic_creation exists from v4 (our floor); a null topic name (v10+) never reaches us
-    return (m.MetadataRequest(corr, None if r.topics is None else tuple(t.name for t in r.topics),
-                              bool(r.allow_auto_topic_creation)),)
+    # None asks for every topic, [] for none (v1+); allow_auto_topic_creation exists from v4
+    # (our floor); from v10 a topic may be asked for by id, with a null name (KIP-516)
+    if r.topics is None:
+        return (m.MetadataRequest(corr, None, bool(r.allow_auto_topic_creation)),)
+    names = tuple(t.name for t in r.topics if t.name is not None)
+    ids = tuple(_topic_id_of(t.topic_id) for t in r.topics if t.name is None and t.topic_id is not None)
+    if any(t.name is None and t.topic_id in (None, _NO_TOPIC_ID) for t in r.topics):
+        raise ValueError("a topic with neither a name nor an id")
+    return (m.MetadataRequest(corr, names, bool(r.allow_auto_topic_creation), ids),)
 
 
 def _init_producer_id_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -526,13 +563,12 @@ def _find_coordinator_in(r: Any, corr: int, v: int, client_id: str | None) -> tu
 
 def _join_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     # v0 has no rebalance timeout: Kafka uses the session timeout for it. Only v4+ clients
-    # know MEMBER_ID_REQUIRED. A group_instance_id (v5, static membership) is not carried:
-    # such a member is treated as a dynamic one.
+    # know MEMBER_ID_REQUIRED. v5 carries group_instance_id (static membership, KIP-345).
     rebalance_timeout = r.rebalance_timeout_ms if v >= 1 else r.session_timeout_ms
     return (m.JoinGroupRequest(
         corr, r.group_id, r.session_timeout_ms, rebalance_timeout, r.member_id, r.protocol_type,
         tuple((p.name, p.metadata) for p in r.protocols), client_id=client_id or "",
-        require_known_member_id=v >= 4),)
+        require_known_member_id=v >= 4, group_instance_id=r.group_instance_id if v >= 5 else None),)
 
 
 def _sync_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -564,6 +600,18 @@ def _offset_fetch_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     partitions = None if r.topics is None else tuple(
         (t.name, p) for t in r.topics for p in t.partition_indexes)
     return (m.OffsetFetchRequest(corr, r.group_id, partitions),)
+
+
+def _consumer_group_heartbeat_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    if v >= 1 and r.subscribed_topic_regex:  # librdkafka sends "" for none
+        raise _Reply(m.ConsumerGroupHeartbeatResponse(corr, m.INVALID_REQUEST, (
+            "SubscribedTopicRegex is not supported by minikafka: subscribe to topic names"), r.member_id or None))
+    owned = None if r.topic_partitions is None else tuple(
+        (_topic_id_of(t.topic_id or _NO_TOPIC_ID), p) for t in r.topic_partitions for p in t.partitions)
+    return (m.ConsumerGroupHeartbeatRequest(
+        corr, r.group_id, r.member_id, r.member_epoch, r.instance_id, r.rebalance_timeout_ms,
+        None if r.subscribed_topic_names is None else tuple(r.subscribed_topic_names), r.server_assignor, owned,
+        client_id=client_id or "", by_topic_id=True),)
 
 
 def _list_groups_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -669,7 +717,8 @@ def _metadata_out(d: Decoded, resp: m.MetadataResponse, ctx: BrokerContext | Non
     # authorized_operations (v8+) are left unset: kafka-python reads "unset" as "not asked".
     return K(version=v, throttle_time_ms=0, brokers=brokers, cluster_id=ctx.cluster_id,
              controller_id=controller, topics=[
-                 T(error_code=t.error, name=t.name, is_internal=t.name in _INTERNAL_TOPICS, partitions=[
+                 T(error_code=t.error, name=t.name or None, topic_id=_uuid_of(t.topic_id),
+                   is_internal=t.name in _INTERNAL_TOPICS, partitions=[
                      P(error_code=p.error, partition_index=p.partition, leader_id=p.leader,
                        leader_epoch=p.leader_epoch, replica_nodes=list(p.replicas), isr_nodes=list(p.isr),
                        offline_replicas=[r for r in p.replicas if r not in live])
@@ -863,6 +912,20 @@ def _offset_fetch_out(d: Decoded, resp: m.OffsetFetchResponse, ctx: BrokerContex
         for topic, group in _by_topic(parts, lambda p: p.topic).items()])
 
 
+def _consumer_group_heartbeat_out(d: Decoded, resp: m.ConsumerGroupHeartbeatResponse, ctx: BrokerContext | None,
+                                  v: int) -> Any:
+    K = _KConsumerGroupHeartbeatResponse
+    assignment = None
+    if resp.assignment is not None:
+        ids = dict(resp.topic_ids)
+        assignment = K.Assignment(topic_partitions=[
+            K.Assignment.TopicPartitions(topic_id=_uuid_of(ids.get(topic)), partitions=[p for _, p in parts])
+            for topic, parts in _by_topic(resp.assignment, lambda tp: tp[0]).items()])
+    return K(version=v, throttle_time_ms=0, error_code=resp.error, error_message=resp.error_message,
+             member_id=resp.member_id, member_epoch=resp.member_epoch,
+             heartbeat_interval_ms=resp.heartbeat_interval_ms, assignment=assignment)
+
+
 def _list_groups_out(d: Decoded, resp: m.ListGroupsResponse, ctx: BrokerContext | None, v: int) -> Any:
     K = _KListGroupsResponse
     return K(version=v, throttle_time_ms=0, error_code=resp.error, groups=[
@@ -969,6 +1032,9 @@ _APIS: dict[int, _Api] = {
     ADD_OFFSETS_TO_TXN: _Api(_KAddOffsetsToTxnRequest, _KAddOffsetsToTxnResponse, m.AddOffsetsToTxnResponse,
                              _add_offsets_to_txn_in, _add_offsets_to_txn_out),
     END_TXN: _Api(_KEndTxnRequest, _KEndTxnResponse, m.EndTxnResponse, _end_txn_in, _end_txn_out),
+    CONSUMER_GROUP_HEARTBEAT: _Api(_KConsumerGroupHeartbeatRequest, _KConsumerGroupHeartbeatResponse,
+                                   m.ConsumerGroupHeartbeatResponse, _consumer_group_heartbeat_in,
+                                   _consumer_group_heartbeat_out),
     TXN_OFFSET_COMMIT: _Api(_KTxnOffsetCommitRequest, _KTxnOffsetCommitResponse, m.TxnOffsetCommitResponse,
                             _txn_offset_commit_in, _txn_offset_commit_out),
 }

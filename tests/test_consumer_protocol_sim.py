@@ -1,0 +1,142 @@
+"""minikafka's own KafkaConsumer under both group protocols, in the simulation: a member dies,
+and we look at who computed the new assignment and how long the survivors stopped fetching the
+partitions they kept (classic: the stop-the-world rebalance; KIP-848's "consumer": not at all)."""
+
+from __future__ import annotations
+
+import pytest
+
+from minikafka import Cluster, KafkaConsumer, KafkaProducer
+from minikafka.errors import KafkaConfigurationError
+from minikafka.topic import TopicPartition as TP
+
+FAST = {"offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
+        "group.consumer.session.timeout.ms": 6000, "group.consumer.heartbeat.interval.ms": 500}
+ROUND_MS = 100
+
+
+@pytest.fixture
+def cluster(tmp_path):
+    with Cluster(3, seed=848, config=FAST, dir=tmp_path) as c:
+        c.create_topic("t", 6, 3)
+        yield c
+
+
+def produce(cluster, n, start=0):
+    p = KafkaProducer(bootstrap_servers=cluster)
+    for i in range(start, start + n):
+        p.send("t", key=f"k{i}".encode(), value=f"v{i}".encode())
+    p.flush()
+    p.close()
+
+
+def members(cluster, protocol, n=3):
+    return [KafkaConsumer("t", bootstrap_servers=cluster, group_id=f"g-{protocol}", group_protocol=protocol,
+                          auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+            for _ in range(n)]
+
+
+def poll_until(cluster, consumers, done, what, limit_ms=60_000, trace=None, got=None):
+    """Poll every live consumer, ROUND_MS of simulated time each, until ``done()``; ``trace``
+    gets (time, {node: assignment}) after each round; the records read go to ``got``."""
+    start = cluster.world.now
+    got = [] if got is None else got
+    while not done():
+        assert cluster.world.now - start < limit_ms, f"gave up waiting for {what}"
+        for c in consumers:
+            for tp, records in c.poll(timeout_ms=ROUND_MS).items():
+                got.extend((tp.partition, r.offset, r.value) for r in records)
+        if trace is not None:
+            trace.append((cluster.world.now, {c.node_id: set(c.assignment()) for c in consumers}))
+    return got
+
+
+def owns_all(consumers):
+    owned = [set(c.assignment()) for c in consumers]
+    return sum(map(len, owned)) == 6 and set().union(*owned) == {TP("t", p) for p in range(6)}
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_a_dead_member_under_both_protocols(cluster, protocol):
+    produce(cluster, 60)
+    a, b, c = group = members(cluster, protocol)
+    read: list = []
+    poll_until(cluster, group, lambda: owns_all(group) and all(len(x.assignment()) == 2 for x in group),
+               "the three members to own two partitions each", got=read)
+    poll_until(cluster, group, lambda: len(read) >= 60, "the 60 records", got=read)
+    assert sorted(v for _, _, v in read) == sorted(f"v{i}".encode() for i in range(60))
+    for x in group:
+        x.commit()
+    before = {x.node_id: set(x.assignment()) for x in (b, c)}
+    cluster.kill_consumer(a)
+    killed_at = cluster.world.now
+    trace: list = []
+    survivors = [b, c]
+    poll_until(cluster, survivors, lambda: owns_all(survivors), "the survivors to own all six", trace=trace)
+    taken_over_ms = cluster.world.now - killed_at
+    # How long did a survivor go without a partition it owned before the death?
+    paused_ms = sum(ROUND_MS for _, owned in trace
+                    if any(not before[node] <= owned[node] for node in before))
+
+    # Who computed the assignment: the leader member (classic) or the broker (consumer).
+    events = [text for x in survivors for _, text in x.coordinator.events]
+    if protocol == "classic":
+        assert any(text.startswith("assigned: ") for text in events)  # a client ran the assignor
+        assert not any("the broker assigned" in text for text in events)
+        assert paused_ms > 0  # the survivors gave up everything for the rebalance
+    else:
+        assert any(text.startswith("the broker assigned") for text in events)
+        assert not any(text.startswith("assigned: ") for text in events)
+        assert paused_ms == 0  # the survivors kept their partitions throughout
+    # The dead member is noticed only when its session timeout (6000 ms) has passed since its
+    # last heartbeat, which was at most one heartbeat interval (500 ms) before the kill.
+    assert taken_over_ms >= 6000 - 500
+
+    # The committed offsets: the new owners resume where the dead member had committed.
+    after: list = []
+    produce(cluster, 12, start=60)
+    poll_until(cluster, survivors, lambda: len(after) >= 12, "the 12 new records", got=after)
+    assert sorted(v for _, _, v in after) == sorted(f"v{i}".encode() for i in range(60, 72))
+
+
+def test_group_protocol_is_checked():
+    with pytest.raises(KafkaConfigurationError, match="group_protocol must be 'classic' or 'consumer'"):
+        KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_protocol="eager")
+    with pytest.raises(KafkaConfigurationError, match="group_remote_assignor is for group_protocol='consumer'"):
+        KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_remote_assignor="range")
+
+
+@pytest.mark.parametrize("static", [True, False], ids=["static", "dynamic"])
+def test_a_restarted_static_member_gets_its_partitions_back_with_no_rebalance(cluster, static):
+    # Classic protocol, JoinGroup v5's group.instance.id (KIP-345).
+    a, b = group = [KafkaConsumer("t", bootstrap_servers=cluster, group_id=f"g-static-{static}",
+                                  auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
+                                  group_instance_id=f"reader-{name}" if static else None)
+                    for name in ("a", "b")]
+    poll_until(cluster, group, lambda: owns_all(group) and len(a.assignment()) == 3, "three partitions each")
+    mine, theirs, generation = set(a.assignment()), set(b.assignment()), b.coordinator.generation
+    cluster.kill_consumer(a)
+    trace: list = []
+    killed_at = cluster.world.now
+    poll_until(cluster, [b], lambda: cluster.world.now >= killed_at + 1000, "a second of b's polls", trace=trace)
+    cluster.restart_consumer(a)
+    poll_until(cluster, group, lambda: owns_all(group) and a.assignment(), "a to own partitions again", trace=trace)
+    coordinator = cluster.broker(b.coordinator.coordinator).group_coordinator.groups[f"g-static-{static}"]
+    if static:
+        assert set(a.assignment()) == mine  # its own partitions, at once
+        assert b.coordinator.generation == coordinator.generation == generation  # nobody rebalanced
+        assert all(owned[b.node_id] == theirs for _, owned in trace)  # b never stopped
+    else:
+        # A dynamic member comes back as a stranger: a new generation, everyone rebalances.
+        assert b.coordinator.generation == coordinator.generation > generation
+        assert any(owned[b.node_id] != theirs for _, owned in trace)
+
+
+def test_group_instance_id_is_checked():
+    with pytest.raises(KafkaConfigurationError, match="group_instance_id must be a non-empty str"):
+        KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_instance_id="")
+
+
+def test_over_tcp_the_own_client_says_it_cannot_speak_the_new_protocol_yet():
+    with pytest.raises(KafkaConfigurationError, match="simulation only.*confluent-kafka"):
+        KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_protocol="consumer")
