@@ -284,4 +284,5 @@ class SchemaRegistry:
 
     def __repr__(self) -> str:
         subjects = ", ".join(f"{s}: v{len(v)}" for s, v in sorted(self._subjects.items()))
-        return f"SchemaRegistry({self._default}; {len(self._texts)} schemas; {subjects or 'no subjects'})"
+        count = f"{len(self._texts)} schema{'' if len(self._texts) == 1 else 's'}"
+        return f"SchemaRegistry({self._default}; {count}; {subjects or 'no subjects'})"
