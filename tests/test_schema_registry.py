@@ -248,3 +248,15 @@ def test_a_producer_and_a_consumer_exchange_avro_reports_and_a_breaking_schema_f
             dict(report, fuel_pct=None) for report in FLEET[:20]]
         for client in (producer, breaking, consumer):
             client.close()
+
+
+def test_without_auto_register_the_serializer_uses_a_registered_schema_or_says_it_is_missing():
+    r = SchemaRegistry()
+    serialize = AvroSerializer(r, V2, SUBJECT, auto_register=False)
+    with pytest.raises(SchemaRegistryError, match="subject 'trucks_gps-value' has no schema"):
+        serialize(FLEET[0])
+    r.register(SUBJECT, TRUCK_POSITION_SCHEMA)
+    with pytest.raises(SchemaRegistryError, match="not registered under 'trucks_gps-value'"):
+        serialize(FLEET[0])
+    r.register(SUBJECT, V2)
+    assert unframe(serialize(FLEET[0]))[0] == 2 and r.versions(SUBJECT) == [1, 2]
