@@ -260,3 +260,10 @@ def test_without_auto_register_the_serializer_uses_a_registered_schema_or_says_i
         serialize(FLEET[0])
     r.register(SUBJECT, V2)
     assert unframe(serialize(FLEET[0]))[0] == 2 and r.versions(SUBJECT) == [1, 2]
+
+
+def test_a_truncated_avro_body_is_refused_with_its_schema_id():
+    r = SchemaRegistry()
+    value = AvroSerializer(r, TRUCK_POSITION_SCHEMA, SUBJECT)(FLEET[0])
+    with pytest.raises(SerializationError, match="schema id 1 is not a valid Avro body"):
+        AvroDeserializer(r)(value[:12])
