@@ -62,6 +62,7 @@ __all__ = [
     "truck_positions",
     "encode_report",
     "decode_report",
+    "TRUCK_POSITION_SCHEMA",
 ]
 
 TOPIC = "trucks_gps"
@@ -222,6 +223,23 @@ def encode_report(report: dict[str, Any]) -> tuple[bytes, bytes]:
 def decode_report(value: bytes) -> dict[str, Any]:
     """The report back from its JSON value bytes (what a consumer does)."""
     return json.loads(value)
+
+
+# A report's Avro schema (lecture 05): the same six fields, in the order Avro writes them.
+TRUCK_POSITION_SCHEMA: dict[str, Any] = {
+    "type": "record",
+    "name": "TruckPosition",
+    "namespace": "minikafka.trucks",
+    "doc": "One GPS report of one truck (minikafka.datasets).",
+    "fields": [
+        {"name": "truck_id", "type": "string"},
+        {"name": "timestamp_ms", "type": "long", "doc": "milliseconds since the epoch, UTC"},
+        {"name": "lat", "type": "double"},
+        {"name": "lon", "type": "double"},
+        {"name": "speed_kmh", "type": "double"},
+        {"name": "heading_deg", "type": "double", "doc": "0 = north, clockwise"},
+    ],
+}
 
 
 def __getattr__(name: str) -> Any:
