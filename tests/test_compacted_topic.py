@@ -95,7 +95,8 @@ def test_a_tombstone_deletes_its_key_and_goes_after_delete_retention_ms(fleet):
 def test_a_record_without_a_key_is_refused_with_invalid_record(fleet):
     cluster, send = fleet
     future = send(None, b"which truck?")
-    with pytest.raises(InvalidRecordError, match="compacted topic cannot accept a record without a key"):
+    with pytest.raises(InvalidRecordError, match="compacted topic cannot accept a record without a key") as refused:
         future.get()
+    assert str(refused.value).count("INVALID_RECORD") == 1  # the broker's message does not repeat the code
     send(b"truck-0", b"keyed")
     assert [(k, v) for _, k, v in read_from_beginning(cluster)] == [(b"truck-0", b"keyed")]
