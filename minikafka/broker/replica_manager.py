@@ -101,6 +101,11 @@ from minikafka.storage.log_validator import DecompressionBudget, LogValidator
 Key = tuple[str, int]
 
 
+def _detail(error: Exception) -> str:
+    "An error's own text, without the ``[Error 87] INVALID_RECORD:`` prefix its ``str`` adds."
+    return str(error.args[0]) if error.args else str(error)
+
+
 @dataclass
 class DelayedProduce:
     src: object
@@ -335,15 +340,16 @@ class ReplicaManager:
     def _validate(p: Partition, records: bytes, budget: DecompressionBudget) -> ProducePartitionResponse | None:
         """The one place client records are validated (Kafka's ``LogValidator`` for an
         ``AppendOrigin.CLIENT`` append): None if they may be appended, else the answer.
-        Replicated and coordinator appends never come this way."""
+        Replicated and coordinator appends never come this way. The answer's error message is
+        the error's own text, as Kafka's ``e.getMessage()``: the client names the code itself."""
         try:
             LogValidator.for_log(p.log).validate(records, budget)
         except InvalidRecordError as e:
-            return ProducePartitionResponse(*p.key, INVALID_RECORD, -1, p.log.log_start_offset, str(e), e.record_errors)
+            return ProducePartitionResponse(*p.key, INVALID_RECORD, -1, p.log.log_start_offset, _detail(e), e.record_errors)
         except MessageSizeTooLargeError as e:
-            return ProducePartitionResponse(*p.key, MESSAGE_TOO_LARGE, -1, p.log.log_start_offset, str(e))
+            return ProducePartitionResponse(*p.key, MESSAGE_TOO_LARGE, -1, p.log.log_start_offset, _detail(e))
         except CorruptRecordError as e:
-            return ProducePartitionResponse(*p.key, CORRUPT_MESSAGE, -1, p.log.log_start_offset, str(e))
+            return ProducePartitionResponse(*p.key, CORRUPT_MESSAGE, -1, p.log.log_start_offset, _detail(e))
         return None
 
     def _try_complete_produce(self, delayed: DelayedProduce) -> bool:

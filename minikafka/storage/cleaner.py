@@ -298,7 +298,8 @@ class LogCleaner:
             records = batch.records()
             kept: list[Record] = []
             for record in records:
-                if record.offset >= end or self._keep(record, batch, segment, offset_map, now, delete_retention_ms):
+                if record.offset >= end or self.should_retain_record(
+                        record, batch, segment, offset_map, now, delete_retention_ms):
                     kept.append(record)
                 else:
                     stats.records_removed += 1
@@ -323,7 +324,7 @@ class LogCleaner:
         stats.segments_cleaned += 1
 
     @staticmethod
-    def _keep(
+    def should_retain_record(
         record: Record,
         batch: RecordBatch,
         segment: LogSegment,
@@ -331,6 +332,8 @@ class LogCleaner:
         now: int,
         delete_retention_ms: int,
     ) -> bool:
+        """Whether a record of a cleaned segment stays (Kafka's ``Cleaner.shouldRetainRecord``);
+        ``offset_map`` holds the latest offset of each key in the dirty range."""
         if record.key is None:
             return True  # nothing to compact it by
         latest = offset_map.get(record.key)
