@@ -437,6 +437,18 @@ def test_sandboxes_running_at_once_never_share_a_user():
         os.close(second[2])
 
 
+# Dave's write_positions: the last row of each truck in collection order, not the newest report.
+DAVE_LAST_ROW_WINS = """def write_positions(batch_df, producer, topic):
+    newest = {}
+    for r in parse_reports(batch_df).collect():
+        newest[r.truck_id] = json.dumps({"timestamp_ms": r.timestamp_ms, "lat": r.lat, "lon": r.lon})
+    for truck, value in newest.items():
+        producer.send(topic, key=truck.encode(), value=value.encode())
+    producer.flush()
+    return len(newest)
+"""
+
+
 @pytest.mark.notebooks
 @pytest.mark.spark
 def test_the_capstone_hidden_checks_catch_code_fitted_to_the_visible_ones(tmp_path):
@@ -444,15 +456,19 @@ def test_the_capstone_hidden_checks_catch_code_fitted_to_the_visible_ones(tmp_pa
 
     Ann's `windowed_speeds` ignores its argument and aggregates the setup's own topic (right for
     every visible check, which passes it that topic); Bob's `write_alerts` writes above a
-    hard-coded 95 km/h. Each keeps the points of the exercise done properly.
+    hard-coded 95 km/h; Carl's `sliding_speeds` ignores its argument as Ann's does; Dave's
+    `write_positions` keeps each truck's last row in the order they come, which is the newest
+    only while the reports come in time order. Each keeps the points of the exercises done properly.
     """
     name = "10-capstone-spark"
     solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
     solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
-    ex1, ex2 = "capstone-ex-005", "capstone-ex-013"
+    ex1, ex2, ex3, ex4 = "capstone-ex-005", "capstone-ex-013", "capstone-ex3-002", "capstone-ex4-002"
     fitted = {
         "ann": {ex1: solved[ex1].replace("return (parse_reports(kafka_df)", "return (parse_reports(trucks_stream())")},
         "bob": {ex2: solved[ex2].replace("> SPEED_LIMIT_KMH", "> 95.0")},
+        "carl": {ex3: solved[ex3].replace("return (parse_reports(kafka_df)", "return (parse_reports(trucks_stream())")},
+        "dave": {ex4: DAVE_LAST_ROW_WINS},
     }
     for student, replace in fitted.items():
         assert all(replace[k] != solved[k] for k in replace)
@@ -463,7 +479,7 @@ def test_the_capstone_hidden_checks_catch_code_fitted_to_the_visible_ones(tmp_pa
         (tmp_path / student).mkdir()
         (tmp_path / student / f"{name}.ipynb").write_text(json.dumps(submission))
     results = {r.student: r for r in grade_all(tmp_path, ROOT / "solutions", Settings(sanitize=SANITIZE), jobs=2)}
-    for student, earned in (("ann", [0, 5]), ("bob", [5, 0])):
+    for student, earned in (("ann", [0, 3, 2, 2]), ("bob", [3, 0, 2, 2]), ("carl", [3, 3, 0, 2]), ("dave", [3, 3, 2, 0])):
         result = results[student]
         assert [e.earned for e in result.exercises] == earned, feedback(result)
         lost = result.exercises[earned.index(0)]

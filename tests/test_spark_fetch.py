@@ -197,3 +197,35 @@ def test_a_bad_answer_closes_the_connection_with_the_fault_named(reply, message)
     with pytest.raises(OSError, match=message):
         conn.receive(corr, FetchResponse, 11)
     assert conn.sock.fileno() < 0 and not conn.in_flight
+
+
+def test_a_task_whose_records_were_deleted_fails_naming_them_or_skips_them_with_a_warning(cluster, caplog):
+    """Retention (here DeleteRecords) deleted offsets 10..39 after the batch was planned: with
+    failOnDataLoss=true (the default) the task fails naming them; with false it reads on from
+    the log start and logs a warning naming them, as Spark's Kafka source does."""
+    from minikafka.spark.offset_reader import KafkaSourceError
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    name = f"deleted-{uuid.uuid4().hex[:8]}"
+    admin.create_topics([NewTopic(name, 1, 3)])
+    wait_until(lambda: admin.describe_topics([name])[0]["partitions"][0]["leader_id"] >= 0, 20, f"a leader for {name}")
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap_servers, acks="all")
+    futures = [producer.send(name, value=b"%03d" % i) for i in range(100)]
+    producer.flush()
+    producer.close()
+    assert sorted(f.get(timeout=30).offset for f in futures) == list(range(100))
+    from kafka import TopicPartition
+
+    admin.delete_records({TopicPartition(name, 0): 40})
+    admin.close()
+
+    with pytest.raises(KafkaSourceError, match=rf"Offsets 10 to 39 of {name}-0 were deleted"):
+        list(read_range(options(cluster, name), OffsetRange(name, 0, 10, 100)))
+    lenient = KafkaSourceOptions.parse({"kafka.bootstrap.servers": cluster.bootstrap_servers, "subscribe": name,
+                                        "failOnDataLoss": "false"}, batch=True)
+    with caplog.at_level("WARNING", logger="minikafka.spark.source"):
+        read = offsets_and_values(read_range(lenient, OffsetRange(name, 0, 10, 100)))
+    assert read == [(i, b"%03d" % i) for i in range(40, 100)]
+    assert [r.getMessage() for r in caplog.records if r.name == "minikafka.spark.source"] == [
+        f"Data loss: offsets 10 to 39 of {name}-0 were deleted before the query read them. "
+        "Skipped, because failOnDataLoss=false."]

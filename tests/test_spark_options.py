@@ -274,7 +274,7 @@ def stream_reader(earliest, latest, **options):
     return reader
 
 
-def test_latest_offset_reports_data_loss_or_skips_it_with_fail_on_data_loss_false():
+def test_latest_offset_reports_data_loss_or_skips_it_with_fail_on_data_loss_false(caplog):
     from pyspark.sql.streaming.datasource import ReadAllAvailable
 
     from minikafka.spark.offset_reader import KafkaSourceError
@@ -286,7 +286,12 @@ def test_latest_offset_reports_data_loss_or_skips_it_with_fail_on_data_loss_fals
     with pytest.raises(KafkaSourceError, match=r"Data loss: records were deleted \(retention\).*trucks_gps-0 offsets 10\.\.19"):
         strict.latestOffset(start, ReadAllAvailable())
     lenient = stream_reader({t0: 20, t1: 0}, {t0: 30, t1: 60}, failOnDataLoss="false")
-    assert from_spark_offsets(lenient.latestOffset(start, ReadAllAvailable())) == {t0: 30, t1: 60}
+    with caplog.at_level("WARNING", logger="minikafka.spark.source"):
+        assert from_spark_offsets(lenient.latestOffset(start, ReadAllAvailable())) == {t0: 30, t1: 60}
+    # As Spark's Kafka source: the skip is not silent, a warning names the lost range.
+    assert [r.getMessage() for r in caplog.records] == [
+        "Data loss: records were deleted (retention) before the query read them: trucks_gps-0 offsets 10..19. "
+        "Skipped, because failOnDataLoss=false."]
     # The log of partition 1 now ends before the checkpoint's offset (an unclean election).
     truncated = stream_reader({t0: 0, t1: 0}, {t0: 30, t1: 40})
     with pytest.raises(KafkaSourceError, match="trucks_gps-1's log now ends at 40, before offset 50"):

@@ -43,6 +43,7 @@ reader it replaces:
 
 from __future__ import annotations
 
+import logging
 import socket
 import struct
 import time
@@ -60,6 +61,8 @@ _HEADER_SIZE = 61
 FETCH_MAX_VERSION = 11  # the last non-flexible Fetch: topics by name, what every broker here speaks
 PARTITION_FETCH_BYTES = 8 << 20
 _INT32 = struct.Struct(">i")  # a frame's size; a response header's correlation id
+
+logger = logging.getLogger("minikafka.spark.source")
 
 
 class FetchConnection:
@@ -342,6 +345,9 @@ def fetch_range(consumer, options, topic: str, partition: int, from_offset: int,
                             "option failOnDataLoss=false to skip what is gone and go on.")
                     moved_to = min(max(earliest, position), until_offset)
                     if moved_to != position:
+                        logger.warning("Data loss: offsets %d to %d of %s were deleted before the query "
+                                       "read them. Skipped, because failOnDataLoss=false.",
+                                       position, moved_to - 1, name)
                         position = moved_to
                         continue
                     error = "OffsetOutOfRangeError above the log start (log truncated?)"

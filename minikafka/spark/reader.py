@@ -39,6 +39,7 @@ so a consumer group's lag tools do not see a Spark query (as with Spark's own so
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any, Iterator
 
@@ -48,6 +49,8 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows, Supp
 from minikafka.spark.offset_range_calculator import KafkaOffsetRangeCalculator, OffsetRange
 from minikafka.spark.offset_reader import KafkaOffsetReader, KafkaSourceError, TopicsVanished, connect_consumer
 from minikafka.spark.options import EARLIEST, LATEST, KafkaSourceOptions, TopicPartition
+
+logger = logging.getLogger("minikafka.spark.source")
 
 ROWS_PER_ARROW_BATCH = 10_000
 # While a task reads on kafka-python's connections (SSL, SASL, a proxy: see data_consumer), the
@@ -321,10 +324,12 @@ class KafkaMicroBatchStream(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return to_spark_offsets(admit(begin, latest, max_rows))
 
     def _data_loss(self, what: str) -> None:
+        """Spark's rule: fail the query (failOnDataLoss=true), or log a warning and go on."""
         if self.options.fail_on_data_loss:
             raise KafkaSourceError(
                 f"Data loss: {what}. The query stops (failOnDataLoss=true, the default); set the "
                 "option failOnDataLoss=false to skip what is gone and go on.")
+        logger.warning("Data loss: %s. Skipped, because failOnDataLoss=false.", what)
 
     def partitions(self, start: dict, end: dict) -> list[KafkaInputPartition]:
         begin = from_spark_offsets(start)
