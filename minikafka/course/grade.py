@@ -480,7 +480,8 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None,
                 before.setdefault(id(checks[0]), []).append((arm, [], exercise, "arm"))
                 after[id(checks[-1])].append((verdict, want, exercise, "watch"))
             for rule in properties.rules_of(lecture, names):
-                watched = list(dict.fromkeys(specs + [properties.reference_spec(rule)]))
+                watched = list(dict.fromkeys(specs + [properties.reference_spec(rule)]
+                                             + properties.package_specs(names)))
                 for args in properties.draw(rule, seed):
                     call = properties.call_cell(_WATCH, rule, args, watched, names, nonce)
                     after[id(checks[-1])].append((call, [], exercise, ("call", rule, args, nonce)))
