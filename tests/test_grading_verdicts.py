@@ -2,10 +2,10 @@
 
 The fast tests drive ``minikafka.course.properties`` without a kernel: every rule the package
 holds has a generator, the draws depend on the grading seed only, and classic wrong rules are
-caught on every seed tried. The graded test runs notebook 01 in the sandbox: a wrapper around the
-package's rule and a rule fitted to every check the notebook shows (which both earned full
-points before) fail the hidden property, the solutions pass it, and the messages never show an
-input.
+caught on every seed tried. The graded test runs notebook 01 (its cluster and campaign checks
+left out, for time) in the sandbox: a wrapper around the package's rule and a rule fitted to
+every check the notebook shows (which both earned 10/10 before) fail the hidden property, the
+solutions' exercises beside them pass theirs, and the messages never show an input.
 """
 
 from __future__ import annotations
@@ -181,20 +181,31 @@ FITTED = ("def roll_reason(segment, batch, config):\n"
           "    return None\n")
 
 
+def _without_clusters(reference: dict) -> dict:
+    """Notebook 01 without its checks that run clusters and fault campaigns (minutes of a grading
+    that the properties do not need; the cheats below pass those, see the commit that added them)."""
+    reference["cells"] = [c for c in reference["cells"] if not (
+        "check" in c.get("metadata", {}).get("tags", []) and ("judge(" in "".join(c["source"])
+                                                             or "Cluster(" in "".join(c["source"])))]
+    return reference
+
+
 @pytest.mark.notebooks
 def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
     name = "01-the-log"
     folder = Path(tempfile.mkdtemp(prefix="minikafka-verdicts-"))
     try:
-        for student, replace in {"correct": {}, "wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED}}.items():
-            (folder / student).mkdir()
-            (folder / student / f"{name}.ipynb").write_text(json.dumps(_submission(name, replace)))
-        results = grade_all(folder, ROOT / "solutions", Settings(sanitize=SANITIZE, seed=4242, property_seed=7), jobs=2)
+        (folder / "ref").mkdir()
+        reference = _without_clusters(json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text()))
+        (folder / "ref" / f"{name}.ipynb").write_text(json.dumps(reference))
+        for student, replace in {"wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED}}.items():
+            (folder / "class" / student).mkdir(parents=True)
+            (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(_submission(name, replace)))
+        results = grade_all(folder / "class", folder / "ref",
+                            Settings(sanitize=SANITIZE, seed=4242, property_seed=7), jobs=2)
     finally:
         shutil.rmtree(folder)
     by = {r.student: r for r in results}
-    correct = by["correct"]
-    assert correct.points == correct.max_points, feedback(correct)
     for student, how in (("wrapper", "must not call the minikafka package's own implementation"),
                          ("fitted", "answer differs from the rule's on one of the drawn inputs")):
         result = by[student]
@@ -202,6 +213,8 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
         [failed] = [c for c in result.exercises[1].checks if not c.passed]
         assert failed.label == "hidden property: roll_reason" and how in failed.message, failed
         assert "Segment(" not in failed.message and "segment_bytes=" not in failed.message
-    labels = [[c.label for c in e.checks if c.label.startswith("hidden property")] for e in correct.exercises]
-    assert labels == [["hidden property: index_lookup"], ["hidden property: roll_reason"],
-                      ["hidden property: segments_to_delete"]]
+    # Exercises 1 and 3 are the solutions': their properties pass, found from the package by name.
+    labels = [[(c.label, c.passed) for c in e.checks if c.label.startswith("hidden property")]
+              for e in by["fitted"].exercises]
+    assert labels == [[("hidden property: index_lookup", True)], [("hidden property: roll_reason", False)],
+                      [("hidden property: segments_to_delete", True)]]

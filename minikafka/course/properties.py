@@ -24,9 +24,13 @@ the package's own implementation of the rule (the rule's reference, found from `
 the notebook's ``minikafka.references``) inside the student's function is reported, so
 delegating to the package fails the property (``call_cell``'s first value).
 
-What this does not reach: rules with effects (lecture 07's application loops) are judged by the
-fault campaign, which runs in the kernel; ``reassign`` (the sticky assignor) has many right
-answers, so its property is Kafka's contract plus "moves no more than Kafka's".
+What this does not reach. The answers are the grader's to judge, but the watch runs in the
+kernel, as the student's code does: a function that reads its caller's frame (the call cell's
+nonce), prints a forged "ok" line and silences stdout, runs the package's code in a thread of its
+own, or re-types it, is not caught by the watch (its answers must still be Kafka's). Rules with
+effects (lecture 07's application loops) are judged by the fault campaign, which runs in the
+kernel, its verdict printed there; ``reassign`` (the sticky assignor) has many right answers,
+so its property is Kafka's contract, balance, and "moves no more than Kafka's".
 """
 
 from __future__ import annotations
