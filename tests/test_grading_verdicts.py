@@ -156,6 +156,23 @@ def test_kafkas_rules_pass_and_answers_are_read_as_plain_data_only():
     assert properties.parse("no nonce", "@n:") is None
 
 
+@pytest.mark.notebooks
+def test_an_endless_loop_costs_one_call_s_time_limit():
+    from minikafka.course.grade import _WATCH, property_check
+    from minikafka.course.runner import run_cells
+    from minikafka.course.sandbox import Limits, Sandbox
+
+    loop = "def murmur2(data):\n    while True:\n        pass\n"
+    draws = properties.draw("murmur2", 1, 4)
+    calls = [properties.call_cell(_WATCH, "murmur2", args, [], ["murmur2"], "@n:") for args in draws]
+    with Sandbox(Limits(), ()) as box:
+        runs = run_cells(box, [loop] + calls, cell_timeout=1, budget=30)
+    assert [r.status for r in runs] == ["ok", "timeout", "error", "error", "error"], runs
+    assert "an earlier call of this function failed" in runs[2].reason
+    check = property_check("murmur2", [(args, "@n:", run) for args, run in zip(draws, runs[1:])])
+    assert not check.passed and check.label == "hidden property: murmur2"
+
+
 def _submission(name: str, replace: dict[str, str]) -> dict:
     solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
     submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())

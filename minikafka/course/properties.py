@@ -369,7 +369,13 @@ def source(value: Any) -> str:
 
 
 # Sent once per call. _mk_plain mirrors plain(); the watch is grade.py's, armed around this call only.
+# Once a call of a rule failed (raised, was interrupted at its time limit), the rule's later calls
+# stop at once: an endless loop costs one cell's time limit, not the notebook's budget. (The flag
+# is the kernel's: clearing it only runs more calls, which must answer right.)
 _CALL = r"""
+if globals().get(%(flag)r):
+    raise RuntimeError("an earlier call of this function failed")
+globals()[%(flag)r] = True
 import collections as _mk_c
 def _mk_nt(name, fields):
     return _mk_c.namedtuple(name, fields)
@@ -389,6 +395,7 @@ try:
 finally:
     _mk_v = _mk_w.verdict()
 print(%(nonce)r + repr((_mk_v, _mk_plain(_mk_r))))
+globals()[%(flag)r] = False
 """
 
 
@@ -396,7 +403,7 @@ def call_cell(watch: str, name: str, args: tuple, specs: list[str], names: list[
     """The source of one call: the student's ``name`` on ``args``, watched, its answer printed
     after ``nonce`` as ``(watch verdict, plain answer)``."""
     return watch + _CALL % {"args": source(tuple(args)), "specs": specs, "names": names,
-                            "name": name, "nonce": nonce}
+                            "name": name, "nonce": nonce, "flag": f"_mk_property_failed_{name}"}
 
 
 def parse(text: str, nonce: str) -> tuple[str, Any] | None:
