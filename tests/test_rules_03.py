@@ -326,4 +326,6 @@ def test_an_election_that_passes_the_comparisons_but_not_the_tester_scores_0(tmp
     assert second.earned == 0, feedback(result)
     # The rule's cases, their hidden twin, the Metadata predictions and the kills pass; "run your
     # cluster" (its verdict) and the hidden judge do not.
-    assert {c.cell_id for c in second.checks if not c.passed} == {"ex2-yours", "hidden-ex2-judge"}, feedback(result)
+    # And the hidden property (properties.py), whose draws include that case.
+    assert {c.cell_id or c.label for c in second.checks if not c.passed} == {
+        "ex2-yours", "hidden-ex2-judge", "hidden property: elect_leader"}, feedback(result)

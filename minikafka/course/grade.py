@@ -22,6 +22,14 @@ outputs, is flagged). The program runs in a `Sandbox`
 (sandbox.py) by `run_cells` (runner.py); outputs are judged by nbval's rules (compare.py), in this
 process, from the kernel's messages.
 
+Where an exercise defines one of Kafka's rules the package holds for its lecture (found from
+``minikafka.rules.RULES``, not from a list kept by hand), the grader adds a *hidden property* per
+rule (properties.py): after the student's code has run, it sends call cells one at a time, each
+calling the student's function on one input drawn from the grading run's property seed (new per
+run, never in any cell the kernel runs before its own call) and printing the answer as plain data;
+the grader compares each answer with the rule's reference, run in its own process. A call that
+runs the package's own implementation of the rule (a watch armed around that call only) fails it.
+
 A failed hidden check is reported by the property it checks, in words (its first line,
 `# Checks: ...`), and how the code failed it, never by its inputs, expected output or source
 (`hidden_message`).
@@ -48,6 +56,7 @@ from pathlib import Path
 
 import nbformat
 
+from . import properties
 from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
 from .compare import cell_options, load_sanitize, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
@@ -97,6 +106,7 @@ class Result:
     status: str = "graded"             # graded | flagged | error
     error: str | None = None           # why it could not be graded, or why it was flagged
     seed: int | None = None            # the hidden checks' campaign seed (replay: grade --seed)
+    property_seed: int | None = None   # the hidden properties' draws (properties.py); never sent to the kernel
 
     @property
     def points(self) -> float:
@@ -109,6 +119,7 @@ class Result:
     def as_dict(self) -> dict:
         return {"student": self.student, "submission": self.submission, "notebook": self.notebook,
                 "status": self.status, "error": self.error, "notes": self.notes, "seed": self.seed,
+                "property_seed": self.property_seed,
                 "points": self.points, "max_points": self.max_points,
                 "exercises": [{"name": e.name, "points": e.earned if self.status == "graded" else 0.0,
                                "max_points": e.points,
@@ -351,6 +362,9 @@ class Settings:
     budget: float | None = None
     hide: tuple[Path, ...] = ()         # paths the sandbox must not see
     seed: int | None = None             # the hidden checks' campaign seed; None: a new one per grading
+    # The hidden properties' seed; None: a new one per grading. Not the campaign's: that one is in
+    # the hidden cells' source the kernel runs, so the draws could be computed from it.
+    property_seed: int | None = None
 
 
 SEED_ENV = "MINIKAFKA_GRADING_SEED"
@@ -380,8 +394,10 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     planned = plan(reference, from_metadata)
     result.exercises = [exercise for exercise, _ in planned]
     program, result.notes, flagged = build_program(reference, submission)
-    steps = _with_grader_cells(reference, planned, program)
     result.seed = settings.seed if settings.seed is not None else default_seed()
+    result.property_seed = settings.property_seed if settings.property_seed is not None else default_seed()
+    steps = _with_grader_cells(reference, planned, program, lecture=_lecture(result.notebook),
+                               seed=result.property_seed)
     steps = [(_seeded(source, result.seed) if cell is not None and HIDDEN_TAG in cell_tags(cell) else source,
               cell, extra) for source, cell, extra in steps]
     with Sandbox(limits, settings.hide, env=_kernel_env(reference)) as box:
@@ -398,6 +414,13 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     if flagged:
         result.status, result.error = "flagged", flagged
     return result
+
+
+def _lecture(notebook: str | None) -> str | None:
+    """The lecture a notebook file is ("04-replication-and-isr.ipynb": "04"), None if its name
+    does not say."""
+    found = re.match(r"^(\d\d)-", notebook or "")
+    return found.group(1) if found else None
 
 
 def _seeded(source: str, seed: int) -> str:
@@ -428,15 +451,19 @@ def _sections(reference) -> dict[int, str]:
     return where
 
 
-def _with_grader_cells(reference, planned, program) -> list[tuple[str, dict | None, tuple | None]]:
+def _with_grader_cells(reference, planned, program, lecture: str | None = None,
+                       seed: int = 0) -> list[tuple[str, dict | None, tuple | None]]:
     """The program plus the grader's own cells: [(source, reference cell, (expected, exercise, kind))].
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
     by killing the kernel later); where the package has its own implementation of the exercise
     (metadata `minikafka.references`), a watch is armed before the first check and its verdict
-    read after the last one; at the very end the canary, a product of two random numbers that a
-    kernel running the code it is sent must print.
+    read after the last one; then, where the exercise defines one of the package's rules of its
+    lecture (``properties.rules_of``), one call cell per input drawn from ``seed`` (the hidden
+    properties: the verdict is the grader's, see properties.py); at the very end the canary, a
+    product of two random numbers that a kernel running the code it is sent must print.
     """
+    nonce = f"@minikafka-{random.SystemRandom().randrange(10**12, 10**13)}:"
     refs = references(reference)
     after: dict[int, list[tuple[str, list, Exercise, str]]] = {}
     before: dict[int, list[tuple[str, list, Exercise, str]]] = {}
@@ -452,6 +479,12 @@ def _with_grader_cells(reference, planned, program) -> list[tuple[str, dict | No
                 arm, verdict, want = _watch_cells(specs, names)
                 before.setdefault(id(checks[0]), []).append((arm, [], exercise, "arm"))
                 after[id(checks[-1])].append((verdict, want, exercise, "watch"))
+            for rule in properties.rules_of(lecture, names):
+                watched = list(dict.fromkeys(specs + [properties.reference_spec(rule)]
+                                             + properties.package_specs(names)))
+                for args in properties.draw(rule, seed):
+                    call = properties.call_cell(_WATCH, rule, args, watched, names, nonce)
+                    after[id(checks[-1])].append((call, [], exercise, ("call", rule, args, nonce)))
     steps: list[tuple[str, dict | None, tuple | None]] = []
     for source, cell in program:
         for code, want, exercise, kind in before.get(id(cell), []) if cell is not None else []:
@@ -485,10 +518,15 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
             exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message))
     flagged = None
     grader_options = {"check": True, "skip": False, "check_exception": False}
+    calls: dict[tuple[int, str], tuple[Exercise, list]] = {}
     for (_, _, own), run in zip(steps, runs):
         if own is None:
             continue
         want, exercise, kind = own
+        if isinstance(kind, tuple):
+            _, rule, args, nonce = kind
+            calls.setdefault((id(exercise), rule), (exercise, []))[1].append((args, nonce, run))
+            continue
         passed, message = verdict(run, grader_options, want, patterns)
         if kind == "provenance":
             exercise.checks.append(Check("your own code", None, True, passed,
@@ -509,7 +547,43 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
         elif not passed and run.status == "ok":
             flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
                        "a patched kernel?)")
+    for (_, rule), (exercise, runs_of_rule) in calls.items():
+        exercise.checks.append(property_check(rule, runs_of_rule))
     return flagged
+
+
+def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]]) -> Check:
+    """The grader's verdict on one hidden property: every call's answer equals the answer of the
+    package's reference, computed here, on the drawn inputs. The message names the property in
+    words and how the code failed it, never an input or an expected value."""
+    from minikafka.rules import RULES
+
+    what = f"it checks that {rule} follows Kafka's rule on inputs drawn for this grading: {RULES[rule].statement}"
+    for args, nonce, run in calls:
+        if run.status != "ok":
+            how = {"error": "your code raised an exception",
+                   "died": "the kernel died while it ran (os._exit, a crash or a resource limit)"}.get(
+                       run.status, run.reason)
+            return Check(f"hidden property: {rule}", None, True, False, f"{what}; {how}")
+        text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream")
+        said = properties.parse(text, nonce)
+        if said is None:
+            return Check(f"hidden property: {rule}", None, True, False,
+                         f"{what}; your function's answer is not plain data (numbers, strings, bytes, "
+                         f"None, tuples, lists, dicts)")
+        watch, answer = said
+        if watch != "ok":
+            return Check(f"hidden property: {rule}", None, True, False,
+                         f"{what}; your functions must not call the minikafka package's own "
+                         f"implementation of the exercise ({watch})")
+        try:
+            right = properties.same(rule, args, answer)
+        except Exception:  # noqa: BLE001 - an answer of the wrong shape is a wrong answer
+            right = False
+        if not right:
+            return Check(f"hidden property: {rule}", None, True, False,
+                         f"{what}; your code's answer differs from the rule's on one of the drawn inputs")
+    return Check(f"hidden property: {rule}", None, True, True, f"{len(calls)} drawn inputs, all right")
 
 
 CHECKS_PREFIX = "# Checks:"

@@ -1,0 +1,467 @@
+"""Hidden properties: verdicts the student's code cannot reach, on inputs it cannot know.
+
+Theory of operation
+-------------------
+An exercise whose logic the package contains is found *from the package*: a function the
+exercise's solution defines whose name is one of Kafka's rules (``minikafka.rules.RULES``) of
+the same lecture. For each such rule this module holds a generator, ``DRAWS[name](rng)``, that
+draws the ``i``-th argument tuple, taking the cases the rule's statement names in turn
+(boundaries, empty inputs, every branch, ``i`` modulo their number) with random values around
+them, as plain data and namedtuples.
+
+The grader (``grade.py``) draws ``CALLS`` inputs per rule from ``random.Random`` seeded by the
+grading run's seed (new per run, unknown to the submission) and the rule's name, and sends them to
+the kernel *one at a time*, after the student's code has run: each call cell only calls the
+student's function on one input and prints the result as plain data after a nonce (``call_cell``).
+The kernel never holds the reference implementation's answer, nor an input before it is used. The
+grader parses the printed value (``ast.literal_eval``: plain data only) and compares it with what
+the rule's reference, run in the grader's own process, returns (``expected``/``same``). The
+verdict is the grader's: a student's code that patches ``print``, the judge or the checks can
+only print an answer, and the answer must be Kafka's on inputs drawn after it ran.
+
+Each call also watches the call (the grader's watch, armed around that one call only): running
+the package's own implementation of the rule (the rule's reference, found from ``RULES``, and
+the notebook's ``minikafka.references``) inside the student's function is reported, so
+delegating to the package fails the property (``call_cell``'s first value).
+
+What this does not reach. The answers are the grader's to judge, but the watch runs in the
+kernel, as the student's code does: a function that reads its caller's frame (the call cell's
+nonce), prints a forged "ok" line and silences stdout, runs the package's code in a thread of its
+own, or re-types it, is not caught by the watch (its answers must still be Kafka's). Rules with
+effects (lecture 07's application loops) are judged by the fault campaign, which runs in the
+kernel, its verdict printed there; ``reassign`` (the sticky assignor) has many right answers,
+so its property is Kafka's contract, balance, and "moves no more than Kafka's".
+"""
+
+from __future__ import annotations
+
+import ast
+import functools
+import importlib
+import random
+import struct
+from collections import namedtuple
+from pathlib import Path
+from typing import Any, Callable
+
+from minikafka.rules import RULES, Request, Voter
+
+CALLS = 20  # inputs drawn per rule and grading run
+
+# The 01 rules' arguments, as the exercises' namedtuples have them (the rules read the fields).
+Segment = namedtuple("Segment", "base_offset size first_timestamp")
+Batch = namedtuple("Batch", "size max_timestamp last_offset")
+LogConfig = namedtuple("LogConfig", "segment_bytes segment_ms")
+SegmentInfo = namedtuple("SegmentInfo", "base_offset size newest_timestamp")
+
+
+def _index(rng: random.Random, i: int) -> tuple:
+    base = (0, rng.randrange(1, 10**6), 2**40 + rng.randrange(100))[i % 3]
+    n = (0, 1, rng.randrange(2, 12), rng.randrange(2, 12))[i % 4]
+    offsets = sorted(rng.sample(range(base, base + 60), n))
+    entries = [(o, k * 4096 + rng.randrange(4096)) for k, o in enumerate(offsets)]
+    exact = [o for o, _ in entries] or [base]
+    target = (base - 1, base, base + rng.randrange(70), rng.choice(exact), rng.choice(exact) + 1)[i % 5]
+    return entries, target, base
+
+
+def _roll(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: an empty segment, segment.bytes exactly and one over, segment.ms exactly and
+    one over, a relative offset of 2**31 - 1 and 2**31, anything."""
+    case = i % 8
+    config = LogConfig(rng.randrange(100, 2000), rng.randrange(10, 5000))
+    base = rng.choice([0, rng.randrange(1, 10**6), 2**40])
+    size = 0 if case == 0 else rng.randrange(1, config.segment_bytes)
+    first = rng.randrange(10**6)
+    room = config.segment_bytes - size
+    bsize = {1: room, 2: room + 1}.get(case, rng.randrange(1, max(2, room)))
+    ts = first + {3: config.segment_ms, 4: config.segment_ms + 1}.get(case, rng.randrange(config.segment_ms))
+    last = base + {5: 2**31 - 1, 6: 2**31}.get(case, rng.randrange(1000))
+    if case == 7:
+        bsize, ts = rng.randrange(1, 3000), first + rng.randrange(2 * config.segment_ms)
+    return Segment(base, size, first), Batch(bsize, ts, last), config
+
+
+def _retention(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: time only, size only, both, neither; empty segments among them."""
+    now = 10**6 + rng.randrange(10**5)
+    segments, base, t = [], 0, now - rng.randrange(5000, 20000)
+    for _ in range(rng.randrange(2, 7)):
+        size = rng.randrange(1, 400)  # only the active segment can be empty, as the exercise says
+        t += rng.randrange(0, 4000)
+        segments.append(SegmentInfo(base, size, t if size else -1))
+        base += rng.randrange(1, 50)
+    if i % 4 == 1:  # the active segment holds records: size retention must still keep it
+        segments[-1] = segments[-1]._replace(size=rng.randrange(3, 400), newest_timestamp=t)
+    total = sum(s.size for s in segments)
+    ms = (rng.randrange(0, 20000), -1, rng.randrange(0, 20000), -1)[i % 4]
+    nbytes = (-1, (i // 4) % 3, rng.randrange(0, total + 2), -1)[i % 4]
+    return segments, now, ms, nbytes
+
+
+def _murmur(rng: random.Random, i: int) -> tuple:
+    return (rng.randbytes((0, 1, 2, 3, 4, 5, 6, 7, 8, rng.randrange(9, 64))[i % 10]),)
+
+
+def _partition(rng: random.Random, i: int) -> tuple:
+    return rng.randbytes(rng.randrange(0, 24)), (1, 2, 3, rng.randrange(4, 1000))[i % 4]
+
+
+def _assign(rng: random.Random, i: int) -> tuple:
+    brokers = rng.sample(range(0, 100), rng.randrange(1, 7))
+    rf = rng.randrange(1, len(brokers) + 1)
+    return ((0, 1, rng.randrange(2, 30))[i % 3], rf, brokers,
+            rng.randrange(len(brokers)), rng.randrange(len(brokers)))
+
+
+def _elect(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: an ISR in another order than the replicas, no live ISR member (clean and
+    unclean), unclean allowed while an ISR member lives behind a live out-of-sync replica,
+    anything; as lists or tuples."""
+    case = i % 4
+    replicas = rng.sample(range(1, 9), rng.randrange(2, 5))
+    live = set(rng.sample(range(1, 9), rng.randrange(0, 9)))
+    if case == 0:
+        isr = list(reversed(replicas))
+        live |= set(replicas[:2])
+    elif case == 1:
+        isr = rng.sample(replicas, rng.randrange(0, len(replicas) + 1))
+        live = (live - set(isr)) | {replicas[-1]}
+    elif case == 2:
+        isr = replicas[1:]
+        live |= set(replicas[:2])
+    else:
+        isr = rng.sample(replicas, rng.randrange(0, len(replicas) + 1))
+    shape = (list, tuple)[rng.randrange(2)]
+    return shape(replicas), shape(isr), shape(sorted(live)), case in (1, 2) or rng.random() < 0.5
+
+
+def _hw(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: no ISR change pending, a pending expansion to a lagging follower, a pending
+    shrink, a high watermark above every follower."""
+    case = i % 4
+    brokers = rng.sample(range(1, 7), rng.randrange(2, 5))
+    leader = brokers[0]
+    leo = rng.randrange(5, 50)
+    follower_leos = {b: rng.randrange(-1, leo + 1) for b in brokers[1:] if rng.random() < 0.85}
+    isr = tuple(b for b in brokers if b == leader or rng.random() < 0.6)
+    if case == 1 and len(isr) == len(brokers):
+        isr = isr[:-1]
+    outside = [b for b in brokers if b not in isr]
+    pending = None
+    if case == 1:  # the ISR is caught up; the follower joining it is not
+        for b in isr[1:]:
+            follower_leos[b] = rng.randrange(leo // 2 + 1, leo + 1)
+        laggard = rng.choice(outside)
+        follower_leos[laggard] = rng.randrange(0, leo // 2 + 1)
+        pending = isr + (laggard,)
+    elif case == 2:
+        pending = tuple(b for b in isr if b == leader or rng.random() < 0.5)
+    hw = {1: 0, 3: leo + rng.randrange(0, 3)}.get(case, rng.randrange(0, leo + 1))
+    return hw, leader, leo, follower_leos, isr, pending
+
+
+def _caught_up(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: a first fetch, a fetch at the leader's end, one at the previous end only,
+    one behind both."""
+    case = i % 4
+    last = rng.randrange(0, 1000)
+    end = rng.randrange(1, 60)
+    prev = None if case == 0 else (rng.randrange(0, 2000), rng.randrange(0, 50), rng.randrange(0, end))
+    offset = {1: end + rng.randrange(0, 2), 2: rng.randrange(prev[2], end) if prev else 0}.get(
+        case, rng.randrange(0, (prev[2] if prev else end)) if (prev[2] if prev else end) else 0)
+    return last, (rng.randrange(0, 3000), offset, end), prev
+
+
+def _epochs(rng: random.Random, start: int = 0) -> list:
+    entries, offset, epoch = [], start, 0
+    for _ in range(rng.randrange(0, 5)):
+        epoch += rng.randrange(1, 4)
+        entries.append((epoch, offset))
+        offset += rng.randrange(0, 20)
+    return entries
+
+
+def _truncation(rng: random.Random, i: int) -> tuple:
+    start = rng.choice([0, 0, rng.randrange(1, 10)])
+    follower = _epochs(rng, start)
+    leo = (follower[-1][1] if follower else start) + rng.randrange(0, 15)
+    return rng.randrange(0, 12), rng.randrange(0, 80), follower, leo, start
+
+
+def _vote(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: an older epoch, a newer one (the voter's vote and leader forgotten), the same
+    epoch with a vote or a leader, a candidate whose log is behind, level or ahead."""
+    case = i % 6
+    epoch = rng.randrange(2, 8)
+    voter = Voter(epoch, rng.choice([None, 3001, 3002]) if case in (0, 1, 2) else None,
+                  3003 if case == 2 and rng.random() < 0.5 else None,
+                  rng.randrange(0, epoch + 1), rng.randrange(1, 30))
+    request_epoch = epoch + {0: -1, 1: 1}.get(case, 0)
+    last_epoch, log_end = {3: (voter.last_epoch - 1, voter.log_end + 5), 4: (voter.last_epoch, voter.log_end - 1),
+                           5: (voter.last_epoch, voter.log_end)}.get(
+        case, (voter.last_epoch + rng.choice([-1, 0, 1]), voter.log_end + rng.choice([-1, 0, 1])))
+    return voter, Request(rng.choice([3001, 3002]), request_epoch, last_epoch, log_end)
+
+
+def _check_batch(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: no producer id, an unknown producer, an older, a newer and the same epoch:
+    the next batch (across the 31-bit wrap too), a remembered one, a gap."""
+    case = i % 7
+    state = {}
+    for pid in rng.sample(range(0, 6), rng.randrange(1, 3)):
+        first = 2**31 - rng.randrange(1, 12) if rng.random() < 0.4 else rng.randrange(0, 2**31 - 20)
+        batches = []
+        for _ in range(rng.randrange(1, 4)):
+            count = rng.randrange(1, 6)
+            batches.append((first, (first + count - 1) % 2**31))
+            first = (first + count) % 2**31
+        state[pid] = (rng.randrange(1, 5), batches)
+    pid = {0: -1, 1: 7}.get(case, rng.choice(sorted(state)))
+    known = state.get(pid, (rng.randrange(0, 5), [(0, 0)]))
+    epoch = known[0] + {2: -1, 3: 1}.get(case, 0)
+    count = rng.randrange(1, 6)
+    if case == 4:
+        if pid in state and (i // 7) % 2 == 0:  # the sequence wraps after 2**31 - 1
+            state[pid] = (known[0], known[1][:-1] + [(2**31 - 3, 2**31 - 1)])
+            known = state[pid]
+        first = (known[1][-1][1] + 1) % 2**31
+    elif case == 5:
+        f, l = rng.choice(known[1])
+        first, count = f, (l - f) % 2**31 + 1
+    elif case == 6:
+        first = (known[1][-1][1] + rng.randrange(2, 5)) % 2**31
+    else:
+        first = rng.choice([0, rng.randrange(0, 2**31)])
+    return state, pid, epoch, first, count
+
+
+def _ready(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: one reason at a time (full, batches behind, linger.ms reached, flushing),
+    none, anything."""
+    case = i % 6
+    size, linger = rng.randrange(2, 20000), rng.randrange(1, 200)
+    full, behind, waited, flushing = rng.randrange(0, size), 0, rng.randrange(0, linger), False
+    if case == 0:
+        full = size + rng.randrange(0, 2)
+    elif case == 1:
+        behind = rng.randrange(1, 4)
+    elif case == 2:
+        waited = linger + rng.randrange(0, 2)
+    elif case == 3:
+        flushing = True
+    elif case == 5:
+        full, behind, waited = rng.randrange(0, size + 10), rng.choice([0, 2]), rng.randrange(0, 300)
+        flushing = rng.random() < 0.3
+    return full, size, behind, waited, linger, flushing
+
+
+def _range(rng: random.Random, i: int) -> tuple:
+    topics = {f"t{k}": (0, 1, rng.randrange(2, 12), rng.randrange(3, 12))[(i + k) % 4]
+              for k in range(rng.randrange(1, 4))}
+    members = [f"consumer-{rng.randrange(100)}-{k}" for k in range(rng.randrange(2, 6))]
+    rng.shuffle(members)
+    return topics, {m: sorted(rng.sample(sorted(topics) + ["ghost"], rng.randrange(1, len(topics) + 2)))
+                    for m in members}
+
+
+def _reassign(rng: random.Random, i: int) -> tuple:
+    n = rng.randrange(0, 16)
+    old = [f"m{k}" for k in range(rng.randrange(1, 5))]
+    previous = {m: [] for m in old}
+    for p in range(n):
+        previous[rng.choice(old)].append(p)
+    members = sorted(set(rng.sample(old, rng.randrange(0, len(old) + 1))) | {f"n{k}" for k in range(rng.randrange(0, 3))})
+    return n, previous, members or ["n0"]
+
+
+def _decode_key(rng: random.Random, i: int) -> tuple:
+    def string(text: str) -> bytes:
+        data = text.encode()
+        return struct.pack(">h", len(data)) + data
+    group = "".join(rng.choice("abcxyz-_.é") for _ in range(rng.randrange(0, 12)))
+    version = i % 3
+    if version < 2:
+        return (struct.pack(">h", version) + string(group)
+                + string(f"topic{rng.randrange(9)}") + struct.pack(">i", rng.randrange(0, 2**31)),)
+    return (struct.pack(">h", 2) + string(group),)
+
+
+DRAWS: dict[str, Callable[[random.Random, int], tuple]] = {
+    "index_lookup": _index, "roll_reason": _roll, "segments_to_delete": _retention,
+    "murmur2": _murmur, "partition_for_key": _partition,
+    "assign_replicas": _assign, "elect_leader": _elect,
+    "high_watermark": _hw, "last_caught_up": _caught_up, "truncation_offset": _truncation,
+    "check_batch": _check_batch, "batch_ready": _ready,
+    "range_assign": _range, "reassign": _reassign, "decode_key": _decode_key,
+    "grant_vote": _vote, "metadata_truncation_offset": _truncation,
+}
+
+
+def rules_of(lecture: str | None, names: list[str]) -> list[str]:
+    """The rules among ``names`` (functions an exercise defines) that the package holds for that
+    lecture, in the order given: found from ``RULES``, not from a list of exercises."""
+    return [n for n in names if n in RULES and RULES[n].lecture == lecture and not RULES[n].effects]
+
+
+def draw(name: str, seed: int, n: int = CALLS) -> list[tuple]:
+    """``n`` argument tuples for rule ``name``, from the grading run's ``seed``."""
+    if name not in DRAWS:
+        raise KeyError(f"no hidden property for rule {name!r}: add a generator to properties.DRAWS")
+    rng = random.Random(f"{seed}/{name}")
+    return [DRAWS[name](rng, i) for i in range(n)]
+
+
+def plain(value: Any) -> Any:
+    """A value as plain data, the way the kernel prints it: namedtuples and lists as tuples, sets sorted."""
+    if isinstance(value, (list, tuple)):
+        return tuple(plain(v) for v in value)
+    if isinstance(value, (set, frozenset)):
+        return tuple(sorted(plain(v) for v in value))
+    if isinstance(value, dict):
+        return {plain(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def expected(name: str, args: tuple) -> Any:
+    """The rule's answer, by the package's reference, in the grader's process."""
+    return RULES[name].reference(*args)
+
+
+def same(name: str, args: tuple, theirs: Any) -> bool:
+    """Does the student's plain answer ``theirs`` agree with Kafka's rule on ``args``?"""
+    rule = RULES[name]
+    ref = expected(name, args)
+    if name == "range_assign":  # {member: partitions}: the order within a member's list is free
+        return isinstance(theirs, dict) and {m: sorted(v) for m, v in plain(ref).items()} == \
+            {m: sorted(v) for m, v in theirs.items() if isinstance(v, tuple)} and len(theirs) == len(ref)
+    if name == "reassign":  # many right answers: Kafka's contract, balanced, moving no more than Kafka's
+        if rule.check(dict(zip(rule.parameters, args)), theirs) is not None:
+            return False
+        owned = sorted(p for ps in theirs.values() for p in ps)
+        counts = [len(theirs.get(m, ())) for m in args[2]]
+        if owned != list(range(args[0])) or max(counts) - min(counts) > 1:
+            return False
+        return _moves(args[1], theirs) <= _moves(args[1], ref)
+    return theirs == plain(ref)
+
+
+def _moves(previous: dict, assignment: dict) -> int:
+    before = {}
+    for member in sorted(previous):
+        for p in previous[member]:
+            before.setdefault(p, member)
+    return sum(1 for member, ps in assignment.items() for p in ps if before.get(p) != member)
+
+
+def source(value: Any) -> str:
+    """Python source that rebuilds ``value`` in the kernel (namedtuples by ``_mk_nt``)."""
+    if isinstance(value, tuple) and hasattr(value, "_fields"):
+        fields = " ".join(value._fields)
+        return f"_mk_nt({type(value).__name__!r}, {fields!r})({', '.join(source(v) for v in value)})"
+    if isinstance(value, tuple):
+        return "(" + "".join(source(v) + ", " for v in value) + ")"
+    if isinstance(value, list):
+        return "[" + ", ".join(source(v) for v in value) + "]"
+    if isinstance(value, dict):
+        return "{" + ", ".join(f"{source(k)}: {source(v)}" for k, v in value.items()) + "}"
+    return repr(value)
+
+
+# Sent once per call. _mk_plain mirrors plain(); the watch is grade.py's, armed around this call only.
+# Once a call of a rule failed (raised, was interrupted at its time limit), the rule's later calls
+# stop at once: an endless loop costs one cell's time limit, not the notebook's budget. (The flag
+# is the kernel's: clearing it only runs more calls, which must answer right.)
+_CALL = r"""
+if globals().get(%(flag)r):
+    raise RuntimeError("an earlier call of this function failed")
+globals()[%(flag)r] = True
+import collections as _mk_c
+def _mk_nt(name, fields):
+    return _mk_c.namedtuple(name, fields)
+def _mk_plain(v):
+    if isinstance(v, (list, tuple)):
+        return tuple(_mk_plain(x) for x in v)
+    if isinstance(v, (set, frozenset)):
+        return tuple(sorted(_mk_plain(x) for x in v))
+    if isinstance(v, dict):
+        return {_mk_plain(k): _mk_plain(x) for k, x in v.items()}
+    return v
+_mk_args = %(args)s
+_mk_w = _MinikafkaGraderWatch(%(specs)r, %(names)r, globals())
+_mk_sys.settrace(_mk_w.trace)
+try:
+    _mk_r = %(name)s(*_mk_args)
+finally:
+    _mk_v = _mk_w.verdict()
+print(%(nonce)r + repr((_mk_v, _mk_plain(_mk_r))))
+globals()[%(flag)r] = False
+"""
+
+
+def call_cell(watch: str, name: str, args: tuple, specs: list[str], names: list[str], nonce: str) -> str:
+    """The source of one call: the student's ``name`` on ``args``, watched, its answer printed
+    after ``nonce`` as ``(watch verdict, plain answer)``."""
+    return watch + _CALL % {"args": source(tuple(args)), "specs": specs, "names": names,
+                            "name": name, "nonce": nonce, "flag": f"_mk_property_failed_{name}"}
+
+
+def parse(text: str, nonce: str) -> tuple[str, Any] | None:
+    """(watch verdict, answer) from a call's stdout; None if it printed no plain answer."""
+    for line in reversed(text.splitlines()):
+        if line.startswith(nonce):
+            try:
+                said = ast.literal_eval(line[len(nonce):])
+            except (ValueError, SyntaxError, MemoryError, RecursionError):
+                return None
+            if isinstance(said, tuple) and len(said) == 2 and isinstance(said[0], str):
+                return said
+            return None
+    return None
+
+
+PACKAGE = Path(__file__).resolve().parents[1]
+
+
+@functools.lru_cache(maxsize=None)
+def _package_functions() -> dict[str, tuple[str, ...]]:
+    """{name: ("module:name", ...)}: the package's top-level functions, read from its source (not
+    imported), the course's own modules left out."""
+    found: dict[str, list[str]] = {}
+    for path in sorted(PACKAGE.rglob("*.py")):
+        parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+        if "course" in parts:
+            continue
+        module = ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+        try:
+            tree = ast.parse(path.read_text(encoding="utf-8"))
+        except (SyntaxError, UnicodeDecodeError):
+            continue
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
+                found.setdefault(node.name, []).append(f"{module}:{node.name}")
+    return {name: tuple(specs) for name, specs in found.items()}
+
+
+def package_specs(names: list[str]) -> list[str]:
+    """The package's own functions named as the exercise's are (``to_positive``,
+    ``end_offset_for``, ...): found from the package's source, so a new exercise needs no list."""
+    table = _package_functions()
+    return [spec for name in names for spec in table.get(name, ()) if _importable(spec)]
+
+
+@functools.lru_cache(maxsize=None)
+def _importable(spec: str) -> bool:
+    """Can the watch import it (the kernel has the grader's environment)? A module needing an
+    optional dependency that is missing is left out rather than failing every call."""
+    module, _, qualname = spec.partition(":")
+    try:
+        return callable(getattr(importlib.import_module(module), qualname, None))
+    except Exception:  # noqa: BLE001 - any import failure means: not watchable here
+        return False
+
+
+def reference_spec(name: str) -> str:
+    """The package's own implementation of rule ``name`` as the watch names it, module:qualname."""
+    ref = RULES[name].reference
+    return f"{ref.__module__}:{ref.__qualname__}"
