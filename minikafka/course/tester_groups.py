@@ -41,7 +41,6 @@ from __future__ import annotations
 
 import logging
 import random
-from collections import Counter
 from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
