@@ -54,7 +54,6 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-
 from . import properties
 from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
 from .compare import cell_options, load_sanitize, verdict
