@@ -8,9 +8,10 @@ is, except:
 - ListOffsets responses to a "latest" (-1) lookup carry ``lie(topic, partition, offset)``
   instead of the broker's offset.
 
-The broker serves only non-flexible versions of both (Metadata <= 8, ListOffsets <= 5:
-``minikafka.wire.codec.SUPPORTED``), so a response header is the correlation id alone and
-kafka-python's protocol classes decode and encode the bodies.
+The broker serves ListOffsets in non-flexible versions only (<= 5) and Metadata up to v12,
+flexible from v9 (``minikafka.wire.codec.SUPPORTED``): a flexible response header is the
+correlation id and an empty tagged-field section (one byte, 0). kafka-python's protocol
+classes decode and encode the bodies.
 """
 
 from __future__ import annotations
@@ -85,10 +86,13 @@ class ListOffsetsProxy:
                 (corr,) = struct.unpack_from(">i", frame, 0)
                 key, version, latest = asked.pop(corr, (None, None, set()))
                 if key == METADATA:
-                    response = MetadataResponse.decode(frame[4:], version=version)
+                    header = 5 if MetadataResponse.flexible_version_q(version) else 4
+                    if header == 5 and frame[4] != 0:
+                        raise ConnectionError(f"a Metadata v{version} response header with tagged fields")
+                    response = MetadataResponse.decode(frame[header:], version=version)
                     for b in response.brokers:
                         b.host, b.port = host, int(port)
-                    frame = frame[:4] + response.encode()  # in the version it was decoded in
+                    frame = frame[:header] + response.encode()  # in the version it was decoded in
                 elif key == LIST_OFFSETS and latest:
                     response = ListOffsetsResponse.decode(frame[4:], version=version)
                     for t in response.topics:

@@ -54,7 +54,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import properties
+from . import ast_guard, properties
 from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
 from .compare import cell_options, load_sanitize, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
@@ -246,7 +246,7 @@ def build_program(reference, submission) -> tuple[list[tuple[str, dict | None]],
 def defined_names(source: str) -> list[str]:
     """Top-level functions and classes a (solution) cell defines."""
     try:
-        tree = ast.parse(source)
+        tree = ast_guard.parse(source)
     except SyntaxError:
         return []
     return [node.name for node in tree.body

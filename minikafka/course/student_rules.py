@@ -39,6 +39,7 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Callable, Iterator
 
+from minikafka.course import ast_guard
 from minikafka.course.exercises import EXERCISE_TAG, cell_tags, read_notebook, source_text
 from minikafka.errors import IllegalArgumentError
 from minikafka.rules import RULES, RuleTimeout, _deadline, validate
@@ -122,7 +123,7 @@ def _gather(path: Path, wanted: list[str]) -> tuple[dict[str, Callable], dict[st
         if exercise:
             continue
         try:
-            imports = _imports(ast.parse(source))
+            imports = _imports(ast_guard.parse(source))
             exec(compile(imports, f"<{path.name} cell {i}>", "exec"), namespace)
         except Exception:  # a broken import line: the exercise cell that needs it says so
             pass
@@ -132,7 +133,7 @@ def _gather(path: Path, wanted: list[str]) -> tuple[dict[str, Callable], dict[st
         if not exercise:
             continue
         try:
-            tree = ast.parse(source, f"<{path.name} cell {i}>")
+            tree = ast_guard.parse(source, f"<{path.name} cell {i}>")
         except SyntaxError as e:
             names = [n for n in wanted if f"def {n}(" in source]
             failed.update({n: e for n in names})
