@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import threading
+import time
 import uuid
 
 import pytest
@@ -18,6 +19,7 @@ from kafka.admin import ConfigResource, ConfigResourceType, KafkaAdminClient, Ne
 
 from minikafka.spark import data_consumer  # noqa: E402
 from minikafka.spark.options import KafkaSourceOptions  # noqa: E402
+from minikafka.spark.offset_client import OffsetClient  # noqa: E402
 from minikafka.spark.offset_reader import KafkaOffsetReader  # noqa: E402
 from minikafka.spark.reader import _POOL, KafkaBatchReader, OffsetRange, read_range  # noqa: E402
 from minikafka.wire.process import launch  # noqa: E402
@@ -117,16 +119,29 @@ def test_holes_between_offsets_fail_a_read_unless_the_topic_is_compacted(cluster
         return offsets_and_values(read_range(opts, OffsetRange(name, 0, 0, 300, holes_allowed=True)))
 
     wait_until(lambda: len(survivors()) < 300, 30, "the cleaner to compact the closed segments")
-    kept = survivors()
-    offsets = [o for o, _ in kept]
-    assert offsets == sorted(offsets) and offsets[-1] == 299
-    hole = next(o for o in range(300) if o not in offsets)
-
     admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, name, configs={"cleanup.policy": "delete"})])
-    reader = KafkaOffsetReader(opts)
-    wait_until(lambda: reader.compacted([name]) == set(), 20, "the new cleanup.policy in the metadata")
-    reader.close()
     admin.close()
+
+    def policy_everywhere() -> bool:
+        """Every broker's DescribeConfigs says delete: each has applied the change to its
+        logs too (one metadata record does both), so no cleaner pass touches the log again."""
+        for b in cluster.broker_ids:
+            client = OffsetClient(f"{cluster.host}:{cluster.ports[b]}")  # asks its bootstrap broker first
+            try:
+                if client.topic_config([name], "cleanup.policy", time.monotonic() + 10).get(name) != "delete":
+                    return False
+            finally:
+                client.close()
+        return True
+
+    wait_until(policy_everywhere, 20, "cleanup.policy=delete on every broker")
+    kept = survivors()  # the log as the cleaner left it: it no longer changes
+    offsets = [o for o, _ in kept]
+    assert offsets == sorted(offsets) and offsets[-1] == 299 and len(offsets) < 300
+    hole = next(o for o in range(300) if o not in offsets)
+    reader = KafkaOffsetReader(opts)
+    assert reader.compacted([name]) == set()
+    reader.close()
     (task,) = KafkaBatchReader(opts).partitions()
     (planned,) = task.ranges
     assert not planned.holes_allowed
