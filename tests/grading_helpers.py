@@ -41,3 +41,14 @@ def exercise(lookup=None, start=None, extra_cells=()):
         nb["cells"].insert(position, {"cell_type": "code", "id": cell_id, "metadata": {},
                                       "execution_count": None, "outputs": [], "source": source})
     return nb
+
+
+def solved_submission(name: str, replace: dict[str, str]) -> dict:
+    """A student's copy of solutions/NAME with every exercise solved, some cells replaced."""
+    solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
+    submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())
+    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
+    for cell in submission["cells"]:
+        if "exercise" in cell.get("metadata", {}).get("tags", []):
+            cell["source"] = replace.get(cell["id"], solved[cell["id"]])
+    return submission

@@ -25,7 +25,7 @@ from nbclient import NotebookClient
 from minikafka.cli import main
 from minikafka.course.grade import Settings, check_file
 from minikafka.course.gradebook import csv_rows, feedback, format_check, grade_all
-from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, ROOT, SAMPLE, SAMPLE_EXERCISE, SANITIZE, exercise
+from grading_helpers import GOOD_LOOKUP, GOOD_START, REFERENCES, ROOT, SAMPLE, SAMPLE_EXERCISE, SANITIZE, exercise, solved_submission
 
 FAST = Settings(sanitize=SANITIZE, cell_timeout=5, budget=15)
 ROOT_ONLY = pytest.mark.skipif(os.geteuid() != 0, reason="full isolation needs root")
@@ -286,17 +286,6 @@ def test_check_refuses_a_notebook_without_expectations(tmp_path, capsys):
     assert "holds no expected outputs" in capsys.readouterr().err
 
 
-def _submission(name: str, replace: dict[str, str]) -> dict:
-    """A student's copy of solutions/NAME with every exercise solved, some cells replaced."""
-    solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
-    submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())
-    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
-    for cell in submission["cells"]:
-        if "exercise" in cell.get("metadata", {}).get("tags", []):
-            cell["source"] = replace.get(cell["id"], solved[cell["id"]])
-    return submission
-
-
 def _grade(name: str, students: dict[str, dict[str, str]]) -> dict:
     """One class of solutions/NAME, {student: the cells replaced in a solved copy}, graded in one
     grade_all on two jobs (each submission in a sandbox of its own, two kernels side by side):
@@ -305,7 +294,7 @@ def _grade(name: str, students: dict[str, dict[str, str]]) -> dict:
     try:
         for student, replace in students.items():
             (folder / student).mkdir()
-            (folder / student / f"{name}.ipynb").write_text(json.dumps(_submission(name, replace)))
+            (folder / student / f"{name}.ipynb").write_text(json.dumps(solved_submission(name, replace)))
         results = grade_all(folder, ROOT / "solutions", Settings(sanitize=SANITIZE), jobs=2)
     finally:
         shutil.rmtree(folder)

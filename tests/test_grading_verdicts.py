@@ -22,6 +22,8 @@ from minikafka.course.grade import Settings
 from minikafka.course.gradebook import feedback, grade_all
 from minikafka.rules import RULES
 
+from grading_helpers import solved_submission  # noqa: E402
+
 ROOT = Path(__file__).resolve().parents[1]
 SANITIZE = ROOT / "tests" / "nbval-sanitize.cfg"
 SEEDS = range(1, 21)
@@ -173,16 +175,6 @@ def test_an_endless_loop_costs_one_call_s_time_limit():
     assert not check.passed and check.label == "hidden property: murmur2"
 
 
-def _submission(name: str, replace: dict[str, str]) -> dict:
-    solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
-    submission = json.loads((ROOT / "exercises" / f"{name}.ipynb").read_text())
-    solved = {c["id"]: "".join(line for line in c["source"] if "### " not in line) for c in solution["cells"]}
-    for cell in submission["cells"]:
-        if "exercise" in cell.get("metadata", {}).get("tags", []):
-            cell["source"] = replace.get(cell["id"], solved[cell["id"]])
-    return submission
-
-
 # Both earned notebook 01's Exercise 2 in full before the hidden properties.
 WRAPPER = ("from minikafka.rules import roll_reason as _kafka\n"
            "def roll_reason(segment, batch, config):\n    return _kafka(segment, batch, config)\n")
@@ -217,7 +209,7 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
         (folder / "ref" / f"{name}.ipynb").write_text(json.dumps(reference))
         for student, replace in {"wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED}}.items():
             (folder / "class" / student).mkdir(parents=True)
-            (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(_submission(name, replace)))
+            (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(solved_submission(name, replace)))
         results = grade_all(folder / "class", folder / "ref",
                             Settings(sanitize=SANITIZE, seed=4242, property_seed=7), jobs=2)
     finally:
