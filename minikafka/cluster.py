@@ -30,6 +30,7 @@ leaders and loses messages in the same way, so every output in a notebook is rep
 from __future__ import annotations
 
 import itertools
+import logging
 import shutil
 import tempfile
 from pathlib import Path
@@ -55,6 +56,8 @@ from minikafka.messages import (
 from minikafka.node import NodeId, StateMachine
 from minikafka.rules import REFERENCE, RuleError, Rules, RuleTrace, validate as validate_rules
 from minikafka.sim import World
+
+logger = logging.getLogger("minikafka.cluster")
 
 
 class AdminNode(StateMachine):
@@ -105,6 +108,7 @@ class Cluster:
         self._own_dir = dir is None
         self.dir = Path(tempfile.mkdtemp(prefix="minikafka-") if dir is None else dir)
         self.world = World(seed, latency_ms=latency_ms, record_history=record_history)
+        self.world.on_halt = self._release_halted
         self.broker_ids = list(range(1, brokers + 1))
         self.controller_ids = list(controller_ids(controllers))
         self.raft_history = raft_history  # a checker's RaftHistory, if the quorum is to be judged
@@ -301,6 +305,13 @@ class Cluster:
         node = self.controller_node(node_id) if node_id in self.controller_ids else self.broker(node_id)
         node.close(lose_unflushed=power_loss) if node_id in self.broker_ids else node.close()
         self.world.crash(node_id, reset_connections=not power_loss)
+
+    def _release_halted(self, node_id, reason: str) -> None:
+        """A broker halted itself (``World`` calls this before the crash): its files are
+        released as the OS releases an exited process's (nothing unflushed is lost)."""
+        if node_id in self.broker_ids:
+            logger.warning("broker %s halted: %s", node_id, reason)
+            self.broker(node_id).close()
 
     def restart(self, node_id: int) -> None:
         """Start a dead broker or controller again: it recovers its logs and rejoins."""

@@ -12,7 +12,9 @@ input at a time, each stamped with the current time in milliseconds:
 
 Each call returns the *effects* the node wants: ``Send(dst, message)`` and
 ``SetTimer(key, delay_ms)`` (setting a key again replaces the earlier timer;
-``CancelTimer(key)`` drops it). The simulated runtime (``minikafka.sim``) delivers them on
+``CancelTimer(key)`` drops it), and, rarely, ``Halt(reason)``: the node cannot go on safely
+and its process stops, as Kafka's ``Exit.halt`` (a broker whose metadata log can no longer be
+written); what it asked before the ``Halt`` happens, nothing after it. The simulated runtime (``minikafka.sim``) delivers them on
 a virtual clock through a faulty network; the TCP runtime (``minikafka.wire``) turns the
 same messages into Kafka protocol frames. So the same broker code is what a test replays
 from a seed and what kafka-python talks to.
@@ -47,7 +49,12 @@ class CancelTimer:
     key: Hashable
 
 
-Effect = Union[Send, SetTimer, CancelTimer]
+@frozen_dataclass
+class Halt:
+    reason: str
+
+
+Effect = Union[Send, SetTimer, CancelTimer, Halt]
 
 
 class StateMachine:
@@ -71,6 +78,10 @@ class StateMachine:
 
     def cancel_timer(self, key: Hashable) -> None:
         self._effects.append(CancelTimer(key))
+
+    def halt(self, reason: str) -> None:
+        """Stop this node's process for good (a restart starts it again from its disk)."""
+        self._effects.append(Halt(reason))
 
     # -- what runtimes call
     def start(self, now: int) -> list[Effect]:

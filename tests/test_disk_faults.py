@@ -19,10 +19,24 @@ from minikafka.checker.campaign import fault_campaign, run_schedule
 from minikafka.clients.producer import KafkaProducer
 from minikafka.cluster import Cluster
 from minikafka.errors import KafkaStorageError
-from minikafka.messages import KAFKA_STORAGE_ERROR, NO_ERROR, ProducePartition, ProduceRequest
+from minikafka.messages import (
+    KAFKA_STORAGE_ERROR,
+    LATEST_TIMESTAMP,
+    NO_ERROR,
+    ListOffsetsRequest,
+    ProducePartition,
+    ProduceRequest,
+)
 from minikafka.records import RecordBatch
 from minikafka.storage import Log
 from minikafka.storage.disk import Disk
+
+
+def halts(c, broker_id: int) -> bool:
+    """Whether ``broker_id`` halted because its metadata log could not take a record (Kafka's
+    broker halts when its metadata log directory fails, KIP-858), within 5 s of simulated time."""
+    return c.run_until(lambda: not c.world.alive(broker_id), 5_000) and (
+        "the metadata log cannot be written" in c.world.halted.get(broker_id, ""))
 
 
 def files(log: Log) -> dict[str, bytes]:
@@ -125,13 +139,34 @@ def test_a_leader_on_a_full_disk_answers_kafka_storage_error_and_acknowledges_no
         log = c.replica(leader, "t", 0).log
         size = log.size_in_bytes
         c.fill_disk(leader)
-        for acks in (1, -1):
-            part = produce(c, leader, batch(1), acks)
-            assert (part.error, part.base_offset) == (KAFKA_STORAGE_ERROR, -1)
-            assert "No space left on device" in part.error_message
+        part = produce(c, leader, batch(1), 1)
+        assert (part.error, part.base_offset) == (KAFKA_STORAGE_ERROR, -1)
+        assert "No space left on device" in part.error_message
+        # acks=all is refused too; and, still the leader in its own view (the controller has
+        # not moved it yet), the broker answers a leader's request for the offline replica
+        # KAFKA_STORAGE_ERROR, never its high watermark: a client must not read an end that
+        # no longer moves. (Both asked at once: the broker halts soon after, see below.)
+        assert c.broker(leader).replica_manager.partitions[("t", 0)].is_leader
+        admin = c.world.nodes[c.admin_id]
+        produced = c.world.call_node(c.admin_id, lambda node: node.request(
+            leader, lambda k: ProduceRequest(k, -1, 3_000, (ProducePartition("t", 0, batch(1)),))))
+        listed = c.world.call_node(c.admin_id, lambda node: node.request(
+            leader, lambda k: ListOffsetsRequest(k, (("t", 0, LATEST_TIMESTAMP),))))
+        assert c.world.run_until(lambda: produced in admin.responses and listed in admin.responses, 5_000)
+        part = admin.responses.pop(produced).partitions[0]
+        assert (part.error, part.base_offset) == (KAFKA_STORAGE_ERROR, -1)
+        assert admin.responses.pop(listed).partitions[0][2] == KAFKA_STORAGE_ERROR
         assert (log.size_in_bytes, log.log_end_offset) == (size, 1)
-        c.fill_disk(leader, False)  # space returns, but the directory stays offline until a restart, as Kafka's
-        assert (produce(c, leader, batch(2)).error, log.log_end_offset) == (KAFKA_STORAGE_ERROR, 1)
+        # The controller moves the leadership away; the broker's metadata log, in the same
+        # full directory, cannot take that record, and the broker halts (KIP-858) rather
+        # than answer from a view that no longer moves.
+        assert c.run_until(lambda: not c.world.alive(leader), 5_000)
+        assert "the metadata log cannot be written" in c.world.halted[leader]
+        assert c.partition_state("t", 0).leader not in (leader, -1)
+        c.fill_disk(leader, False)
+        c.restart(leader)
+        assert c.run_until(lambda: leader in c.partition_state("t", 0).isr, 10_000)
+        assert c.replica(leader, "t", 0).log_end_offset == 1  # nothing of the refused batches
     finally:
         c.close()
 
@@ -161,7 +196,7 @@ def test_a_follower_on_a_full_disk_leaves_the_isr_and_catches_up_after_a_restart
         c.close()
 
 
-def test_a_broker_whose_fsync_failed_is_fenced_and_its_partitions_move(tmp_path):
+def test_a_broker_whose_fsync_failed_loses_its_partitions_and_halts(tmp_path):
     c = Cluster(3, seed=5, dir=tmp_path / "c", config={"log.flush.interval.ms": 500, "min.insync.replicas": 2})
     try:
         c.create_topic("t", 1, 3)
@@ -176,8 +211,8 @@ def test_a_broker_whose_fsync_failed_is_fenced_and_its_partitions_move(tmp_path)
         p.flush(timeout=20)
         offsets = [f.get().offset for f in first + second]
         assert offsets == list(range(20))
+        assert halts(c, leader)  # its metadata log is on the same failing disk
         c.fail_fsync(leader, False)  # a new disk, and a restart: it recovers and catches up
-        c.kill(leader)
         c.restart(leader)
         assert c.run_until(lambda: c.replica(leader, "t", 0) is not None
                            and c.replica(leader, "t", 0).log_end_offset == 20, 20_000)
@@ -282,31 +317,31 @@ def test_an_epoch_the_leader_epoch_file_missed_is_flushed_before_the_recovery_po
     disk.refuse = False
 
 
-def test_a_broker_whose_disk_is_full_keeps_its_metadata_log_whole_and_catches_up(tmp_path):
-    # The broker's copy of the metadata log did not write through its Disk: a full disk
-    # could not stop it. Now an append that fails waits for space, retrying after a backoff.
+def test_a_broker_whose_metadata_log_cannot_be_written_halts_and_catches_up_after_a_restart(tmp_path):
+    # First the broker's copy of the metadata log did not write through its Disk (a full disk
+    # could not stop it); then an append that failed waited for space, while the broker
+    # answered Metadata from a view that no longer moved (clients it named as leader read a
+    # stale end). Now it halts, as Kafka's broker does when its metadata log directory fails.
     from minikafka.messages import CreateTopicsRequest, TopicConfig
 
     c = Cluster(3, seed=6, dir=tmp_path / "c")
     try:
         c.create_topic("t", 1, 3)
         full = 3
+        end = c.broker(full).raft.log.log_end_offset
         c.fill_disk(full)
         admin = c.world.nodes[c.admin_id]
         corr = c.world.call_node(c.admin_id, lambda node: node.request(
             1, lambda k: CreateTopicsRequest(k, (TopicConfig("u", 1, 1),))))
         assert c.world.run_until(lambda: corr in admin.responses, 5_000)
         assert admin.responses.pop(corr).results[0][1] == NO_ERROR
+        assert halts(c, full)
         others = [c.broker(b) for b in (1, 2)]
         assert c.run_until(lambda: all(("u", 0) in b.partition_states for b in others), 5_000)
-        c.advance(3_000)
-        raft = c.broker(full).raft
-        assert ("u", 0) not in c.broker(full).partition_states and raft._storage_error
-        end = raft.log.log_end_offset
-        assert end < others[0].raft.log.log_end_offset
         c.fill_disk(full, False)
+        c.restart(full)  # its metadata log is whole (nothing half written) and catches up
         assert c.run_until(lambda: ("u", 0) in c.broker(full).partition_states, 5_000)
-        assert raft._storage_error is None and raft.log.log_end_offset > end
+        assert c.broker(full).raft.log.log_end_offset > end
     finally:
         c.close()
 
@@ -394,9 +429,10 @@ def test_a_fetch_from_a_partition_gone_offline_is_answered_at_once_not_parked(tm
 
 def test_a_leader_whose_disk_fills_up_hands_its_partition_to_an_in_sync_replica_and_rejoins_after_a_restart(tmp_path):
     """The leader's disk fills up: its log directory goes offline, its heartbeat says so, and
-    the controller elects an in-sync replica and takes it out of the ISR, while it stays
-    registered. A producer with acks=all goes on against the new leader; nothing
-    acknowledged is lost; restarted with space back, the broker catches up and rejoins."""
+    the controller elects an in-sync replica and takes it out of the ISR. The record saying
+    so cannot be written to the broker's own metadata log (the same full disk): it halts. A
+    producer with acks=all goes on against the new leader; nothing acknowledged is lost;
+    restarted with space back, the broker catches up and rejoins."""
     c = Cluster(3, seed=5, dir=tmp_path / "c", config={"min.insync.replicas": 2})
     try:
         c.create_topic("t", 1, 3)
@@ -413,17 +449,11 @@ def test_a_leader_whose_disk_fills_up_hands_its_partition_to_an_in_sync_replica_
         after = c.partition_state("t", 0)
         assert after.leader in before.isr and after.leader != leader
         assert leader not in after.isr and len(after.isr) == 2
-        reg = c.image.brokers[leader]
-        assert reg.offline_log_dirs and not reg.fenced  # not fenced: its directory is what failed
-        broker = c.broker(leader)
-        assert broker.log_manager.offline is not None and ("t", 0) in broker.replica_manager.offline_partitions
+        assert halts(c, leader)
         new_log = c.replica(after.leader, "t", 0).log
         values = [r.value for b in new_log.read(0, 1 << 20).batches() for r in b.records()]
         assert values == [b"a%d" % i for i in range(10)] + [b"b%d" % i for i in range(10)]
-        # Asked directly, the full broker refuses: KAFKA_STORAGE_ERROR, nothing written.
-        assert produce(c, leader, batch(99)).error == KAFKA_STORAGE_ERROR
         c.fill_disk(leader, False)
-        c.kill(leader)
         c.restart(leader)
         assert c.run_until(lambda: leader in c.partition_state("t", 0).isr, 20_000)
         assert c.replica(leader, "t", 0).log_end_offset == 20
@@ -481,14 +511,16 @@ def test_the_metadata_image_keeps_a_brokers_offline_log_dirs_until_it_registers_
 def test_a_broker_whose_log_dir_is_offline_is_not_elected_even_by_an_unclean_election(tmp_path):
     """It is alive and unfenced, but its replicas are offline: when the in-sync replicas die,
     an unclean election may pick any live replica, never this one (the partition stays
-    offline instead); restarted with its disk back, it may lead again."""
+    offline instead); restarted with its disk back, it may lead again. (Its data directory
+    alone fails here, as with a metadata log on another disk, Kafka's ``metadata.log.dir``:
+    a full disk would halt it at the next metadata record.)"""
     c = Cluster(3, seed=8, dir=tmp_path / "c", config={"unclean.leader.election.enable": True,
                                                           "broker.session.timeout.ms": 2_000})
     try:
         c.create_topic("t", 1, 3)
         leader = c.partition_state("t", 0).leader
         full, other = [b for b in c.broker_ids if b != leader]
-        c.fill_disk(full)
+        c.broker(full).log_manager.log_dir_failed("injected: the data directory's disk failed")
         p = KafkaProducer(bootstrap_servers=c, acks=1)
         p.send("t", value=b"x")
         p.flush(timeout=10)
@@ -498,7 +530,6 @@ def test_a_broker_whose_log_dir_is_offline_is_not_elected_even_by_an_unclean_ele
         assert c.run_until(lambda: c.partition_state("t", 0).leader == -1, 10_000)
         c.advance(3_000)
         assert c.partition_state("t", 0).leader == -1 and c.image.is_alive(full)
-        c.fill_disk(full, False)
         c.kill(full)
         c.restart(full)
         assert c.run_until(lambda: c.partition_state("t", 0).leader == full, 10_000)  # unclean, now that it can

@@ -8,6 +8,7 @@ connection) and how it tells a connection the broker closed from one it still se
 
 from __future__ import annotations
 
+import errno
 import itertools
 import os
 import socket
@@ -199,6 +200,27 @@ def known_everywhere(cluster, topic: str, partitions: int) -> bool:
     return True
 
 
+def leader_seen_by(cluster, broker_id: int, topic: str, partition: int = 0) -> int | None:
+    """The partition's leader in broker ``broker_id``'s own Metadata answer (-1: none, or the
+    partition not listed); None if the broker does not answer (dead: killed or halted)."""
+    try:
+        with RawConnection((cluster.host, cluster.ports[broker_id])) as conn:
+            answer = conn.request(metadata_request(topic), 8)
+    except OSError:
+        return None
+    parts = [p for t in answer.topics if t.name == topic for p in t.partitions if p.partition_index == partition]
+    return parts[0].leader_id if parts else -1
+
+
+def halted_or_following(cluster, broker_id: int, topic: str, leaders: Iterable[int]) -> bool:
+    """Whether a broker whose log directory failed has either halted (its metadata log, in
+    the same directory, could not take the controller's next record) or still writes its
+    metadata log and follows it (its own Metadata names one of ``leaders``). Which one depends
+    on whether the last free bytes of its disk took that small record; both are Kafka's
+    behaviour, and neither serves a view that no longer moves."""
+    return not cluster.alive(broker_id) or leader_seen_by(cluster, broker_id, topic) in set(leaders)
+
+
 def poll_until(consumer: KafkaConsumer, count: int, timeout_s: float = 30.0) -> list:
     """Poll until ``count`` records came (all of them returned), or fail."""
     got: list = []
@@ -311,3 +333,16 @@ class NumberedProducer(threading.Thread):
 
 def now_ms() -> int:
     return int(time.monotonic() * 1000)
+
+
+def fill_up(path: Path) -> None:
+    """Append zeros to the file ``path`` until its file system is full (ENOSPC), to the last
+    byte: a disk on which nothing more can be written, not even a small metadata record."""
+    for size in (64 * 1024, 4096, 512, 1):
+        with open(path, "ab", buffering=0) as f:
+            try:
+                while True:
+                    f.write(b"\0" * size)
+            except OSError as e:
+                if e.errno != errno.ENOSPC:
+                    raise

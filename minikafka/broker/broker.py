@@ -29,7 +29,9 @@ same view as everyone else. From then on it serves:
   (``LogDirFailureChannel``): every partition here is answered KAFKA_STORAGE_ERROR from then
   on, and the next heartbeat, sent at once, names the directory (``offline_log_dirs``), so
   the controller moves its leaders to in-sync replicas and takes it out of their ISRs; a
-  restart that finds the directory writable brings it back (a new incarnation rejoins);
+  restart that finds the directory writable brings it back (a new incarnation rejoins).
+  The metadata log lives in the same directory: once it cannot take a record, the broker
+  halts (``Halt``), as Kafka's does when its metadata log directory fails (KIP-858);
 - other brokers: Fetch from followers;
 - the controller: heartbeat and AlterPartition answers (through the controller channel; a
   late answer to a request it no longer waits for is dropped);
@@ -388,7 +390,8 @@ class Broker(StateMachine):
         fetch answered KAFKA_STORAGE_ERROR, fetchers stopped), and a heartbeat goes out now
         naming the directory, so the controller moves the leaders away without waiting for
         the next interval. The broker stays up for what needs no disk here (metadata, finding
-        coordinators) until it is restarted."""
+        coordinators) until it is restarted, or until its metadata log (in the same directory)
+        cannot take the next record: then it halts (see the Raft client's observer)."""
         reason = self.log_manager.offline
         if reason is None:
             return
@@ -607,22 +610,28 @@ class Broker(StateMachine):
         self.controller_channel.send(lambda corr: CreateTopicsRequest(corr, batch), done,
                                      timeout_ms=self.config["request.timeout.ms"], on_timeout=done)
 
-    def _not_here(self, topic: str, partition: int, p) -> int:
-        """Why a partition-level request cannot be served here: offline, not the leader, or unknown."""
+    def _leading_here(self, topic: str, partition: int) -> tuple[Any, int]:
+        """The partition, if this broker can serve a leader's request for it, and otherwise
+        why not (Kafka's ``getPartitionOrException``): offline here (its log directory failed:
+        KAFKA_STORAGE_ERROR, checked first, since such a replica may still believe it leads),
+        not the leader, or unknown."""
+        p = self.replica_manager.partitions.get((topic, partition))
         if (topic, partition) in self.replica_manager.offline_partitions:
-            return KAFKA_STORAGE_ERROR
-        return NOT_LEADER_OR_FOLLOWER if p else UNKNOWN_TOPIC_OR_PARTITION
+            return None, KAFKA_STORAGE_ERROR
+        if p is None:
+            return None, UNKNOWN_TOPIC_OR_PARTITION
+        return (p, NO_ERROR) if p.is_leader else (None, NOT_LEADER_OR_FOLLOWER)
 
     def _list_offsets(self, src: NodeId, request: ListOffsetsRequest) -> None:
         out = []
         for topic, partition, timestamp in request.partitions:
-            p = self.replica_manager.partitions.get((topic, partition))
+            p, error = self._leading_here(topic, partition)
             # A new leader knows the high watermark only as a follower last heard it: until its
             # own reaches the start of its epoch, "latest" could go backwards. Kafka answers
             # OFFSET_NOT_AVAILABLE (retriable) then, for "latest" and for a time not found below it.
             lagging = p is not None and p.leader_epoch_start_offset > p.high_watermark
-            if p is None or not p.is_leader:
-                out.append((topic, partition, self._not_here(topic, partition, p), -1, -1))
+            if p is None:
+                out.append((topic, partition, error, -1, -1))
             elif timestamp == EARLIEST_TIMESTAMP:
                 out.append((topic, partition, NO_ERROR, -1, p.log.log_start_offset))
             elif timestamp == LATEST_TIMESTAMP and lagging:
@@ -651,9 +660,9 @@ class Broker(StateMachine):
         leader's new log start offset (Kafka waits until every follower has caught up with it)."""
         out = []
         for topic, partition, offset in request.partitions:
-            p = self.replica_manager.partitions.get((topic, partition))
-            if p is None or not p.is_leader:
-                out.append((topic, partition, -1, self._not_here(topic, partition, p)))
+            p, error = self._leading_here(topic, partition)
+            if p is None:
+                out.append((topic, partition, -1, error))
                 continue
             target = p.high_watermark if offset == -1 else offset
             if target < 0 or target > p.high_watermark:
@@ -671,9 +680,9 @@ class Broker(StateMachine):
         (our metadata is behind): both make it refresh metadata and ask again."""
         out = []
         for topic, partition, current_epoch, epoch in request.partitions:
-            p = self.replica_manager.partitions.get((topic, partition))
-            if p is None or not p.is_leader:
-                out.append((topic, partition, self._not_here(topic, partition, p), -1, -1))
+            p, error = self._leading_here(topic, partition)
+            if p is None:
+                out.append((topic, partition, error, -1, -1))
             elif current_epoch >= 0 and current_epoch != p.leader_epoch:
                 error = FENCED_LEADER_EPOCH if current_epoch < p.leader_epoch else UNKNOWN_LEADER_EPOCH
                 out.append((topic, partition, error, -1, -1))

@@ -192,7 +192,6 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
         self.high_watermark = 0
         self._correlation = 0
         self._closed = False
-        self._storage_error: str | None = None  # why the last append of fetched records failed
         # The listener's position: every record below it was delivered, once.
         self._next_delivery = 0
         self._notified: tuple[int | None, int] | None = None
@@ -706,17 +705,14 @@ class KafkaRaftClient(LeaderState, QuorumEpochMessages, ListenerContext, Request
             except KafkaStorageError as e:
                 if self.is_voter:
                     raise  # its fetch offset counts toward the high watermark: Kafka halts
-                # An observer's disk refused them (full, failing): its log is as before the
-                # append (or holds them unflushed, if the fsync failed and took it offline;
-                # an observer's fetch offset counts for nothing). Ask again after a backoff.
-                if self._storage_error is None:
-                    logger.error("raft %s: appending fetched metadata failed: %s", self.node_id, e)
-                self._storage_error = str(e)
-                self._set_timer(_FETCH, self.retry_backoff_ms)
+                # An observer's disk refused them (full, failing). Kafka's broker halts when
+                # its metadata log directory fails (KIP-858): staying up, it would answer
+                # Metadata from a view that no longer moves, naming itself leader of
+                # partitions the controller has moved away, and clients asking it would
+                # read a stale end. Restarted (with space), it fetches the rest.
+                logger.error("raft %s: appending fetched metadata failed: %s", self.node_id, e)
+                self.host.halt(f"the metadata log cannot be written ({e})")
                 return
-            if self._storage_error is not None:
-                logger.warning("raft %s: appending fetched metadata works again", self.node_id)
-                self._storage_error = None
         hw = min(resp.high_watermark, self.log.log_end_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw

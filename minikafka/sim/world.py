@@ -39,7 +39,7 @@ import random
 from typing import Any, Callable, Hashable
 
 from minikafka.messages import Disconnected
-from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
+from minikafka.node import CancelTimer, Halt, NodeId, Send, SetTimer, StateMachine
 from minikafka.sim.network import Network
 
 _MESSAGE, _TIMER, _CALL = 0, 1, 2
@@ -58,6 +58,10 @@ class World:
         self._seq = 0
         self._timer_gen: dict[tuple[NodeId, Hashable], int] = {}
         self.record_history = record_history
+        # A node that halts (the ``Halt`` effect) dies as a crashed one does; its owner (the
+        # ``Cluster``) releases its files first, as the OS does for a process that exits.
+        self.on_halt: Callable[[NodeId, str], None] | None = None
+        self.halted: dict[NodeId, str] = {}  # why each node last halted
         self.history: list[tuple] = []  # what happened, for replay checks and tracing
         self.events_processed = 0
         self._peers: dict[NodeId, set[NodeId]] = {}  # dst -> nodes that have sent to it
@@ -181,6 +185,18 @@ class World:
             elif kind is CancelTimer:
                 key = (node_id, effect.key)
                 self._timer_gen[key] = self._timer_gen.get(key, 0) + 1
+            elif kind is Halt:
+                self._halt(node_id, effect.reason)
+                return  # nothing after a halt happens
+
+    def _halt(self, node_id: NodeId, reason: str) -> None:
+        if node_id not in self.nodes:
+            return
+        self._log("halt", node_id, reason)
+        self.halted[node_id] = reason
+        if self.on_halt is not None:
+            self.on_halt(node_id, reason)
+        self.crash(node_id)
 
     def step(self) -> bool:
         """Process one event; False when nothing is left to do."""

@@ -278,10 +278,14 @@ def _serve(*runtimes) -> None:
             await runtime.start()
         await asyncio.gather(*(runtime.serve() for runtime in runtimes))
 
+    from minikafka.wire.runtime import NodeHalted
+
     try:
         asyncio.run(main())
     except KeyboardInterrupt:  # Ctrl-C reaches the whole process group: leave quietly
         pass
+    except NodeHalted as e:  # it said why (logged); the process ends, as Kafka's Exit.halt(1)
+        raise SystemExit(1) from e
 
 
 def _broker_runtime(broker_id: int, host: str, port: int, inter_broker_port: int, log_dir: str | Path,

@@ -125,7 +125,7 @@ from typing import Any, Callable, Hashable
 
 from minikafka.errors import IllegalArgumentError
 from minikafka.messages import CONTROLLER_ID, Disconnected, FetchRequest
-from minikafka.node import CancelTimer, NodeId, Send, SetTimer, StateMachine
+from minikafka.node import CancelTimer, Halt, NodeId, Send, SetTimer, StateMachine
 from minikafka.storage.file_records import FileRecords
 from minikafka.wire import auth, codec
 
@@ -205,6 +205,15 @@ def _off_loop(size: int, api_key: int) -> bool:
     return size >= LARGE_FRAME_BYTES and api_key not in ON_LOOP_HOWEVER_LARGE
 
 
+class NodeHalted(Exception):
+    """The node halted itself (the ``Halt`` effect): ``serve`` raises it once the listeners
+    are closed, and a node's process exits with it (status 1), as Kafka's ``Exit.halt``."""
+
+    def __init__(self, node_id: NodeId, reason: str) -> None:
+        super().__init__(f"{node_id} halted: {reason}")
+        self.node_id, self.reason = node_id, reason
+
+
 class NodeRuntime:
     """Run ``node`` (a ``StateMachine``) on ``host:port``; ``addresses`` maps peer node ids to
     ``(host, port)`` (more may be learned later with ``learn_address``)."""
@@ -260,6 +269,8 @@ class NodeRuntime:
         self._open_connections = 0
         self._slot_freed = asyncio.Event()
         self._closing: deque = deque()  # connections waiting for the closer (see "Closing")
+        self.halted: str | None = None  # why the node halted (then it handles nothing more)
+        self._halt_waiter: asyncio.Future | None = None  # ``serve`` wakes on it
         self._closer_scheduled = False
         self.stats = {"requests": 0, "bad_frames": 0, "connections": 0, "refused": 0, "failed_handshakes": 0,
                       "muted": 0, "decoded_in_thread": 0, "waited_for_memory": 0, "bytes_sent_from_files": 0,
@@ -269,6 +280,7 @@ class NodeRuntime:
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._halt_waiter = self._loop.create_future()
         main_is_inter_node = self.listener == INTER_NODE_LISTENER
         self._server = await asyncio.start_server(
             lambda r, w: self._serve(r, w, main_is_inter_node), self.host, self.port, reuse_address=True,
@@ -286,9 +298,22 @@ class NodeRuntime:
         self._apply(self.node.start(self.clock()))
 
     async def serve(self) -> None:
-        """Serve every listener until cancelled (after ``start``)."""
+        """Serve every listener until cancelled (after ``start``); ``NodeHalted`` once the node
+        halts itself, its listeners and connections closed."""
         servers = [s for s in (self._server, self._inter_node_server) if s is not None]
-        await asyncio.gather(*(s.serve_forever() for s in servers))
+        serving = asyncio.gather(*(s.serve_forever() for s in servers))
+        try:
+            await asyncio.wait({serving, self._halt_waiter}, return_when=asyncio.FIRST_COMPLETED)
+        except asyncio.CancelledError:
+            serving.cancel()
+            raise
+        if self.halted is None:
+            await serving  # (its failure, if it failed)
+            return
+        serving.cancel()
+        await asyncio.gather(serving, return_exceptions=True)
+        await self.close()
+        raise NodeHalted(self.node.node_id, self.halted)
 
     async def serve_forever(self) -> None:
         await self.start()
@@ -321,12 +346,28 @@ class NodeRuntime:
 
     def _apply(self, effects: list) -> None:
         for effect in effects:
+            if type(effect) is Halt:
+                self._halt(effect.reason)
+                return  # nothing after a halt happens
             try:
                 self._apply_one(effect)
             except Exception:  # the others (answers to other clients, timers) must still happen
                 what = (f"{type(effect.message).__name__} to {effect.dst!r}" if type(effect) is Send
                         else repr(effect))
                 log.exception("%s: could not apply %s", self.node.node_id, what)
+
+    def _halt(self, reason: str) -> None:
+        """The node stops for good: no timer fires and no input reaches it any more, and
+        ``serve`` closes the listeners and raises ``NodeHalted``."""
+        if self.halted is not None:
+            return
+        self.halted = reason
+        log.critical("%s: halting: %s", self.node.node_id, reason)
+        for handle in self._timers.values():
+            handle.cancel()
+        self._timers.clear()
+        if self._halt_waiter is not None and not self._halt_waiter.done():
+            self._halt_waiter.set_result(reason)
 
     def _apply_one(self, effect: Any) -> None:
         if type(effect) is Send:
@@ -346,6 +387,8 @@ class NodeRuntime:
         self._run(lambda now: self.node.timer(now, key))
 
     def _run(self, step: Callable[[int], list]) -> None:
+        if self.halted is not None:
+            return  # a halted node handles nothing (its listeners are closing)
         try:
             effects = step(self.clock())
         except Exception:  # a bug in the node must not take the process down silently
