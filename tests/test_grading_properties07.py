@@ -192,6 +192,10 @@ def test_the_cases_are_the_seeds_alone_and_cover_every_crash_place():
 
 
 def test_rules_with_effects_have_properties_found_from_the_package():
+    # Every rule with effects is judged by a property: its own, or one it runs in (WITH).
+    effects = {name for name, rule in RULES.items() if rule.effects}
+    assert effects == set(properties.ACTS) | {w for ws in properties.WITH.values() for w in ws}
+    assert set(properties.ACTS) == set(standins.ACTS)
     assert properties.rules_of("07", ["no_record_lost", "no_record_twice"]) == ["no_record_lost", "no_record_twice"]
     # count_reports's property runs the exercise's on_assigned: one property for the pair.
     assert properties.rules_of("07", ["on_assigned", "count_reports"]) == ["count_reports"]
@@ -237,3 +241,61 @@ def test_the_call_cells_run_the_student_s_loop_on_the_stand_ins_in_the_kernel():
     assert not verdicts["wrong"].passed
     assert "it called commit with an offset past a record it had not processed yet" in verdicts["wrong"].message
     assert not verdicts["package"].passed and "must not call the minikafka package" in verdicts["package"].message
+
+
+def _light(reference: dict) -> dict:
+    """Notebook 07 with each check that runs a cluster or a campaign replaced by a check that prints
+    a line (the properties do not need them: minutes of grading; the hidden ones, with their
+    campaign seed, are the campaign's, tested elsewhere)."""
+    for cell in reference["cells"]:
+        text = "".join(cell["source"])
+        if "check" in cell.get("metadata", {}).get("tags", []) and any(
+                w in text for w in ("judge(", "Cluster(", "run_step(", "run_sink(", "run_job(", "records")):
+            cell["metadata"]["tags"] = ["check"]
+            cell["source"] = ["print('checked')"]
+            cell["outputs"] = [{"output_type": "stream", "name": "stdout", "text": ["checked\n"]}]
+    return reference
+
+
+@pytest.mark.notebooks
+def test_grading_07_runs_the_loops_properties_and_fails_only_the_wrong_exercise():
+    import inspect
+    import json
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    from grading_helpers import ROOT, SANITIZE, solved_submission
+    from minikafka.course.grade import Settings
+    from minikafka.course.gradebook import feedback, grade_all
+
+    name = "07-offsets-and-delivery"
+    solution = json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text())
+    ex_cells = [c["id"] for c in solution["cells"] if "exercise" in c.get("metadata", {}).get("tags", [])]
+    # Exercise 1 with the at-most-once loop written for no_record_lost too: its visible checks show
+    # crashes on five schedules (cut here), its property catches the commit before the effect.
+    wrong_1 = (inspect.getsource(lost_commit_first).replace("lost_commit_first", "no_record_lost")
+               + "\n\n" + inspect.getsource(lost_commit_first).replace("lost_commit_first", "no_record_twice"))
+    folder = Path(tempfile.mkdtemp(prefix="minikafka-props07-"))
+    try:
+        (folder / "ref").mkdir()
+        light = _light(solution)
+        (folder / "ref" / f"{name}.ipynb").write_text(json.dumps(light))
+        for student, replace in {"right": {}, "wrong": {ex_cells[0]: wrong_1}}.items():
+            (folder / "class" / student).mkdir(parents=True)
+            (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(solved_submission(name, replace)))
+        results = grade_all(folder / "class", folder / "ref",
+                            Settings(sanitize=SANITIZE, seed=4242, property_seed=7), jobs=1)
+    finally:
+        shutil.rmtree(folder)
+    by = {r.student: r for r in results}
+    labels = [[(c.label, c.passed) for c in e.checks if c.label.startswith("hidden property")]
+              for e in by["right"].exercises]
+    assert labels == [[("hidden property: no_record_lost", True), ("hidden property: no_record_twice", True)],
+                      [("hidden property: count_reports", True)], [("hidden property: decode_key", True)],
+                      [("hidden property: transactional_step", True)]], feedback(by["right"])
+    wrong = by["wrong"]
+    [failed] = [c for c in wrong.exercises[0].checks if not c.passed]
+    assert failed.label == "hidden property: no_record_lost", feedback(wrong)
+    assert "it called commit with an offset past a record it had not processed yet" in failed.message
+    assert [e.earned for e in wrong.exercises][1:] == [e.earned for e in by["right"].exercises][1:]

@@ -314,7 +314,7 @@ DRAWS: dict[str, Callable[[random.Random, int], tuple]] = {
 # --- rules with effects (lecture 07): cases for standins.py --------------------------------------
 
 
-def _positions(rng: random.Random, i: int, empty: bool) -> dict:
+def _positions(rng: random.Random, empty: bool) -> dict:
     """{partition: (position, end)}: 1 to 3 partitions, each with 0 to 8 records past its position."""
     return {p: (start, start + (0 if empty else rng.randrange(0, 9)))
             for p in range(rng.randrange(1, 4)) for start in [rng.choice([0, rng.randrange(1, 500)])]}
@@ -325,7 +325,7 @@ def _iteration_case(rng: random.Random, i: int) -> tuple:
     (in ``process`` or ``transform``), an empty poll."""
     case = i % 5
     while True:
-        partitions = _positions(rng, i, case == 4)
+        partitions = _positions(rng, case == 4)
         max_records = rng.randrange(1, 11)
         n = min(max_records, sum(end - start for start, end in partitions.values()))
         if n or case == 4:
