@@ -111,7 +111,7 @@ def run_check(args) -> int:
 def run_grade(args) -> int:
     from .course.gradebook import (default_jobs, format_json, format_table, grade_all, write_csv,
                                    write_feedback)
-    from .course.grade import Settings
+    from .course.grade import Settings, default_seed
     from .course.sandbox import isolation
 
     root = project_root()
@@ -123,11 +123,18 @@ def run_grade(args) -> int:
     # The project's own solutions/ stay hidden from the sandbox too, whatever --reference says.
     hide = tuple(p for p in (root / "solutions",) if p.is_dir())
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)
+    try:
+        property_seed = args.property_seed if args.property_seed is not None else default_seed()
+    except ValueError as e:
+        print(f"error: {e}", file=sys.stderr)
+        return 2
     settings = Settings(sanitize=_sanitize_file(args, root), cell_timeout=args.timeout, budget=args.budget,
-                        hide=hide, seed=seed)
+                        hide=hide, seed=seed, property_seed=property_seed)
     jobs = args.jobs or default_jobs()
     print(isolation(), file=sys.stderr)
     print(f"hidden checks' campaign seed: {seed} (replay this grading with --seed {seed})", file=sys.stderr)
+    print(f"hidden properties' seed: {property_seed} (replay their draws with --property-seed {property_seed})",
+          file=sys.stderr)
     results = grade_all(args.path, reference, settings, jobs=jobs, assignment=args.assignment,
                         progress=not args.quiet and sys.stderr.isatty() or args.progress)
     print(format_json(results) if args.json else format_table(results), end="")
@@ -381,6 +388,9 @@ def build_parser() -> argparse.ArgumentParser:
     gr.add_argument("--seed", type=int, default=None, metavar="N",
                     help="the hidden checks' campaign seed (default: $MINIKAFKA_GRADING_SEED, else a new one, printed; "
                          "give it to replay a grading)")
+    gr.add_argument("--property-seed", type=int, default=None, metavar="N",
+                    help="the hidden properties' seed, which draws their inputs (default: $MINIKAFKA_GRADING_SEED, "
+                         "else a new one, printed; never sent to a submission; give it to replay their draws)")
     gr.add_argument("--jobs", "-j", type=int, default=0, metavar="N",
                     help="grade N submissions at once (default: the number of cores)")
     gr.add_argument("--progress", action="store_true", help="show the progress bar even when not a terminal")

@@ -575,12 +575,11 @@ def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]]) -> Check:
                          f"{what}; your functions must not call the minikafka package's own "
                          f"implementation of the exercise ({watch})")
         try:
-            right = properties.same(rule, args, answer)
+            wrong = properties.judge(rule, args, answer)
         except Exception:  # noqa: BLE001 - an answer of the wrong shape is a wrong answer
-            right = False
-        if not right:
-            return Check(f"hidden property: {rule}", None, True, False,
-                         f"{what}; your code's answer differs from the rule's on one of the drawn inputs")
+            wrong = "your code's answer differs from the rule's on one of the drawn inputs"
+        if wrong is not None:
+            return Check(f"hidden property: {rule}", None, True, False, f"{what}; {wrong}")
     return Check(f"hidden property: {rule}", None, True, True, f"{len(calls)} drawn inputs, all right")
 
 

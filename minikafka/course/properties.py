@@ -27,10 +27,22 @@ delegating to the package fails the property (``call_cell``'s first value).
 What this does not reach. The answers are the grader's to judge, but the watch runs in the
 kernel, as the student's code does: a function that reads its caller's frame (the call cell's
 nonce), prints a forged "ok" line and silences stdout, runs the package's code in a thread of its
-own, or re-types it, is not caught by the watch (its answers must still be Kafka's). Rules with
-effects (lecture 07's application loops) are judged by the fault campaign, which runs in the
-kernel, its verdict printed there; ``reassign`` (the sticky assignor) has many right answers,
-so its property is Kafka's contract, balance, and "moves no more than Kafka's".
+own, or re-types it, is not caught by the watch (its answers must still be Kafka's).
+``reassign`` (the sticky assignor) has many right answers, so its property is Kafka's contract,
+balance, and "moves no more than Kafka's".
+
+Rules with effects (lecture 07's application loops, ``Rule.effects``) return nothing: what they
+*do* is their answer. Their draws (``ACTS``) are cases for ``standins.py``: partitions with their
+positions, a poll's size, where the process crashes; the call cell runs the student's functions
+on the stand-ins (a consumer, a producer, a sink that record every call), sent to the kernel as
+source, and prints what they did as plain data. The grader judges it by the guarantee the
+exercise states (``judge``), on the same stand-ins running Kafka's recipe in its own process
+where a reference is needed: at-least-once commits nothing it has not processed and everything
+by the end of the iteration; at-most-once commits before each effect; read-process-write commits
+outputs and offsets together, never through ``consumer.commit``; the sink's counts equal the
+topic's reports after crashes and rebalances (``count_reports`` runs with the student's
+``on_assigned``: one property for the pair). Each accepts every right answer the exercise
+accepts (a commit per record, an idempotent sink), not only the recipe's.
 """
 
 from __future__ import annotations
@@ -44,7 +56,7 @@ from collections import namedtuple
 from pathlib import Path
 from typing import Any, Callable
 
-from minikafka.course import ast_guard
+from minikafka.course import ast_guard, standins
 from minikafka.rules import RULES, Request, Voter
 
 CALLS = 20  # inputs drawn per rule and grading run
@@ -299,18 +311,67 @@ DRAWS: dict[str, Callable[[random.Random, int], tuple]] = {
 }
 
 
+# --- rules with effects (lecture 07): cases for standins.py --------------------------------------
+
+
+def _positions(rng: random.Random, empty: bool) -> dict:
+    """{partition: (position, end)}: 1 to 3 partitions, each with 0 to 8 records past its position."""
+    return {p: (start, start + (0 if empty else rng.randrange(0, 9)))
+            for p in range(rng.randrange(1, 4)) for start in [rng.choice([0, rng.randrange(1, 500)])]}
+
+
+def _iteration_case(rng: random.Random, i: int) -> tuple:
+    """Cases in turn: no crash, a crash at the first, the last and a middle record of the poll
+    (in ``process`` or ``transform``), an empty poll."""
+    case = i % 5
+    while True:
+        partitions = _positions(rng, case == 4)
+        max_records = rng.randrange(1, 11)
+        n = min(max_records, sum(end - start for start, end in partitions.values()))
+        if n or case == 4:
+            break
+    crash_at = {0: None, 1: 1, 2: n, 3: rng.randrange(1, n + 1) if n else None}.get(case)
+    return partitions, max_records, crash_at
+
+
+def _sink_case(rng: random.Random, i: int) -> tuple:
+    """A run of the counting sink: 1 to 3 partitions of 0 to 8 reports of four trucks, a crash
+    before (even ``i``) or after (odd) one of the transactions, and every third run a rebalance
+    after 1 to 3 polls of the first process."""
+    trucks = tuple(tuple(f"truck-{rng.randrange(1, 5)}" for _ in range(rng.randrange(0, 9)))
+                   for _ in range(rng.randrange(1, 4)))
+    total = sum(len(t) for t in trucks)
+    crash_at = rng.randrange(1, total + 1) if total else None
+    polls = (rng.randrange(1, 4),) if i % 3 == 0 else ()
+    return trucks, rng.randrange(1, 6), crash_at, i % 2 == 1, polls
+
+
+ACTS: dict[str, Callable[[random.Random, int], tuple]] = {
+    "no_record_lost": _iteration_case, "no_record_twice": _iteration_case,
+    "transactional_step": _iteration_case, "count_reports": _sink_case,
+}
+# A property that runs more than the rule it is named after: count_reports's sink needs the
+# exercise's on_assigned (the student's in the kernel, Kafka's recipe here).
+WITH = {"count_reports": ("on_assigned",)}
+
+
 def rules_of(lecture: str | None, names: list[str]) -> list[str]:
     """The rules among ``names`` (functions an exercise defines) that the package holds for that
-    lecture, in the order given: found from ``RULES``, not from a list of exercises."""
-    return [n for n in names if n in RULES and RULES[n].lecture == lecture and not RULES[n].effects]
+    lecture and that have a property, in the order given: found from ``RULES``, not from a list of
+    exercises. A rule with effects counts when the exercise defines every function its property
+    runs (``WITH``)."""
+    return [n for n in names if n in RULES and RULES[n].lecture == lecture
+            and (not RULES[n].effects or (n in ACTS and all(w in names for w in WITH.get(n, ()))))]
 
 
 def draw(name: str, seed: int, n: int = CALLS) -> list[tuple]:
-    """``n`` argument tuples for rule ``name``, from the grading run's ``seed``."""
-    if name not in DRAWS:
+    """``n`` argument tuples (for a rule with effects: cases) for rule ``name``, from the grading
+    run's ``seed``."""
+    generator = DRAWS.get(name) or ACTS.get(name)
+    if generator is None:
         raise KeyError(f"no hidden property for rule {name!r}: add a generator to properties.DRAWS")
     rng = random.Random(f"{seed}/{name}")
-    return [DRAWS[name](rng, i) for i in range(n)]
+    return [generator(rng, i) for i in range(n)]
 
 
 def plain(value: Any) -> Any:
@@ -325,13 +386,26 @@ def plain(value: Any) -> Any:
 
 
 def expected(name: str, args: tuple) -> Any:
-    """The rule's answer, by the package's reference, in the grader's process."""
+    """The rule's answer, by the package's reference, in the grader's process (for a rule with
+    effects: what Kafka's recipe does on the stand-ins)."""
+    if RULES[name].effects:
+        return plain(standins.act(name, args, {n: RULES[n].reference for n in (name,) + WITH.get(name, ())}))
     return RULES[name].reference(*args)
+
+
+def judge(name: str, args: tuple, theirs: Any) -> str | None:
+    """Why the student's plain answer ``theirs`` breaks Kafka's rule on ``args``, in words that
+    name the call and what Kafka's rule does but never the input; None if it keeps the rule."""
+    if RULES[name].effects:
+        return _JUDGES[name](args, theirs)
+    return None if same(name, args, theirs) else "your code's answer differs from the rule's on one of the drawn inputs"
 
 
 def same(name: str, args: tuple, theirs: Any) -> bool:
     """Does the student's plain answer ``theirs`` agree with Kafka's rule on ``args``?"""
     rule = RULES[name]
+    if rule.effects:
+        return judge(name, args, theirs) is None
     ref = expected(name, args)
     if name == "range_assign":  # {member: partitions}: the order within a member's list is free
         return isinstance(theirs, dict) and {m: sorted(v) for m, v in plain(ref).items()} == \
@@ -345,6 +419,147 @@ def same(name: str, args: tuple, theirs: Any) -> bool:
             return False
         return _moves(args[1], theirs) <= _moves(args[1], ref)
     return theirs == plain(ref)
+
+
+def _poll_end(case: tuple) -> dict:
+    """Each partition's position after the iteration's one poll, as ``standins.Consumer`` polls."""
+    partitions, max_records, _ = case
+    end, room = {}, max_records
+    for p in sorted(partitions):
+        start, last = partitions[p]
+        taken = min(room, last - start)
+        end[p], room = start + taken, room - taken
+    return end
+
+
+def _events(log: Any) -> list[tuple]:
+    if not isinstance(log, tuple) or not all(isinstance(e, tuple) and e and isinstance(e[0], str) for e in log):
+        raise ValueError("not a log of calls")
+    return list(log)
+
+
+ONE_POLL = "it called consumer.poll {n} times in one iteration; Kafka's loop polls once, then handles what that poll returned"
+
+
+def _judge_loop(name: str, case: tuple, log: Any) -> str | None:
+    """at-least-once (``no_record_lost``) or at-most-once (``no_record_twice``) on one iteration."""
+    events = _events(log)
+    start = {p: s for p, (s, _) in case[0].items()}
+    end = _poll_end(case)
+    polls = sum(e == ("poll",) for e in events)
+    if polls != 1:
+        return ONE_POLL.format(n=polls)
+    processed = [e[1:] for e in events if e[0] == "process"]
+    if processed != [e[1:] for e in expected(name, case) if e[0] == "process"]:
+        return ("its calls of process(record) differ from Kafka's loop: every record the poll returned, in "
+                "order, once, and none after a Crash (let it through: do not catch it)")
+    committed, done = dict(start), dict(start)
+    for event in events:
+        if event[0] == "process":
+            p, offset = event[1:]
+            done[p] = offset + 1
+            if name == "no_record_twice" and committed[p] <= offset:
+                return ("it called process(record) on a record whose offset it had not committed yet: a crash "
+                        "after that effect processes the record again; Kafka's rule for at-most-once commits "
+                        "the poll's positions first, then processes")
+        elif event[0] == "commit":
+            for p, offset in event[1]:
+                if p not in start:
+                    return "it committed an offset for a partition the consumer was not given"
+                if offset < start[p]:
+                    return ("it committed an offset below the partition's position before the poll: a crash "
+                            "then repeats records of earlier iterations; Kafka's rule commits the next offset to read")
+                if name == "no_record_lost" and offset > done[p]:
+                    return ("it called commit with an offset past a record it had not processed yet: a crash "
+                            "there loses that record; Kafka's rule for at-least-once processes every record "
+                            "the poll returned, then commits")
+                if offset > end[p]:
+                    return "it committed an offset past the records its poll returned: those records are lost"
+                committed[p] = offset
+    if ("crash",) not in events and committed != end:
+        return ("by the end of an iteration that did not crash, its progress was not committed (each "
+                "partition's last record + 1, as commit() with no arguments does): the next crash would "
+                "reach into records of earlier iterations")
+    return None
+
+
+def _judge_transactional(case: tuple, log: Any) -> str | None:
+    """read-process-write on one iteration: what the committed transactions hold."""
+    events = _events(log)
+    start = {p: s for p, (s, _) in case[0].items()}
+    end = _poll_end(case)
+    polls = sum(e == ("poll",) for e in events)
+    if polls != 1:
+        return ONE_POLL.format(n=polls)
+    if any(e[0] == "commit" for e in events):
+        return ("it called consumer.commit: the consumer's offsets then leave outside the transaction, so a "
+                "crash between the two loses or repeats outputs; Kafka's rule sends them in the transaction "
+                "(producer.send_offsets_to_transaction(offsets, 'upper')), never consumer.commit()")
+    outputs: dict[int, list] = {p: [] for p in start}
+    offsets = dict(start)
+    pending_out: list = []
+    pending_offsets: dict = {}
+    for event in events:
+        kind = event[0]
+        if kind in ("send", "offsets") and not event[-1]:
+            return (f"it called producer.{'send' if kind == 'send' else 'send_offsets_to_transaction'} with no "
+                    f"transaction open; Kafka's rule calls begin_transaction first")
+        if kind == "send":
+            _, topic, value, p, _ = event
+            if topic != "out" or p not in outputs:
+                return "it sent an output to another topic or partition than 'out' and the record's own partition"
+            pending_out.append((p, value))
+        elif kind == "offsets":
+            _, items, group, _ = event
+            if group != "upper":
+                return "it sent the offsets for another group than 'upper' (send_offsets_to_transaction's group)"
+            for p, offset in items:
+                if p not in start:
+                    return "it sent an offset for a partition the consumer was not given"
+                pending_offsets[p] = offset
+        elif kind in ("begin", "abort transaction"):
+            pending_out, pending_offsets = [], {}
+        elif kind == "commit transaction" and event[1]:
+            for p, value in pending_out:
+                outputs[p].append(value)
+            offsets.update(pending_offsets)
+            pending_out, pending_offsets = [], {}
+    for p in start:
+        want = [f"order {p}-{k}".encode().upper() for k in range(start[p], offsets[p])]
+        if offsets[p] < start[p] or outputs[p] != want:
+            return ("the outputs its committed transactions hold and the offsets committed with them disagree "
+                    "(an output without its offset, or an offset without its output): Kafka's rule puts every "
+                    "output and each partition's last record + 1 in one transaction, then commits it")
+    if ("crash",) not in events and offsets != end:
+        return ("by the end of an iteration that did not crash, its transaction did not commit the consumer's "
+                "progress (each partition's last record + 1, with send_offsets_to_transaction)")
+    return None
+
+
+def _judge_sink(case: tuple, counts: Any) -> str | None:
+    """The counting sink's whole run: every truck's count equals its reports in the topic."""
+    if not isinstance(counts, dict):
+        raise ValueError("not the sink's counts")
+    truth: dict[str, int] = {}
+    for keys in case[0]:
+        for key in keys:
+            truth[key] = truth.get(key, 0) + 1
+    kafka = ("Kafka's rule stores each partition's next offset in the same sink transaction as the count "
+             "and seeks there in on_assigned (or makes the count idempotent)")
+    if any(counts.get(t, 0) < n for t, n in truth.items()):
+        return (f"after the drawn crashes and rebalances, a truck's count is below its reports in the "
+                f"topic: a report was lost; {kafka}")
+    if counts != truth:
+        return (f"after the drawn crashes and rebalances, a truck's count is above its reports in the "
+                f"topic: a report was counted twice; {kafka}")
+    return None
+
+
+_JUDGES: dict[str, Callable[[tuple, Any], str | None]] = {
+    "no_record_lost": lambda case, log: _judge_loop("no_record_lost", case, log),
+    "no_record_twice": lambda case, log: _judge_loop("no_record_twice", case, log),
+    "transactional_step": _judge_transactional, "count_reports": _judge_sink,
+}
 
 
 def _moves(previous: dict, assignment: dict) -> int:
@@ -400,11 +615,25 @@ globals()[%(flag)r] = False
 """
 
 
+# A rule with effects: the stand-ins' source run in a namespace of their own, the student's
+# functions called on them by standins.act, what they did printed as plain data.
+_ACT = _CALL.replace("_mk_r = %(name)s(*_mk_args)", "_mk_r = _mk_ns['act'](%(name)r, _mk_args, {%(functions)s})").replace(
+    "_mk_args = %(args)s", "_mk_ns = {'__name__': '_minikafka_standins'}\nexec(%(standins)r, _mk_ns)\n_mk_args = %(args)s")
+assert _ACT != _CALL and "%(standins)r" in _ACT and "_mk_ns['act']" in _ACT
+
+
 def call_cell(watch: str, name: str, args: tuple, specs: list[str], names: list[str], nonce: str) -> str:
     """The source of one call: the student's ``name`` on ``args``, watched, its answer printed
-    after ``nonce`` as ``(watch verdict, plain answer)``."""
-    return watch + _CALL % {"args": source(tuple(args)), "specs": specs, "names": names,
-                            "name": name, "nonce": nonce, "flag": f"_mk_property_failed_{name}"}
+    after ``nonce`` as ``(watch verdict, plain answer)``; for a rule with effects, the student's
+    functions run on the stand-ins with the case ``args``, and the answer is what they did."""
+    fields = {"args": source(tuple(args)), "specs": specs, "names": names,
+              "name": name, "nonce": nonce, "flag": f"_mk_property_failed_{name}"}
+    if name in RULES and RULES[name].effects:
+        functions = (name,) + WITH.get(name, ())
+        fields.update(standins=Path(standins.__file__).read_text(encoding="utf-8"),
+                      functions=", ".join(f"{f!r}: {f}" for f in functions))
+        return watch + _ACT % fields
+    return watch + _CALL % fields
 
 
 def parse(text: str, nonce: str) -> tuple[str, Any] | None:
