@@ -193,18 +193,35 @@ def button(page, text: str):
 
 
 def assert_fits(page, dashboard):
-    """The dashboard fits its cell: no horizontal overflow, the counters above the diagram
-    (not squeezed beside it), the diagram no wider than the output area."""
+    """The dashboard fits its cell and the window: no horizontal overflow, in the dashboard
+    or in the notebook's scroller; the dashboard inside the window's width, and every control
+    (button, slider, dropdown, checkbox) inside the dashboard, so none needs a sideways
+    scroll; the counters above the diagram (not squeezed beside it), the diagram no wider
+    than the output area."""
     dashboard.evaluate("el => el.scrollIntoView({block: 'start'})")
     box = dashboard.evaluate("""el => {
         const area = el.closest('.jp-OutputArea-output') || el.parentElement;
+        const scroller = el.closest('.jp-WindowedPanel-outer');
         const counters = el.querySelector('.minikafka-counters');
         const svg = el.querySelector('svg');
+        const r = el.getBoundingClientRect();
+        const controls = [...el.querySelectorAll(
+            'button, .widget-slider, .widget-dropdown, .widget-checkbox, .widget-toggle-buttons')];
+        const outside = controls.filter(c => {
+            const b = c.getBoundingClientRect();
+            return b.left < r.left - 1 || b.right > r.right + 1;
+        }).map(c => c.textContent.trim() || c.className);
         return {scroll: el.scrollWidth, client: el.clientWidth, area: area.getBoundingClientRect().right,
                 counters: counters.getBoundingClientRect().bottom, svgTop: svg.getBoundingClientRect().top,
-                svgRight: svg.getBoundingClientRect().right};
+                svgRight: svg.getBoundingClientRect().right, left: r.left, right: r.right,
+                window: window.innerWidth, controls: controls.length, outside: outside,
+                pageScroll: scroller ? scroller.scrollWidth : null,
+                pageClient: scroller ? scroller.clientWidth : null};
     }""")
     assert box["scroll"] <= box["client"] + 1, box
+    assert box["pageScroll"] is not None and box["pageScroll"] <= box["pageClient"] + 1, box
+    assert box["left"] >= 0 and box["right"] <= box["window"] + 1, box
+    assert box["controls"] >= 5 and box["outside"] == [], box
     assert box["counters"] <= box["svgTop"] + 1, box
     assert box["svgRight"] <= box["area"] + 1, box
 
