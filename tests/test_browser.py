@@ -3,7 +3,9 @@
 Lectures 03, 04 and 06 are copied to a temporary folder, opened in a JupyterLab started from
 this Python (a free port, a token), run with Run All, and their live dashboards clicked: a
 broker killed and restarted (04), a consumer added, killed and restarted (06); 03's cluster
-pictures are measured on a projector's screen (each fits its cell's width). Every
+pictures are measured on a projector's screen (each fits its cell's width). Lecture 04 is
+also opened as it was saved, outputs and all, without running it: what a student sees first,
+where the dashboard's place holds only its saved sentence. Every
 assertion is on what the page shows -- the text in the diagram's SVG, the buttons, the
 counters -- and every wait is for a state to appear (Playwright's ``expect``), never a
 sleep. The window is a projector's: a 1280x720 viewport at device scale factor 1.5.
@@ -21,6 +23,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import socket
 import subprocess
 import sys
@@ -42,6 +45,7 @@ SCALE = 1.5
 # Measured flags for Debian's Chromium as root in a container (/work/shared/FIELD-NOTES.md).
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SAVED_04 = "04-as-saved.ipynb"
 SLOW = 60_000  # ms: Run All of a lecture, or the controller noticing a death in wall time
 # JupyterLab settings for a test: no news fetched (a toast over the page), every cell in the
 # DOM (windowing would detach the cells out of view, and their outputs with them).
@@ -71,6 +75,8 @@ def lab(tmp_path_factory):
             if cell.cell_type == "code":
                 cell.outputs, cell.execution_count = [], None
         nbformat.write(nb, root / name)
+    # Lecture 04 as committed, with the outputs of its last run: opened, never run.
+    shutil.copyfile(ROOT / "notebooks" / "04-replication-and-isr.ipynb", root / SAVED_04)
     settings = root / ".settings"
     for path, value in LAB_SETTINGS.items():
         (settings / path).parent.mkdir(parents=True, exist_ok=True)
@@ -80,7 +86,9 @@ def lab(tmp_path_factory):
     command = [sys.executable, "-m", "jupyterlab", "--no-browser", f"--port={port}", "--ip=127.0.0.1",
                f"--ServerApp.token={token}", f"--ServerApp.root_dir={root}",
                f"--LabApp.user_settings_dir={settings}", f"--LabApp.workspaces_dir={root / '.workspaces'}",
-               "--LabApp.expose_app_in_browser=True", "--ServerApp.disable_check_xsrf=False"]
+               "--LabApp.expose_app_in_browser=True", "--ServerApp.disable_check_xsrf=False",
+               # A signature store of its own: no notebook is trusted from an earlier session.
+               "--NotebookNotary.db_file=:memory:"]
     if os.geteuid() == 0:
         command.append("--allow-root")
     log = open(root / "jupyterlab.log", "w")
@@ -185,18 +193,35 @@ def button(page, text: str):
 
 
 def assert_fits(page, dashboard):
-    """The dashboard fits its cell: no horizontal overflow, the counters above the diagram
-    (not squeezed beside it), the diagram no wider than the output area."""
+    """The dashboard fits its cell and the window: no horizontal overflow, in the dashboard
+    or in the notebook's scroller; the dashboard inside the window's width, and every control
+    (button, slider, dropdown, checkbox) inside the dashboard, so none needs a sideways
+    scroll; the counters above the diagram (not squeezed beside it), the diagram no wider
+    than the output area."""
     dashboard.evaluate("el => el.scrollIntoView({block: 'start'})")
     box = dashboard.evaluate("""el => {
         const area = el.closest('.jp-OutputArea-output') || el.parentElement;
+        const scroller = el.closest('.jp-WindowedPanel-outer');
         const counters = el.querySelector('.minikafka-counters');
         const svg = el.querySelector('svg');
+        const r = el.getBoundingClientRect();
+        const controls = [...el.querySelectorAll(
+            'button, .widget-slider, .widget-dropdown, .widget-checkbox, .widget-toggle-buttons')];
+        const outside = controls.filter(c => {
+            const b = c.getBoundingClientRect();
+            return b.left < r.left - 1 || b.right > r.right + 1;
+        }).map(c => c.textContent.trim() || c.className);
         return {scroll: el.scrollWidth, client: el.clientWidth, area: area.getBoundingClientRect().right,
                 counters: counters.getBoundingClientRect().bottom, svgTop: svg.getBoundingClientRect().top,
-                svgRight: svg.getBoundingClientRect().right};
+                svgRight: svg.getBoundingClientRect().right, left: r.left, right: r.right,
+                window: window.innerWidth, controls: controls.length, outside: outside,
+                pageScroll: scroller ? scroller.scrollWidth : null,
+                pageClient: scroller ? scroller.clientWidth : null};
     }""")
     assert box["scroll"] <= box["client"] + 1, box
+    assert box["pageScroll"] is not None and box["pageScroll"] <= box["pageClient"] + 1, box
+    assert box["left"] >= 0 and box["right"] <= box["window"] + 1, box
+    assert box["controls"] >= 5 and box["outside"] == [], box
     assert box["counters"] <= box["svgTop"] + 1, box
     assert box["svgRight"] <= box["area"] + 1, box
 
@@ -344,3 +369,26 @@ def test_lecture_03_diagrams_fit_a_projector(page, lab):
             if layout == "file browser closed":
                 page.screenshot(path=str(ARTIFACTS / f"03-diagram-{i + 1}-{PROJECTOR['width']}x{PROJECTOR['height']}@{SCALE}.png"))
     print("03's pictures at 853x480 (CSS px):", sizes)
+
+
+def test_a_saved_lecture_shows_what_to_do_where_its_dashboard_will_be(page, lab):
+    """Lecture 04 opened as saved, not run: the notebook is not trusted (a widget view is not
+    a safe output), so JupyterLab shows the dashboard cell's text/plain, as GitHub does. It
+    must be a sentence that says what the dashboard is and how to see it, not a repr."""
+    from playwright.sync_api import expect
+
+    base, token = lab
+    page.goto(f"{base}/lab/tree/{SAVED_04}?reset&token={token}")
+    expect(page.locator(".jp-NotebookPanel")).to_have_count(1)
+    expect(page.locator(".jp-StatusBar-Widget", has_text="Python 3 (ipykernel) |").first).to_contain_text("Idle")
+    cell = page.locator(".jp-CodeCell", has=page.locator(".jp-InputArea", has_text="live_dash = Dashboard(live"))
+    expect(cell).to_have_count(1)
+    output = cell.locator(".jp-OutputArea-output")
+    expect(output).to_have_text(
+        "Live dashboard of 3 simulated brokers (topic trucks_gps). It shows only while the kernel that made "
+        "it runs: run the cells above, then this one, to see it and use its buttons.")
+    expect(output).not_to_contain_text("Dashboard(")
+    expect(cell.locator(".widget-vbox")).to_have_count(0)  # no widget drawn from the saved state
+    expect(page.locator(".jp-Cell .jp-OutputArea-output", has_text="Error displaying widget")).to_have_count(0)
+    # The note below the cell quotes the sentence the reader has just seen.
+    expect(page.locator(".jp-MarkdownCell", has_text="Live dashboard of … It shows only while")).to_have_count(1)

@@ -161,13 +161,16 @@ def test_the_dashboard_builds_and_clicks_headless_without_unix_calls(standin):
         d.broker_buttons[leader].click()
         for _ in range(24):
             d.tick(500)
-        print(d.counters["acknowledged"] > 0, c.alive(leader), "<svg" in d.diagram.value,
-              d._repr_mimebundle_()["text/plain"])
+        print(d.counters["acknowledged"] > 0, c.alive(leader), "<svg" in d.diagram.value, repr(d))
+        print(d._repr_mimebundle_()["text/plain"])
         d.close()
         c.close()
     """)
     assert done.returncode == 0, done.stderr
-    assert done.stdout.split("\n")[0] == "True False True Dashboard(topic='t', running=False, ticks=28)"
+    assert done.stdout.split("\n")[:2] == ["True False True Dashboard(topic='t', running=False, ticks=28)",
+                                           "Live dashboard of 3 simulated brokers (topic t). It shows only while "
+                                           "the kernel that made it runs: run the cells above, then this one, to "
+                                           "see it and use its buttons."]
 
 
 def test_launch_says_in_one_line_to_use_wsl2_before_starting_anything(standin, tmp_path):

@@ -246,11 +246,29 @@ def test_clicks_while_running(make_dashboard):
     assert not c.alive(1) and d.broker_buttons[1].description == "restart broker 1"
 
 
+SAVED_TEXT = ("Live dashboard of 3 simulated brokers (topic t). It shows only while the kernel that made it "
+              "runs: run the cells above, then this one, to see it and use its buttons.")
+
+
 def test_display(make_dashboard):
     c, d = make_dashboard()
     bundle = d._repr_mimebundle_()
     assert "application/vnd.jupyter.widget-view+json" in bundle
-    assert bundle["text/plain"] == "Dashboard(topic='t', running=False, ticks=0)"  # nbval-safe
+    # What a saved notebook shows in the dashboard's place: a sentence, not the repr.
+    assert bundle["text/plain"] == SAVED_TEXT
+    assert repr(d) == "Dashboard(topic='t', running=False, ticks=0)"
+
+
+def test_the_saved_text_does_not_follow_the_live_state(make_dashboard):
+    """nbval compares text/plain: a broker killed, time passing, the thread started and
+    stopped leave the sentence as it was made."""
+    c, d = make_dashboard(rate_per_s=50)
+    d.broker_buttons[1].click()
+    ticks(d, 4)
+    d.start()
+    d.stop()
+    assert d.ticks >= 4 and not c.alive(1)
+    assert d._repr_mimebundle_()["text/plain"] == SAVED_TEXT
 
 
 def test_dashboards_on_one_cluster_share_its_lock(make_dashboard):
@@ -456,6 +474,13 @@ def make_quorum_dashboard(tmp_path):
     for c, d in made:
         d.close()
         c.close()
+
+
+def test_the_saved_text_names_the_controllers_and_the_group(make_quorum_dashboard, make_group_dashboard):
+    assert make_quorum_dashboard()[1]._repr_mimebundle_()["text/plain"].startswith(
+        "Live dashboard of 3 simulated brokers and 3 controllers (topic t). ")
+    assert make_group_dashboard()[1]._repr_mimebundle_()["text/plain"].startswith(
+        "Live dashboard of 3 simulated brokers (topic t, consumer group g). ")
 
 
 def test_kill_the_active_controller_a_new_one_is_named_restart_it(make_quorum_dashboard):

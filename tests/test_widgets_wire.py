@@ -139,6 +139,7 @@ def test_every_acknowledged_record_is_below_the_high_watermarks(make_dashboard, 
     assert [d.pause_buttons[b].description for b in (1, 2, 3)] == [f"pause broker {b}" for b in (1, 2, 3)]
     assert "live brokers: 1, 2, 3" in d.diagram_source and "<svg" in d.diagram.value
     assert repr(d) == f"ProcessDashboard(topic={d.topic!r}, running=False, looks=1)"
+    assert d._repr_mimebundle_()["text/plain"].startswith(f"Live dashboard of 3 broker processes (topic {d.topic}). ")
 
     until(d, lambda c: c["acknowledged"] >= 50, "50 records acknowledged")
     d.produce_toggle.value = False

@@ -1,6 +1,7 @@
 """What both dashboards share: the run/pause toggle (one dashboard runs at a time), the
-controls and views they both show (``build_controls``), the event log, the diagram's redraw
-and the small HTML pieces of their counters.
+controls and views they both show (``build_controls``), the event log, the diagram's redraw,
+the small HTML pieces of their counters, and the text a page shows where no kernel draws
+the dashboard (``placeholder``).
 
 ``Dashboard`` (``minikafka.dashboards.simulated``) drives a simulated cluster, and
 ``ProcessDashboard`` (``minikafka.dashboards.processes``) real broker processes; they differ
@@ -48,6 +49,17 @@ def build_controls(board, *, rate_per_s: int, acks: str, producing: bool, step: 
     board.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
     board.event_log = EventLog()
     board.log = board.event_log.widget
+
+
+def placeholder(what: str) -> str:
+    """The dashboard's ``text/plain``: the sentence a page shows in its place when no kernel
+    draws it -- a saved lecture on GitHub, or opened in JupyterLab before it is run (an
+    untrusted notebook shows no widgets). A widget lives in the kernel that made it; the
+    notebook keeps only this text. It says what the dashboard is and what to do, from what
+    the dashboard was made with (``what``: "3 simulated brokers (topic trucks_gps)"), never
+    from its live state: nbval compares ``text/plain``, so it must not change as it runs."""
+    return (f"Live dashboard of {what}. It shows only while the kernel that made it runs: "
+            "run the cells above, then this one, to see it and use its buttons.")
 
 
 def _redraw(board, view: "viz.ClusterView") -> None:

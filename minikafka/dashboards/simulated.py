@@ -108,7 +108,8 @@ import ipywidgets as w
 
 from minikafka import viz
 from minikafka.dashboards.controls import (_close_widgets, _counters_row, _fit_svg, _ids,
-                                           _redraw, _RunToggle, _table_html, build_controls, row)
+                                           _redraw, _RunToggle, _table_html, build_controls, placeholder,
+                                           row)
 from minikafka.dashboards.loss_tracker import LossTracker
 from minikafka.errors import IllegalArgumentError, KafkaError
 from minikafka.messages import CONTROLLER_ID
@@ -316,8 +317,13 @@ class Dashboard(_RunToggle):
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
         # The widget's own text/plain spells out every child's value (the SVG, the counters):
-        # nbval compares text/plain, so a saved notebook would never match. Ours is short.
-        bundle["text/plain"] = repr(self)
+        # nbval compares text/plain, so a saved notebook would never match. Ours is a sentence
+        # for a reader of the saved notebook, made from what the dashboard was built with.
+        nodes = f"{len(self.broker_buttons)} simulated brokers"
+        if self.controller_buttons:
+            nodes += f" and {len(self.controller_buttons)} controllers"
+        about = f"topic {self.topic}" + ("" if self.group is None else f", consumer group {self.group}")
+        bundle["text/plain"] = placeholder(f"{nodes} ({about})")
         return bundle
 
     # --- actions (buttons call these; so can a notebook) ------------------------------------------------
