@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from minikafka import Cluster, KafkaConsumer, KafkaProducer
-from minikafka.errors import KafkaConfigurationError
+from minikafka.errors import KafkaConfigurationError, KafkaError
 from minikafka.topic import TopicPartition as TP
 
 FAST = {"offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
@@ -177,3 +177,16 @@ def test_a_member_that_left_after_max_poll_interval_joins_again_at_its_next_poll
     poll_until(cluster, [slow], lambda: any(text.startswith("joined") for t, text in slow.coordinator.events
                                             if t > stalled_at), "slow to join again after polling")
     assert len(slow.assignment()) == 6
+
+
+def test_a_crashed_static_member_restarted_within_its_session_is_refused_under_the_new_protocol(cluster):
+    # Kafka's throwIfInstanceIdIsUnreleased: only a member that left with -2 may be replaced; a
+    # crashed one still holds its group_instance_id until its session times out (lecture 06, section 8).
+    a, b = [KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-crash", group_protocol="consumer",
+                          auto_offset_reset="earliest", group_instance_id=name) for name in ("reader-a", "reader-b")]
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    cluster.kill_consumer(a)
+    cluster.advance(1000)
+    cluster.restart_consumer(a)
+    with pytest.raises(KafkaError, match="UNRELEASED_INSTANCE_ID.*instance id 'reader-a' is in use"):
+        poll_until(cluster, [a], lambda: False, "the refusal", limit_ms=5000)
