@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from minikafka import Cluster, KafkaConsumer, KafkaProducer
-from minikafka.errors import KafkaConfigurationError
+from minikafka.errors import KafkaConfigurationError, KafkaError
 from minikafka.topic import TopicPartition as TP
 
 FAST = {"offsets.topic.num.partitions": 3, "group.initial.rebalance.delay.ms": 0,
@@ -140,3 +140,53 @@ def test_group_instance_id_is_checked():
 def test_over_tcp_the_own_client_says_it_cannot_speak_the_new_protocol_yet():
     with pytest.raises(KafkaConfigurationError, match="simulation only.*confluent-kafka"):
         KafkaConsumer(bootstrap_servers="localhost:9092", group_id="g", group_protocol="consumer")
+
+
+def test_a_static_member_that_closes_keeps_its_partitions_for_its_next_instance(cluster):
+    # KIP-848: close() of a static member sends MemberEpoch -2 ("I will be back"); a new consumer
+    # with the same group_instance_id takes its place and partitions, and nobody else moves. Before
+    # the fix, the closing member joined again by itself in the background (a new member id that
+    # took its own place), so the next instance was refused with UNRELEASED_INSTANCE_ID.
+    def named(name):
+        return KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-close", group_protocol="consumer",
+                             auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500,
+                             group_instance_id=name)
+    a, b = named("reader-a"), named("reader-b")
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    mine, theirs = set(a.assignment()), set(b.assignment())
+    a.close()
+    closed_at, trace = cluster.world.now, []
+    poll_until(cluster, [b], lambda: cluster.world.now >= closed_at + 1000, "a second of b's polls", trace=trace)
+    again = named("reader-a")
+    poll_until(cluster, [again, b], lambda: set(again.assignment()) == mine, "the new instance to own a's partitions",
+               trace=trace)
+    assert all(owned[b.node_id] == theirs for _, owned in trace)  # b never stopped, never got a's partitions
+    assert not any("fenced" in text for _, text in again.coordinator.events)
+
+
+def test_a_member_that_left_after_max_poll_interval_joins_again_at_its_next_poll(cluster):
+    produce(cluster, 12)
+    slow = KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-slow", group_protocol="consumer",
+                         auto_offset_reset="earliest", max_poll_interval_ms=3000, heartbeat_interval_ms=500)
+    poll_until(cluster, [slow], lambda: len(slow.assignment()) == 6, "slow to own all six")
+    stalled_at = cluster.world.now
+    cluster.advance(10_000)  # the user thread does not poll: the heartbeat thread leaves, and stays out
+    events = [text for t, text in slow.coordinator.events if t > stalled_at]
+    assert any(text.startswith("poll() not called for more than") for text in events)
+    assert not any(text.startswith("joined") for text in events)
+    poll_until(cluster, [slow], lambda: any(text.startswith("joined") for t, text in slow.coordinator.events
+                                            if t > stalled_at), "slow to join again after polling")
+    assert len(slow.assignment()) == 6
+
+
+def test_a_crashed_static_member_restarted_within_its_session_is_refused_under_the_new_protocol(cluster):
+    # Kafka's throwIfInstanceIdIsUnreleased: only a member that left with -2 may be replaced; a
+    # crashed one still holds its group_instance_id until its session times out (lecture 06, section 8).
+    a, b = [KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-crash", group_protocol="consumer",
+                          auto_offset_reset="earliest", group_instance_id=name) for name in ("reader-a", "reader-b")]
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    cluster.kill_consumer(a)
+    cluster.advance(1000)
+    cluster.restart_consumer(a)
+    with pytest.raises(KafkaError, match="UNRELEASED_INSTANCE_ID.*instance id 'reader-a' is in use"):
+        poll_until(cluster, [a], lambda: False, "the refusal", limit_ms=5000)

@@ -15,7 +15,10 @@ member keeps fetching them through any change in the group.
 
 FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID mean the broker threw the member out (its session
 timeout passed): it loses every partition and joins again with epoch 0. Leaving sends epoch -1
-(-2 for a static member, ``group_instance_id``, which means "I will be back").
+(-2 for a static member, ``group_instance_id``, which means "I will be back"). A member that left
+(``close()``, or a user thread stuck past ``max_poll_interval_ms``) joins again only after its user
+thread polls again, as in Kafka; never by itself in the background, which would put a closing
+static member back in its own place.
 
 It reuses ``ConsumerCoordinator``'s finding of the coordinator and its commits (OffsetCommit
 carries the member epoch where the classic protocol carries the generation). Nothing here
@@ -56,6 +59,7 @@ class ConsumerMembershipManager(ConsumerCoordinator):
         self.member_epoch = 0
         self._subscription_sent: tuple[str, ...] | None = None
         self._heartbeat_now = False  # an assignment was applied: report it at once
+        self._left_at: int | None = None  # when we left the group: no join before the next poll()
 
     # --- what KafkaConsumer.poll asks --------------------------------------------------------------------
 
@@ -86,7 +90,9 @@ class ConsumerMembershipManager(ConsumerCoordinator):
 
     def maybe_send_join(self) -> int | None:
         """Each background round: join once subscribed; report a reconciliation at once."""
-        if self.state == UNJOINED and self.subscriptions.partitions_auto_assigned and self.subscriptions.subscription:
+        polled_since_leaving = self._left_at is None or self.client.last_poll_ms > self._left_at
+        if (self.state == UNJOINED and polled_since_leaving and self.subscriptions.partitions_auto_assigned
+                and self.subscriptions.subscription):
             if self.coordinator is None:
                 return self.ensure_coordinator()
             self.state = JOINING
@@ -188,3 +194,4 @@ class ConsumerMembershipManager(ConsumerCoordinator):
             self._event("left the group")
         self.generation, self.member_id, self.member_epoch = NO_GENERATION, "", 0
         self.state = UNJOINED
+        self._left_at = self.client.now
