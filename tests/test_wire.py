@@ -94,6 +94,7 @@ from wire_helpers import (  # noqa: E402
     out_text,
     poll_until,
     produce_request,
+    ready_to_join,
     read_partitions,
     running,
     tolerant,
@@ -281,7 +282,8 @@ def test_kafka_python_group_consumer_with_auto_commit_resumes_where_it_committed
     def committed() -> dict:
         return {tp: om.offset for tp, om in admin.list_group_offsets(group)[group].items()}
 
-    c = consumer(cluster, topic, group_id=group, enable_auto_commit=True, auto_commit_interval_ms=200)
+    c = ready_to_join(consumer(cluster, topic, group_id=group, enable_auto_commit=True, auto_commit_interval_ms=200),
+                      topic, 2)
     try:
         assert sorted(r.value for r in poll_until(c, 20)) == sorted(b"first-%d" % i for i in range(20))
         # Committed in the background of poll(), every auto_commit_interval_ms: not only on close.
@@ -290,7 +292,7 @@ def test_kafka_python_group_consumer_with_auto_commit_resumes_where_it_committed
         c.close()
 
     produce_values(cluster, topic, [b"second-%d" % i for i in range(5)])
-    c = consumer(cluster, topic, group_id=group)
+    c = ready_to_join(consumer(cluster, topic, group_id=group), topic, 2)
     try:
         # Only what came after the committed offsets, nothing consumed twice.
         assert sorted(r.value for r in poll_until(c, 5)) == sorted(b"second-%d" % i for i in range(5))
@@ -307,7 +309,7 @@ def test_kafka_python_group_consumer_with_manual_commit(cluster, new_topic):
     topic, group = new_topic(partitions=1), unique("manual")
     produce_values(cluster, topic, [b"m%d" % i for i in range(10)])
     tp = TopicPartition(topic, 0)
-    c = consumer(cluster, topic, group_id=group, enable_auto_commit=False)
+    c = ready_to_join(consumer(cluster, topic, group_id=group, enable_auto_commit=False), topic, 1)
     try:
         assert [r.offset for r in poll_until(c, 10)] == list(range(10))
         assert c.committed(tp) is None  # nothing committed yet
@@ -317,7 +319,7 @@ def test_kafka_python_group_consumer_with_manual_commit(cluster, new_topic):
         assert c.committed(tp) == 3
     finally:
         c.close()
-    c = consumer(cluster, topic, group_id=group, enable_auto_commit=False)
+    c = ready_to_join(consumer(cluster, topic, group_id=group, enable_auto_commit=False), topic, 1)
     try:
         assert [r.value for r in poll_until(c, 7)] == [b"m%d" % i for i in range(3, 10)]
     finally:
@@ -414,7 +416,7 @@ def test_kafka_python_admin_client(cluster, admin):
 
     # A group with committed offsets, then the group APIs.
     produce_values(cluster, topic, [b"x"] * 6, partition=1)
-    c = consumer(cluster, topic, group_id=group, enable_auto_commit=False)
+    c = ready_to_join(consumer(cluster, topic, group_id=group, enable_auto_commit=False), topic, 3)
     try:
         poll_until(c, 6)
         c.commit()
@@ -840,7 +842,7 @@ def test_fuzzed_frames_leave_the_broker_alive_serving_and_with_every_acknowledge
     more = produce_values(c, topic, [b"after-%d" % i for i in range(10)])
     with RawConnection(address) as conn:  # ...and so does a plain connection
         assert conn.request(api_versions_request(), 3).error_code == 0
-    consumer_ = consumer(c, topic, group_id=unique("after-fuzz"))
+    consumer_ = ready_to_join(consumer(c, topic, group_id=unique("after-fuzz")), topic, 1)
     try:
         values = {r.value for r in poll_until(consumer_, more[-1].offset + 1)}
     finally:

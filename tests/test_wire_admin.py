@@ -18,7 +18,7 @@ from kafka import KafkaAdminClient, KafkaConsumer, KafkaProducer  # noqa: E402
 
 import minikafka  # noqa: E402
 
-from wire_helpers import known_everywhere, poll_until, wait_until  # noqa: E402
+from wire_helpers import known_everywhere, poll_until, ready_to_join, wait_until  # noqa: E402
 
 
 def unique(prefix: str) -> str:
@@ -477,7 +477,8 @@ def test_kafka_python_deletes_a_groups_committed_offsets_unless_a_member_subscri
     # A member subscribed to `other`: its offsets are in use and stay. (It joins once every broker
     # knows `other`: a group leader whose metadata lacks a topic assigns nothing of it.)
     wait_until(lambda: known_everywhere(cluster, other, 1), 20, f"{other} in every broker's metadata")
-    member = KafkaConsumer(other, bootstrap_servers=cluster.bootstrap_servers, group_id=group, enable_auto_commit=False)
+    member = ready_to_join(KafkaConsumer(other, bootstrap_servers=cluster.bootstrap_servers, group_id=group,
+                                         enable_auto_commit=False), other, 1)
     try:
         wait_until(lambda: member.poll(timeout_ms=200) is not None and member.assignment(), 30, "the member's assignment")
         result = admin.delete_group_offsets(group, [TopicPartition(other, 0), TopicPartition(topic, 1)])

@@ -25,7 +25,7 @@ from minikafka.checker import LOST_WRITE, History, analyse  # noqa: E402
 from minikafka.tools.metadata_quorum import describe_quorum  # noqa: E402
 from minikafka.wire.process import PORTS_RESERVED_ENV, free_port, launch, reserve_port, wait_for_port  # noqa: E402
 
-from wire_helpers import NumberedProducer, now_ms, read_partitions, tolerant, wait_until  # noqa: E402
+from wire_helpers import NumberedProducer, now_ms, read_partitions, ready_to_join, tolerant, wait_until  # noqa: E402
 
 FAST = {"broker.session.timeout.ms": 3000, "broker.heartbeat.interval.ms": 500,
         "group.initial.rebalance.delay.ms": 0, "offsets.topic.num.partitions": 3, "request.timeout.ms": 8000}
@@ -179,8 +179,9 @@ def test_a_lone_server_is_a_one_node_cluster_that_keeps_its_topics(tmp_path):
         proc.send_signal(signal.SIGKILL)
         proc.wait()
         proc = _server(port, tmp_path / "data", controller_port)  # the same command again
-        consumer = KafkaConsumer("quickstart-events", bootstrap_servers=bootstrap, auto_offset_reset="earliest",
-                                 group_id="quickstart", consumer_timeout_ms=20_000)
+        consumer = ready_to_join(KafkaConsumer("quickstart-events", bootstrap_servers=bootstrap,
+                                               auto_offset_reset="earliest", group_id="quickstart",
+                                               consumer_timeout_ms=20_000), "quickstart-events", 1)
         got = []
         for record in consumer:
             got.append(record.value)

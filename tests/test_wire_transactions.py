@@ -20,7 +20,7 @@ from kafka.structs import OffsetAndMetadata
 
 from minikafka.broker.group_coordinator import partition_for
 from minikafka.wire.process import launch
-from tests.wire_helpers import leader_of, tolerant, wait_until
+from tests.wire_helpers import leader_of, ready_to_join, tolerant, wait_until
 
 TXN_PARTITIONS = 3
 CONFIG = {
@@ -159,8 +159,8 @@ def test_kafka_python_read_process_write_commits_the_input_offsets_with_the_outp
     seed.flush()
     seed.close()
     group = unique("rpw")
-    consumer = KafkaConsumer(source, bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
-                             auto_offset_reset="earliest", isolation_level="read_committed")
+    consumer = ready_to_join(KafkaConsumer(source, bootstrap_servers=bs, group_id=group, enable_auto_commit=False,
+                                           auto_offset_reset="earliest", isolation_level="read_committed"), source, 1)
     producer = KafkaProducer(bootstrap_servers=bs, transactional_id=unique("rpw"))
     try:
         producer.init_transactions()

@@ -221,6 +221,28 @@ def halted_or_following(cluster, broker_id: int, topic: str, leaders: Iterable[i
     return not cluster.alive(broker_id) or leader_seen_by(cluster, broker_id, topic) in set(leaders)
 
 
+def ready_to_join(consumer: KafkaConsumer, topic: str, partitions: int) -> KafkaConsumer:
+    """``consumer`` (subscribed to ``topic``, not polled yet) once its *own* metadata holds
+    ``topic`` with ``partitions`` partitions, so that the group its first ``poll()`` joins is
+    assigned the topic at once. ``known_everywhere`` is the brokers' side of this; this is the
+    client's.
+
+    Without it, kafka-python 3.0.12 asks for a newly subscribed topic's metadata only
+    ``retry_backoff_ms`` (100 ms) after its bootstrap Metadata request, while FindCoordinator and
+    JoinGroup against a local broker (``group.initial.rebalance.delay.ms=0``) take a few ms: the
+    consumer leads its group with no metadata for the topic and assigns nothing of it ("No
+    partition metadata for topic", in every run), then rejoins when the metadata arrives. That
+    second join is the one kafka-python can lose: it was asked for by the metadata change alone,
+    its own assignment step clears that reason, so if the ``poll()`` that sent it times out
+    before the SyncGroup answer is consumed, later polls see nothing to rejoin and never apply
+    the assignment (no partitions, no heartbeats: "got 0 of 5 records in 30.0 s", seen under
+    load). A first join keeps ``rejoin_needed`` set until its result is applied, so a timed-out
+    one is only sent again. ``partitions_for_topic`` fetches the metadata at once."""
+    wait_until(lambda: consumer.partitions_for_topic(topic) == set(range(partitions)), 20,
+               f"{topic}'s {partitions} partitions in the consumer's metadata")
+    return consumer
+
+
 def poll_until(consumer: KafkaConsumer, count: int, timeout_s: float = 30.0) -> list:
     """Poll until ``count`` records came (all of them returned), or fail."""
     got: list = []
