@@ -13,6 +13,8 @@ from minikafka.sim import World
 from minikafka.wire import auth
 from minikafka.wire.runtime import NodeHalted, NodeRuntime
 
+from test_wire_auth import metadata_frame
+
 
 class Halter(StateMachine):
     """Says "before", halts, then says "after" (which must never go out) on "go" or at start."""
@@ -31,7 +33,7 @@ class Halter(StateMachine):
 
     def on_message(self, src, message) -> None:
         self.seen.append(message)
-        if message == "go":
+        if message == "go" or not isinstance(message, str):  # (over TCP: any request)
             self.send("peer", "before")
             self.halt("the disk said no")
             self.send("peer", "after")
@@ -67,16 +69,25 @@ def test_in_the_simulation_a_halted_node_is_dead_and_what_it_asked_after_the_hal
     assert world.alive("n") and restarted.seen == ["again"]
 
 
-def test_over_tcp_a_halted_node_closes_its_listener_and_serve_raises_node_halted():
+def test_over_tcp_a_halted_node_closes_its_connections_and_listener_and_serve_raises_node_halted():
+    # A client is connected when the node halts (its request is what makes it halt): the
+    # connection is closed at once, not left to the client's request timeout. (Python 3.12's
+    # Server.wait_closed waits for every accepted connection: closed after it, they hung.)
     async def main():
-        node = Halter(1, at_start=True)
-        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate())
+        node = Halter(1)
+        runtime = NodeRuntime(node, "127.0.0.1", 0, secret=auth.generate(),
+                              context=lambda: {"brokers": {1: ("127.0.0.1", 9092)}, "cluster_id": "t", "broker_id": 1})
         await runtime.start()
-        port = runtime.port
+        serving = asyncio.ensure_future(runtime.serve())
+        reader, writer = await asyncio.open_connection("127.0.0.1", runtime.port)
+        writer.write(metadata_frame(7))
+        # (a deadlock guard only: the answer comes in milliseconds)
+        assert await asyncio.wait_for(reader.read(), 20) == b""  # closed, nothing answered
         with pytest.raises(NodeHalted, match="the disk said no"):
-            await asyncio.wait_for(runtime.serve(), 30)
-        assert runtime.halted == "the disk said no"
+            await asyncio.wait_for(serving, 20)
+        assert runtime.halted == "the disk said no" and len(node.seen) == 1
         with pytest.raises(OSError):  # nobody listens any more
-            await asyncio.open_connection("127.0.0.1", port)
+            await asyncio.open_connection("127.0.0.1", runtime.port)
+        writer.close()
 
     asyncio.run(main())
