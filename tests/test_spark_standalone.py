@@ -57,8 +57,20 @@ def _alive_workers(ui_port: int) -> int:
     try:
         with urllib.request.urlopen(f"http://127.0.0.1:{ui_port}/json/", timeout=5) as r:
             return sum(1 for w in json.load(r)["workers"] if w["state"] == "ALIVE")
-    except OSError:
+    except (OSError, ValueError, KeyError):  # not up yet, or a page that is not the master's JSON yet
         return 0
+
+
+def _distinct_free_ports(n: int) -> list[int]:
+    """``n`` free ports, all different: ``free_port`` twice in a row may name the same port while
+    nothing has bound it yet (a CI run's master UI and a worker UI once did, and the master's
+    /json/ answered with the worker's HTML page)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port()
+        if port not in ports:
+            ports.append(port)
+    return ports
 
 
 @pytest.fixture(scope="module")
@@ -67,7 +79,7 @@ def standalone(tmp_path_factory):
 
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     work = tmp_path_factory.mktemp("standalone")
-    port, ui = free_port(), free_port()
+    port, ui, *worker_uis = _distinct_free_ports(4)
     env = {**os.environ, "SPARK_HOME": str(spark_class.parent.parent), "SPARK_LOG_DIR": str(work),
            "SPARK_WORKER_DIR": str(work / "work"), "PYSPARK_PYTHON": sys.executable}
     procs = []
@@ -81,7 +93,7 @@ def standalone(tmp_path_factory):
             wlog = open(work / f"worker-{i}.log", "wb")
             procs.append(subprocess.Popen(
                 [str(spark_class), "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1", "--cores", "1",
-                 "--memory", "700m", "--webui-port", str(free_port()), "--work-dir", str(work / f"w{i}"), master],
+                 "--memory", "700m", "--webui-port", str(worker_uis[i]), "--work-dir", str(work / f"w{i}"), master],
                 env=env, stdout=wlog, stderr=subprocess.STDOUT, start_new_session=True))
         wait_until(lambda: _alive_workers(ui) == 2, 120, "two ALIVE workers registered with the master")
         yield master
