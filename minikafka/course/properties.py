@@ -441,14 +441,20 @@ def _events(log: Any) -> list[tuple]:
 ONE_POLL = "it called consumer.poll {n} times in one iteration; Kafka's loop polls once, then handles what that poll returned"
 
 
-def _judge_loop(name: str, case: tuple, log: Any) -> str | None:
-    """at-least-once (``no_record_lost``) or at-most-once (``no_record_twice``) on one iteration."""
+def _iteration(case: tuple, log: Any) -> tuple[list, dict, dict, str | None]:
+    """One iteration's calls, each partition's position before its poll and after it, and
+    what is wrong if it did not poll exactly once."""
     events = _events(log)
     start = {p: s for p, (s, _) in case[0].items()}
-    end = _poll_end(case)
     polls = sum(e == ("poll",) for e in events)
-    if polls != 1:
-        return ONE_POLL.format(n=polls)
+    return events, start, _poll_end(case), ONE_POLL.format(n=polls) if polls != 1 else None
+
+
+def _judge_loop(name: str, case: tuple, log: Any) -> str | None:
+    """at-least-once (``no_record_lost``) or at-most-once (``no_record_twice``) on one iteration."""
+    events, start, end, error = _iteration(case, log)
+    if error:
+        return error
     processed = [e[1:] for e in events if e[0] == "process"]
     if processed != [e[1:] for e in expected(name, case) if e[0] == "process"]:
         return ("its calls of process(record) differ from Kafka's loop: every record the poll returned, in "
@@ -485,12 +491,9 @@ def _judge_loop(name: str, case: tuple, log: Any) -> str | None:
 
 def _judge_transactional(case: tuple, log: Any) -> str | None:
     """read-process-write on one iteration: what the committed transactions hold."""
-    events = _events(log)
-    start = {p: s for p, (s, _) in case[0].items()}
-    end = _poll_end(case)
-    polls = sum(e == ("poll",) for e in events)
-    if polls != 1:
-        return ONE_POLL.format(n=polls)
+    events, start, end, error = _iteration(case, log)
+    if error:
+        return error
     if any(e[0] == "commit" for e in events):
         return ("it called consumer.commit: the consumer's offsets then leave outside the transaction, so a "
                 "crash between the two loses or repeats outputs; Kafka's rule sends them in the transaction "
