@@ -144,14 +144,14 @@ def test_a_lone_combined_mode_server_runs_a_rules_file_too(tmp_path):
     import time
 
     from minikafka.wire import node_rules
-    from minikafka.wire.process import free_port, wait_for_port
+    from minikafka.wire.process import free_ports, wait_for_port
 
     def my_high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr):
         raise ValueError("not yet")
 
     shipped = node_rules.save(node_rules.pickled({"high_watermark": my_high_watermark},
                                                  launched_at_ms=time.time_ns() // 1_000_000), tmp_path)
-    port, controller_port = free_port(), free_port()
+    port, controller_port = free_ports(2)
     out = open(tmp_path / "server.out", "wb")
     server = subprocess.Popen([sys.executable, "-m", "minikafka.cli", "server", "--port", str(port),
                                "--controller-port", str(controller_port), "--log-dir", str(tmp_path / "data"),

@@ -26,7 +26,7 @@ pytest.importorskip("pyspark")
 from kafka import KafkaProducer  # noqa: E402
 from kafka.admin import KafkaAdminClient, NewTopic  # noqa: E402
 
-from minikafka.wire.process import free_port, launch  # noqa: E402
+from minikafka.wire.process import free_ports, launch  # noqa: E402
 from wire_helpers import wait_until  # noqa: E402
 
 pytestmark = pytest.mark.spark
@@ -61,25 +61,13 @@ def _alive_workers(ui_port: int) -> int:
         return 0
 
 
-def _distinct_free_ports(n: int) -> list[int]:
-    """``n`` free ports, all different: ``free_port`` twice in a row may name the same port while
-    nothing has bound it yet (a CI run's master UI and a worker UI once did, and the master's
-    /json/ answered with the worker's HTML page)."""
-    ports: list[int] = []
-    while len(ports) < n:
-        port = free_port()
-        if port not in ports:
-            ports.append(port)
-    return ports
-
-
 @pytest.fixture(scope="module")
 def standalone(tmp_path_factory):
     import pyspark
 
     spark_class = Path(pyspark.__file__).parent / "bin" / "spark-class"
     work = tmp_path_factory.mktemp("standalone")
-    port, ui, *worker_uis = _distinct_free_ports(4)
+    port, ui, *worker_uis = free_ports(4)
     env = {**os.environ, "SPARK_HOME": str(spark_class.parent.parent), "SPARK_LOG_DIR": str(work),
            "SPARK_WORKER_DIR": str(work / "work"), "PYSPARK_PYTHON": sys.executable}
     procs = []

@@ -403,6 +403,17 @@ def free_port(host: str = LOCALHOST) -> int:
         return s.getsockname()[1]
 
 
+def free_ports(n: int, host: str = LOCALHOST) -> list[int]:
+    """``n`` free ports, all different: ``free_port`` twice in a row may name the same port while
+    nothing has bound it yet (a CI run's Spark master UI and a worker UI once did)."""
+    ports: list[int] = []
+    while len(ports) < n:
+        port = free_port(host)
+        if port not in ports:
+            ports.append(port)
+    return ports
+
+
 def reserve_port(host: str = LOCALHOST, port: int = 0) -> socket.socket:
     """A socket bound to ``port`` (a free one if 0) that never listens: while it is open, the
     kernel hands that port to no other bind(0) and to no outgoing connection, while a server
