@@ -14,7 +14,11 @@ each from coming back:
   I/O or clock module, and the one reference to a runtime below them is ``bootstrap``'s
   ``cluster_for`` choosing the TCP runtime for a ``host:port`` address;
 - the Raft quorum state fsynced its directory itself: the raft package reaches the disk only
-  through storage's ``Disk`` (no ``os``, no platform layer of its own).
+  through storage's ``Disk`` (no ``os``, no platform layer of its own);
+- the group and transaction coordinators reached through the whole broker
+  (``self.broker.replica_manager.partitions``, 51 times): they are given a
+  ``CoordinatorContext`` (time, timers, metadata, their internal partitions) and may neither import
+  the broker nor keep a reference to it.
 
 The checks read the source (``ast``), so they run nothing of the package.
 """
@@ -99,4 +103,19 @@ def test_raft_reaches_the_disk_only_through_storage():
     drifts = [f"raft/{path.name} imports {module}" for path in modules("raft")
               for _, module, _ in imports(path)
               if under(module, ("os", "shutil", "fcntl", "minikafka.platform", "socket"))]
+    assert drifts == []
+
+
+COORDINATORS = ("group_coordinator.py", "transaction_coordinator.py", "transaction_state_manager.py")
+
+
+def test_the_coordinators_ask_their_context_never_the_broker():
+    drifts = []
+    for name in COORDINATORS:
+        path = PACKAGE / "broker" / name
+        drifts += [f"broker/{name} imports {module}" for _, module, _ in imports(path)
+                   if under(module, ("minikafka.broker.broker", "minikafka.broker.replica_manager"))]
+        drifts += [f"broker/{name}:{node.lineno} reaches {ast.unparse(node)}"
+                   for node in ast.walk(ast.parse(path.read_text(), str(path)))
+                   if isinstance(node, ast.Attribute) and node.attr in ("broker", "replica_manager")]
     assert drifts == []

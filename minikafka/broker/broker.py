@@ -60,6 +60,7 @@ from typing import Any, Callable, Hashable
 
 from minikafka.broker.config import BrokerConfig
 from minikafka.broker.controller_channel import NodeToControllerChannelManager
+from minikafka.broker.coordinator_context import CoordinatorContext
 from minikafka.broker.group_coordinator import OFFSETS_TOPIC, GroupCoordinator
 from minikafka.broker.replica_manager import ReplicaManager
 from minikafka.rules import REFERENCE, Rules
@@ -231,8 +232,9 @@ class Broker(StateMachine):
         self.replica_manager.file_records_min_bytes = self.file_records_min_bytes
         # A failed write calls this from inside the failing append: handle it on our own turn.
         self.log_manager.failure_channel.listener = lambda log_dir, reason: self.set_timer("log-dir-failure", 0)
-        self.group_coordinator = GroupCoordinator(self)
-        self.transaction_coordinator = TransactionCoordinator(self)
+        coordinators = CoordinatorContext(self)  # what they may ask of this broker, and no more
+        self.group_coordinator = GroupCoordinator(coordinators)
+        self.transaction_coordinator = TransactionCoordinator(coordinators)
         self.raft = KafkaRaftClient(self, self.broker_id, self.controllers, self.log_dir, config=self.config.values,
                                     seed=f"{self.seed}-{self.broker_id}", listener=self, rules=self.rules)
         self.controller_channel = NodeToControllerChannelManager(

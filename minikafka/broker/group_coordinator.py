@@ -46,7 +46,8 @@ generation or an unknown member is refused (ILLEGAL_GENERATION, UNKNOWN_MEMBER_I
 consumer that lost its partitions cannot overwrite the new owner's offsets; nothing is
 acknowledged before ``__consumer_offsets`` has it on every in-sync replica.
 
-Never: read a clock (``broker.now``) or do I/O except through the replica manager. Member
+Never: read a clock or do I/O; it asks its ``CoordinatorContext`` (time, timers, metadata, its
+partitions of ``__consumer_offsets``), never the broker itself. Member
 ids are deterministic for a seed (no ``uuid4``).
 
 *KIP-848's protocol* (``ConsumerGroupHeartbeat``): a group of type "consumer" has no join or
@@ -160,7 +161,7 @@ from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_R
 from minikafka.group_state import GroupEvent, GroupState, next_state
 
 if TYPE_CHECKING:
-    from minikafka.broker.broker import Broker
+    from minikafka.broker.coordinator_context import CoordinatorContext
 
 OFFSETS_TOPIC = "__consumer_offsets"
 INVALID_COMMIT_OFFSET_SIZE = 28
@@ -265,9 +266,9 @@ class Group:
 
 
 class GroupCoordinator:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.config = broker.config
+    def __init__(self, context: "CoordinatorContext") -> None:
+        self.context = context  # what it may ask of its broker: time, timers, metadata, its partitions
+        self.config = context.config
         self.groups: dict[str, Group] = {}
         self.owned: dict[int, int] = {}  # partition of __consumer_offsets -> leader epoch loaded at
         self._member_counter = 0
@@ -277,10 +278,10 @@ class GroupCoordinator:
 
     @property
     def now(self) -> int:
-        return self.broker.now
+        return self.context.now
 
     def num_partitions(self) -> int:
-        topic = self.broker.topics.get(OFFSETS_TOPIC)
+        topic = self.context.topic(OFFSETS_TOPIC)
         return topic.num_partitions if topic else self.config["offsets.topic.num.partitions"]
 
     def partition_for(self, group_id: str) -> int:
@@ -292,20 +293,18 @@ class GroupCoordinator:
     def _new_member_id(self, client_id: str, group_id: str) -> str:
         # Kafka: clientId + "-" + UUID; a seeded UUID keeps runs reproducible.
         self._member_counter += 1
-        rng = random.Random(f"{self.broker.broker_id}/{self.broker.incarnation}/{group_id}/{self._member_counter}")
+        rng = random.Random(f"{self.context.broker_id}/{self.context.incarnation}/{group_id}/{self._member_counter}")
         return f"{client_id or 'consumer'}-{uuid.UUID(int=rng.getrandbits(128), version=4)}"
 
     def _send(self, dst: Any, message: Any) -> None:
-        self.broker.send(dst, message)
+        self.context.send(dst, message)
 
     # --- ownership: follow the leadership of __consumer_offsets ----------------------------------
 
     def on_metadata_changed(self) -> None:
         """After each metadata update: load the partitions we now lead, drop the others."""
-        me = self.broker.broker_id
-        for (topic, p), state in self.broker.partition_states.items():
-            if topic != OFFSETS_TOPIC:
-                continue
+        me = self.context.broker_id
+        for p, state in self.context.partition_states(OFFSETS_TOPIC):
             if state.leader == me and self.owned.get(p) != state.leader_epoch:
                 self._load(p, state.leader_epoch)
             elif state.leader != me and p in self.owned:
@@ -314,8 +313,8 @@ class GroupCoordinator:
     def _load(self, p: int, epoch: int) -> None:
         """Replay partition ``p`` of ``__consumer_offsets``: the groups it holds come back."""
         self._unload(p)
-        replica = self.broker.replica_manager.partitions.get((OFFSETS_TOPIC, p))
-        if replica is None:
+        log = self.context.local_log(OFFSETS_TOPIC, p)
+        if log is None:
             return
         loaded: dict[str, Group] = {}
 
@@ -330,7 +329,7 @@ class GroupCoordinator:
         def on_record(record, batch) -> None:
             self._replay(loaded, p, record, batch.producer_id if batch.is_transactional else None)
 
-        replay(replica.log, f"{OFFSETS_TOPIC}-{p}", on_record, on_control)
+        replay(log, f"{OFFSETS_TOPIC}-{p}", on_record, on_control)
         for group in loaded.values():
             if group.state == DEAD and group.offsets:
                 group.transition(GroupEvent.OFFSETS_LOADED, self.now)  # offsets from simple commits, no metadata
@@ -341,7 +340,7 @@ class GroupCoordinator:
         self.owned[p] = epoch
 
     def _replay(self, loaded: dict[str, Group], p: int, record: Record, txn_pid: int | None = None) -> None:
-        read = self.broker.rules.decode_key(record.key)  # ("offset", group, topic, partition) or ("group", group)
+        read = self.context.decode_offsets_key(record.key)  # ("offset", group, topic, partition) or ("group", group)
         key = OffsetKey(*read[1:]) if read[0] == "offset" else GroupKey(read[1])
         group = loaded.get(key.group)
         if group is None:
@@ -389,7 +388,7 @@ class GroupCoordinator:
 
     def _append(self, group: Group, records: list[tuple[bytes, bytes | None]], callback: Callable[[int], None]) -> None:
         batch = RecordBatch.build([Record(k, v, timestamp=self.now) for k, v in records])
-        self.broker.replica_manager.append_internal(
+        self.context.append_internal(
             OFFSETS_TOPIC, group.partition, bytes(batch), self.config["offsets.commit.timeout.ms"], callback)
 
     @staticmethod
@@ -454,12 +453,12 @@ class GroupCoordinator:
                 # JoinGroup v4+: hand out the id first, so a client that times out and
                 # retries is not counted twice; it must join again with it.
                 group.pending_members.add(member_id)
-                self.broker.set_timer(("group-pending", req.group_id, member_id), req.session_timeout_ms)
+                self.context.set_timer(("group-pending", req.group_id, member_id), req.session_timeout_ms)
                 return fail(MEMBER_ID_REQUIRED, member_id)
             return self._add_member(src, req, group, member_id)
         if req.member_id in group.pending_members:
             group.pending_members.discard(req.member_id)
-            self.broker.cancel_timer(("group-pending", req.group_id, req.member_id))
+            self.context.cancel_timer(("group-pending", req.group_id, req.member_id))
             return self._add_member(src, req, group, req.member_id)
         member = group.members.get(req.member_id)
         if member is None:
@@ -489,7 +488,7 @@ class GroupCoordinator:
         member_id = self._new_member_id(req.client_id, req.group_id)
         self._answer_join(old, JoinGroupResponse(0, FENCED_INSTANCE_ID))
         self._answer_sync(old, SyncGroupResponse(0, FENCED_INSTANCE_ID))
-        self.broker.cancel_timer(("group-session", group.group_id, old.member_id))
+        self.context.cancel_timer(("group-session", group.group_id, old.member_id))
         member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
                         req.protocol_type, req.protocols, old.assignment, group_instance_id=req.group_instance_id)
         group.members = {(member_id if mid == old.member_id else mid): (member if mid == old.member_id else m)
@@ -545,15 +544,15 @@ class GroupCoordinator:
             group.new_member_added = False
             group.delay_deadline = self.now + timeout
             delay = min(self.config["group.initial.rebalance.delay.ms"], timeout)
-            self.broker.set_timer(("group-join", group.group_id), delay)
+            self.context.set_timer(("group-join", group.group_id), delay)
         else:
             group.initial_delay = False
-            self.broker.set_timer(("group-join", group.group_id), timeout)
+            self.context.set_timer(("group-join", group.group_id), timeout)
             self._try_complete_join(group)
 
     def _try_complete_join(self, group: Group) -> None:
         if group.state == PREPARING_REBALANCE and not group.initial_delay and group.all_joined():
-            self.broker.cancel_timer(("group-join", group.group_id))
+            self.context.cancel_timer(("group-join", group.group_id))
             self._complete_join(group)
 
     def join_timer(self, group_id: str) -> None:
@@ -565,12 +564,12 @@ class GroupCoordinator:
             if group.new_member_added and remaining > 0:
                 # Someone joined during the delay: wait once more, within the rebalance timeout.
                 group.new_member_added = False
-                self.broker.set_timer(("group-join", group_id),
+                self.context.set_timer(("group-join", group_id),
                                       min(self.config["group.initial.rebalance.delay.ms"], remaining))
                 return
             group.initial_delay = False
             if not group.all_joined():
-                self.broker.set_timer(("group-join", group_id),
+                self.context.set_timer(("group-join", group_id),
                                       max((m.rebalance_timeout_ms for m in group.members.values()), default=0))
                 return
         self._complete_join(group)
@@ -671,7 +670,7 @@ class GroupCoordinator:
         reply(REBALANCE_IN_PROGRESS if group.state == PREPARING_REBALANCE else NO_ERROR)
 
     def _schedule_heartbeat(self, group: Group, member: Member) -> None:
-        self.broker.set_timer(("group-session", group.group_id, member.member_id), member.session_timeout_ms)
+        self.context.set_timer(("group-session", group.group_id, member.member_id), member.session_timeout_ms)
 
     def session_expired(self, group_id: str, member_id: str) -> None:
         group = self.groups.get(group_id)
@@ -710,7 +709,7 @@ class GroupCoordinator:
         self._answer_join(member, JoinGroupResponse(0, UNKNOWN_MEMBER_ID))
         self._answer_sync(member, SyncGroupResponse(0, UNKNOWN_MEMBER_ID))
         del group.members[member.member_id]
-        self.broker.cancel_timer(("group-session", group.group_id, member.member_id))
+        self.context.cancel_timer(("group-session", group.group_id, member.member_id))
         if group.leader == member.member_id:
             group.leader = next(iter(group.members), None)
         if not rebalance:
@@ -745,10 +744,9 @@ class GroupCoordinator:
             group.consumer = ConsumerGroup()  # an empty classic group (perhaps only offsets) changes type
         cg = group.consumer
         if req.by_topic_id and req.topic_partitions:
-            names = self.broker.image.topic_names  # topic id -> name
             # A partition of a topic that no longer exists is owned by nobody: drop it.
             req = dataclasses.replace(req, by_topic_id=False, topic_partitions=tuple(
-                (names[t], p) for t, p in req.topic_partitions if t in names))
+                (name, p) for t, p in req.topic_partitions if (name := self.context.topic_name(t)) is not None))
         if req.member_epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
             return self._consumer_leave(src, req, group)
         if req.member_epoch == 0:
@@ -776,7 +774,7 @@ class GroupCoordinator:
                 member.rebalance_timeout_ms = req.rebalance_timeout_ms
         self._consumer_update(group, member, None if req.topic_partitions is None else frozenset(req.topic_partitions))
         member = cg.members[member.member_id]
-        self.broker.set_timer(("cgroup-session", group.group_id, member.member_id),
+        self.context.set_timer(("cgroup-session", group.group_id, member.member_id),
                               self.config["group.consumer.session.timeout.ms"])
         # Kafka answers with the assignment when it changed, or when the request was a "full" one
         # (every optional field set: what a client sends after an error, to resynchronise).
@@ -786,7 +784,7 @@ class GroupCoordinator:
         if full or member.sent != member.assigned:
             member.sent = member.assigned
             assignment = tuple(sorted(member.assigned))
-        ids = tuple((t, self.broker.image.topic_id(t) or "") for t in sorted({t for t, _ in assignment or ()}))
+        ids = tuple((t, self.context.topic_id(t) or "") for t in sorted({t for t, _ in assignment or ()}))
         self._send(src, ConsumerGroupHeartbeatResponse(
             req.correlation_id, NO_ERROR, None, member.member_id, member.member_epoch,
             self.config["group.consumer.heartbeat.interval.ms"], assignment, ids))
@@ -848,8 +846,8 @@ class GroupCoordinator:
         """After a heartbeat: a new target if the group epoch moved on (or a subscribed topic grew),
         then the member's next reconciliation step; the group's state follows."""
         cg = group.consumer
-        counts = {t: self.broker.topics[t].num_partitions for t in sorted(cg.subscribed_topics())
-                  if t in self.broker.topics}
+        counts = {t: topic.num_partitions for t in sorted(cg.subscribed_topics())
+                  if (topic := self.context.topic(t)) is not None}
         if counts != cg.partition_counts and cg.assignment_epoch == cg.group_epoch and cg.assignment_epoch > 0:
             cg.group_epoch += 1  # a subscribed topic appeared, went or grew
         if cg.group_epoch > cg.assignment_epoch:
@@ -862,9 +860,9 @@ class GroupCoordinator:
         cg.members[member.member_id] = updated
         key = ("cgroup-revoke", group.group_id, member.member_id)
         if updated.revoking and before != updated.state:
-            self.broker.set_timer(key, updated.rebalance_timeout_ms)
+            self.context.set_timer(key, updated.rebalance_timeout_ms)
         elif not updated.revoking:
-            self.broker.cancel_timer(key)
+            self.context.cancel_timer(key)
         self._consumer_state(group)
 
     def _consumer_state(self, group: Group) -> None:
@@ -895,8 +893,8 @@ class GroupCoordinator:
         cg = group.consumer
         del cg.members[member.member_id]
         cg.target.pop(member.member_id, None)
-        self.broker.cancel_timer(("cgroup-session", group.group_id, member.member_id))
-        self.broker.cancel_timer(("cgroup-revoke", group.group_id, member.member_id))
+        self.context.cancel_timer(("cgroup-session", group.group_id, member.member_id))
+        self.context.cancel_timer(("cgroup-revoke", group.group_id, member.member_id))
         if bump:
             cg.group_epoch += 1
         self._consumer_state(group)
@@ -1030,7 +1028,7 @@ class GroupCoordinator:
                 group.pending_txn_offsets.setdefault(req.producer_id, {}).update(values)
             reply_all(PRODUCER_FENCED if error == INVALID_PRODUCER_EPOCH else self._commit_error(error))
 
-        self.broker.replica_manager.append_internal(
+        self.context.append_internal(
             OFFSETS_TOPIC, group.partition, bytes(batch), self.config["offsets.commit.timeout.ms"], written)
 
     def complete_transaction(self, partition: int, producer_id: int, committed: bool) -> None:

@@ -32,8 +32,8 @@ Invariants: no answer to EndTxn before its Prepare state is replicated; no Compl
 before every marker is; one state change per transactional id in flight (else
 CONCURRENT_TRANSACTIONS).
 
-Never: read a clock (``broker.now``), do I/O except through the replica manager and the
-broker's ``send``.
+Never: read a clock or do I/O; it asks its ``CoordinatorContext`` (time, timers, ``send``,
+metadata, its partitions of ``__transaction_state``), never the broker itself.
 
 Markers carry the coordinator epoch; a partition refuses a marker from an older coordinator
 than the last one it took for that producer (TRANSACTION_COORDINATOR_FENCED).
@@ -85,7 +85,7 @@ from minikafka.messages import (
 )
 
 if TYPE_CHECKING:
-    from minikafka.broker.broker import Broker
+    from minikafka.broker.coordinator_context import CoordinatorContext
 
 S = TransactionState
 MAX_EPOCH = 32766  # Short.MaxValue - 1: Kafka moves to a new producer id past it
@@ -109,24 +109,24 @@ class MarkerJob:
 
 
 class TransactionCoordinator:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
-        self.config = broker.config
-        self.state = TransactionStateManager(broker)
+    def __init__(self, context: "CoordinatorContext") -> None:
+        self.context = context  # what it may ask of its broker: time, timers, metadata, its partitions
+        self.config = context.config
+        self.state = TransactionStateManager(context)
         self.markers: dict[str, MarkerJob] = {}
         self._correlation = 0
         self._requests: dict[int, tuple[int, tuple]] = {}  # corr -> (leader, ((txn id, topic, partition), ...))
 
     @property
     def now(self) -> int:
-        return self.broker.now
+        return self.context.now
 
     def start(self) -> None:
-        self.broker.set_timer("txn-abort-timed-out",
+        self.context.set_timer("txn-abort-timed-out",
                               self.config["transaction.abort.timed.out.transaction.cleanup.interval.ms"])
 
     def _send(self, dst: Any, message: Any) -> None:
-        self.broker.send(dst, message)
+        self.context.send(dst, message)
 
     @staticmethod
     def _append_error(error: int) -> int:
@@ -189,7 +189,7 @@ class TransactionCoordinator:
                                           last_update_timestamp=self.now)
                 self.state.append(new, lambda e: reply(self._append_error(e), pid, 0) if e else reply(NO_ERROR, pid, 0))
 
-            return self.broker.allocate_producer_id(allocated)
+            return self.context.allocate_producer_id(allocated)
         if txn.state in (S.PREPARE_COMMIT, S.PREPARE_ABORT):
             return reply(CONCURRENT_TRANSACTIONS)
         if txn.state == S.ONGOING:
@@ -210,7 +210,7 @@ class TransactionCoordinator:
             self.state.append(new, lambda e: reply(self._append_error(e)) if e else reply(NO_ERROR, new_pid, new_epoch))
 
         if epoch > MAX_EPOCH:
-            return self.broker.allocate_producer_id(lambda error, new_pid: bumped(error, new_pid))
+            return self.context.allocate_producer_id(lambda error, new_pid: bumped(error, new_pid))
         bumped(NO_ERROR)
 
     # --- AddPartitionsToTxn, AddOffsetsToTxn ------------------------------------------------------------
@@ -220,7 +220,7 @@ class TransactionCoordinator:
             self._send(src, AddPartitionsToTxnResponse(req.correlation_id, tuple(
                 (t, p, errors[(t, p)]) for t, p in req.partitions)))
 
-        unknown = {tp for tp in req.partitions if tp not in self.broker.partition_states
+        unknown = {tp for tp in req.partitions if self.context.partition_state(*tp) is None
                    or tp[0] in (TRANSACTION_STATE_TOPIC,)}
         if unknown:  # Kafka: the bad ones say why, the others were not attempted
             return reply({tp: UNKNOWN_TOPIC_OR_PARTITION if tp in unknown else OPERATION_NOT_ATTEMPTED
@@ -229,7 +229,7 @@ class TransactionCoordinator:
                   lambda error: reply({tp: error for tp in req.partitions}))
 
     def add_offsets(self, src: Any, req: AddOffsetsToTxnRequest) -> None:
-        p = self.broker.group_coordinator.partition_for(req.group_id)
+        p = self.context.group_partition_for(req.group_id)
         self._add(req.transactional_id, req.producer_id, req.producer_epoch, frozenset({(OFFSETS_TOPIC, p)}),
                   lambda error: self._send(src, AddOffsetsToTxnResponse(req.correlation_id, error)))
 
@@ -303,10 +303,10 @@ class TransactionCoordinator:
         by_leader: dict[int, list] = {}
         for txn_id, job in sorted(self.markers.items()):
             for tp in sorted(job.remaining):
-                if tp[0] not in self.broker.topics:
+                if self.context.topic(tp[0]) is None:
                     job.remaining.discard(tp)  # deleted topic: nothing to mark (as Kafka)
                     continue
-                state = self.broker.partition_states.get(tp)
+                state = self.context.partition_state(*tp)
                 sent = job.in_flight.get(tp)
                 # In flight to the current leader, not timed out: wait for its answer. Sent to a
                 # leader that is no more (the answer may never come): send to the new one now.
@@ -330,12 +330,12 @@ class TransactionCoordinator:
             corr = self._correlation
             self._requests[corr] = (leader, tuple((txn_id, *tp) for txn_id, tp in items))
             request = WriteTxnMarkersRequest(corr, tuple(markers))
-            if leader == self.broker.broker_id:
-                self.broker.replica_manager.write_txn_markers(request, self.markers_written)
+            if leader == self.context.broker_id:
+                self.context.write_txn_markers(request, self.markers_written)
             else:
                 self._send(leader, request)
         if any(job.remaining for job in self.markers.values()):
-            self.broker.set_timer("txn-markers", MARKER_RETRY_MS)
+            self.context.set_timer("txn-markers", MARKER_RETRY_MS)
 
     def markers_written(self, resp: WriteTxnMarkersResponse) -> None:
         sent = self._requests.pop(resp.correlation_id, None)
@@ -369,7 +369,7 @@ class TransactionCoordinator:
                     if job is not None:
                         job.in_flight.pop((topic, partition), None)
         if self.markers:
-            self.broker.set_timer("txn-markers", MARKER_RETRY_MS)
+            self.context.set_timer("txn-markers", MARKER_RETRY_MS)
 
     def retry_markers(self) -> None:
         self._dispatch_markers()
@@ -391,7 +391,7 @@ class TransactionCoordinator:
                 del self.markers[txn_id]
             else:
                 job.completing = False  # try again at the next retry
-                self.broker.set_timer("txn-markers", MARKER_RETRY_MS)
+                self.context.set_timer("txn-markers", MARKER_RETRY_MS)
 
         self.state.append(new, written)
 

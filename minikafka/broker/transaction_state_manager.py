@@ -22,7 +22,7 @@ Records: key ``TransactionLogKey`` (version 0, transactional id), value
 ``TransactionLogValue`` (version 0: producer id, epoch, timeout, state, partitions, last
 update and start timestamps), Kafka's own non-flexible layout.
 
-Never: I/O except through the replica manager; a clock (``broker.now``).
+Never: I/O or a clock of its own; it asks its ``CoordinatorContext`` (``now``, ``append_internal``).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from minikafka.messages import NO_ERROR, NOT_COORDINATOR
 from minikafka.records import Record, RecordBatch
 
 if TYPE_CHECKING:
-    from minikafka.broker.broker import Broker
+    from minikafka.broker.coordinator_context import CoordinatorContext
 
 TRANSACTION_STATE_TOPIC = "__transaction_state"
 logger = logging.getLogger("minikafka.broker")
@@ -138,15 +138,15 @@ def decode_key(key: bytes) -> str:
 
 
 class TransactionStateManager:
-    def __init__(self, broker: "Broker") -> None:
-        self.broker = broker
+    def __init__(self, context: "CoordinatorContext") -> None:
+        self.context = context
         self.transactions: dict[str, TransactionMetadata] = {}
         self.owned: dict[int, int] = {}  # partition of __transaction_state -> coordinator epoch
         self.pending: set[str] = set()  # ids with a state change being written
 
     def num_partitions(self) -> int:
-        topic = self.broker.topics.get(TRANSACTION_STATE_TOPIC)
-        return topic.num_partitions if topic else self.broker.config["transaction.state.log.num.partitions"]
+        topic = self.context.topic(TRANSACTION_STATE_TOPIC)
+        return topic.num_partitions if topic else self.context.config["transaction.state.log.num.partitions"]
 
     def partition_for(self, transactional_id: str) -> int:
         return partition_for(transactional_id, self.num_partitions())
@@ -159,10 +159,8 @@ class TransactionStateManager:
 
     def on_metadata_changed(self) -> list[int]:
         """Load the partitions we now lead, drop the others; the partitions loaded."""
-        me, loaded = self.broker.broker_id, []
-        for (topic, p), state in sorted(self.broker.partition_states.items()):
-            if topic != TRANSACTION_STATE_TOPIC:
-                continue
+        me, loaded = self.context.broker_id, []
+        for p, state in sorted(self.context.partition_states(TRANSACTION_STATE_TOPIC), key=lambda ps: ps[0]):
             if state.leader == me and self.owned.get(p) != state.leader_epoch:
                 self.load(p, state.leader_epoch)
                 loaded.append(p)
@@ -173,8 +171,8 @@ class TransactionStateManager:
     def load(self, p: int, epoch: int) -> None:
         """Replay partition ``p``: the last record of each transactional id is its state."""
         self.unload(p)
-        replica = self.broker.replica_manager.partitions.get((TRANSACTION_STATE_TOPIC, p))
-        if replica is None:
+        log = self.context.local_log(TRANSACTION_STATE_TOPIC, p)
+        if log is None:
             return
 
         def on_record(record, batch) -> None:
@@ -184,7 +182,7 @@ class TransactionStateManager:
             else:
                 self.transactions[txn_id] = TransactionMetadata.decode(txn_id, record.value)
 
-        replay(replica.log, f"{TRANSACTION_STATE_TOPIC}-{p}", on_record)
+        replay(log, f"{TRANSACTION_STATE_TOPIC}-{p}", on_record)
         self.owned[p] = epoch
 
     def unload(self, p: int) -> None:
@@ -202,7 +200,7 @@ class TransactionStateManager:
         p = self.partition_for(txn_id)
         epoch = self.owned.get(p)
         self.pending.add(txn_id)
-        batch = RecordBatch.build([Record(new.key(), new.value(), timestamp=self.broker.now)])
+        batch = RecordBatch.build([Record(new.key(), new.value(), timestamp=self.context.now)])
 
         def written(error: int) -> None:
             self.pending.discard(txn_id)
@@ -212,5 +210,5 @@ class TransactionStateManager:
                 self.transactions[txn_id] = new
             callback(error)
 
-        self.broker.replica_manager.append_internal(
-            TRANSACTION_STATE_TOPIC, p, bytes(batch), self.broker.config["request.timeout.ms"], written)
+        self.context.append_internal(
+            TRANSACTION_STATE_TOPIC, p, bytes(batch), self.context.config["request.timeout.ms"], written)
