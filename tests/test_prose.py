@@ -112,8 +112,6 @@ WORD_LIMIT = 200
 # the "What you learned" summaries, the tables and the long walk-throughs of an output. Issue 39 wants
 # them split; until then they are tolerated, and no other cell may join them.
 OVER_200_WORDS = {
-    "notebooks/04-replication-and-isr.ipynb": {"trace-read", "44be8c39", "isr-shrink-read", "unclean-md",
-        "epochs-md", "dashboard-md", "learned"},
     "notebooks/05-producers-and-acks.ipynb": {"anatomy-md", "checker-md", "one-fault-after", "grid-after",
         "replay-after", "rule-md", "f9692e65", "learned"},
     "notebooks/06-consumer-groups.ipynb": {"learn", "long-poll-md", "join-md", "trace-after",
