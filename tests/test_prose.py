@@ -121,7 +121,6 @@ OVER_200_WORDS = {
     "notebooks/09-speaking-kafka.ipynb": {"s1", "s2", "s3-explained", "s4", "s6-group-md", "s9", "learned"},
     "notebooks/10-capstone-spark.ipynb": {"capstone-001", "capstone-044", "capstone-053", "ef1d3012",
         "capstone-061", "capstone-085"},
-    "solutions/04-replication-and-isr.ipynb": {"ex2-md", "ex3-md"},
     "solutions/05-producers-and-acks.ipynb": {"ex1-md", "ex2-md", "ex3-md"},
     "solutions/06-consumer-groups.ipynb": {"title", "ex1-md", "ex1-cluster-md", "ex3-md"},
     "solutions/07-offsets-and-delivery.ipynb": {"title", "ex1", "ex2", "ex3", "1e6f3fc4"},
