@@ -118,8 +118,6 @@ OVER_200_WORDS = {
     "notebooks/03-brokers-and-cluster.ipynb": {"placement-rule", "detect-after", "learned"},
     "notebooks/04-replication-and-isr.ipynb": {"trace-read", "44be8c39", "isr-shrink-read", "unclean-md",
         "epochs-md", "dashboard-md", "learned"},
-    "notebooks/06-consumer-groups.ipynb": {"learn", "long-poll-md", "join-md", "trace-after",
-        "dashboard-md", "learned"},
     "notebooks/07-offsets-and-delivery.ipynb": {"learn", "s6-checker", "s6-eos", "7af61eb0", "learned"},
     "notebooks/08-metadata-and-kraft.ipynb": {"s2-outdated", "s10", "learned"},
     "notebooks/09-speaking-kafka.ipynb": {"s1", "s2", "s3-explained", "s4", "s6-group-md", "s9", "learned"},
