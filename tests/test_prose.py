@@ -112,17 +112,11 @@ WORD_LIMIT = 200
 # the "What you learned" summaries, the tables and the long walk-throughs of an output. Issue 39 wants
 # them split; until then they are tolerated, and no other cell may join them.
 OVER_200_WORDS = {
-    "notebooks/05-producers-and-acks.ipynb": {"anatomy-md", "checker-md", "one-fault-after", "grid-after",
-        "replay-after", "rule-md", "f9692e65", "learned"},
-    "notebooks/06-consumer-groups.ipynb": {"learn", "long-poll-md", "join-md", "trace-after",
-        "dashboard-md", "learned"},
     "notebooks/07-offsets-and-delivery.ipynb": {"learn", "s6-checker", "s6-eos", "7af61eb0", "learned"},
     "notebooks/08-metadata-and-kraft.ipynb": {"s2-outdated", "s10", "learned"},
     "notebooks/09-speaking-kafka.ipynb": {"s1", "s2", "s3-explained", "s4", "s6-group-md", "s9", "learned"},
     "notebooks/10-capstone-spark.ipynb": {"capstone-001", "capstone-044", "capstone-053", "ef1d3012",
         "capstone-061", "capstone-085"},
-    "solutions/05-producers-and-acks.ipynb": {"ex1-md", "ex2-md", "ex3-md"},
-    "solutions/06-consumer-groups.ipynb": {"title", "ex1-md", "ex1-cluster-md", "ex3-md"},
     "solutions/07-offsets-and-delivery.ipynb": {"title", "ex1", "ex2", "ex3", "1e6f3fc4"},
     "solutions/08-metadata-and-kraft.ipynb": {"title", "ex1-md", "ex2-md"},
     "solutions/09-speaking-kafka.ipynb": {"title", "ex1-md"},
