@@ -122,7 +122,6 @@ OVER_200_WORDS = {
         "replay-after", "rule-md", "f9692e65", "learned"},
     "notebooks/06-consumer-groups.ipynb": {"learn", "long-poll-md", "join-md", "trace-after",
         "dashboard-md", "learned"},
-    "notebooks/08-metadata-and-kraft.ipynb": {"s2-outdated", "s10", "learned"},
     "notebooks/09-speaking-kafka.ipynb": {"s1", "s2", "s3-explained", "s4", "s6-group-md", "s9", "learned"},
     "notebooks/10-capstone-spark.ipynb": {"capstone-001", "capstone-044", "capstone-053", "ef1d3012",
         "capstone-061", "capstone-085"},
