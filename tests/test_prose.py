@@ -130,7 +130,6 @@ OVER_200_WORDS = {
     "solutions/04-replication-and-isr.ipynb": {"ex2-md", "ex3-md"},
     "solutions/05-producers-and-acks.ipynb": {"ex1-md", "ex2-md", "ex3-md"},
     "solutions/06-consumer-groups.ipynb": {"title", "ex1-md", "ex1-cluster-md", "ex3-md"},
-    "solutions/08-metadata-and-kraft.ipynb": {"title", "ex1-md", "ex2-md"},
     "solutions/09-speaking-kafka.ipynb": {"title", "ex1-md"},
     "solutions/10-capstone-spark.ipynb": {"capstone-ex-001", "capstone-ex-004"},
 }
