@@ -112,13 +112,6 @@ WORD_LIMIT = 200
 # the "What you learned" summaries, the tables and the long walk-throughs of an output. Issue 39 wants
 # them split; until then they are tolerated, and no other cell may join them.
 OVER_200_WORDS = {
-    "notebooks/07-offsets-and-delivery.ipynb": {"learn", "s6-checker", "s6-eos", "7af61eb0", "learned"},
-    "notebooks/08-metadata-and-kraft.ipynb": {"s2-outdated", "s10", "learned"},
-    "notebooks/09-speaking-kafka.ipynb": {"s1", "s2", "s3-explained", "s4", "s6-group-md", "s9", "learned"},
-    "notebooks/10-capstone-spark.ipynb": {"capstone-001", "capstone-044", "capstone-053", "ef1d3012",
-        "capstone-061", "capstone-085"},
-    "solutions/07-offsets-and-delivery.ipynb": {"title", "ex1", "ex2", "ex3", "1e6f3fc4"},
-    "solutions/08-metadata-and-kraft.ipynb": {"title", "ex1-md", "ex2-md"},
     "solutions/09-speaking-kafka.ipynb": {"title", "ex1-md"},
     "solutions/10-capstone-spark.ipynb": {"capstone-ex-001", "capstone-ex-004"},
 }
