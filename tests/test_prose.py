@@ -124,8 +124,6 @@ OVER_200_WORDS = {
         "dashboard-md", "learned"},
     "notebooks/07-offsets-and-delivery.ipynb": {"learn", "s6-checker", "s6-eos", "7af61eb0", "learned"},
     "notebooks/08-metadata-and-kraft.ipynb": {"s2-outdated", "s10", "learned"},
-    "notebooks/10-capstone-spark.ipynb": {"capstone-001", "capstone-044", "capstone-053", "ef1d3012",
-        "capstone-061", "capstone-085"},
     "solutions/01-the-log.ipynb": {"intro"},
     "solutions/02-topics-and-partitions.ipynb": {"ex1-md"},
     "solutions/04-replication-and-isr.ipynb": {"ex2-md", "ex3-md"},
