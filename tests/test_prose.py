@@ -131,8 +131,6 @@ OVER_200_WORDS = {
     "solutions/06-consumer-groups.ipynb": {"title", "ex1-md", "ex1-cluster-md", "ex3-md"},
     "solutions/07-offsets-and-delivery.ipynb": {"title", "ex1", "ex2", "ex3", "1e6f3fc4"},
     "solutions/08-metadata-and-kraft.ipynb": {"title", "ex1-md", "ex2-md"},
-    "solutions/09-speaking-kafka.ipynb": {"title", "ex1-md"},
-    "solutions/10-capstone-spark.ipynb": {"capstone-ex-001", "capstone-ex-004"},
 }
 
 
