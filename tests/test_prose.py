@@ -112,8 +112,6 @@ WORD_LIMIT = 200
 # the "What you learned" summaries, the tables and the long walk-throughs of an output. Issue 39 wants
 # them split; until then they are tolerated, and no other cell may join them.
 OVER_200_WORDS = {
-    "solutions/09-speaking-kafka.ipynb": {"title", "ex1-md"},
-    "solutions/10-capstone-spark.ipynb": {"capstone-ex-001", "capstone-ex-004"},
 }
 
 
