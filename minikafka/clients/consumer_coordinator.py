@@ -318,15 +318,22 @@ class ConsumerCoordinator:
 
     # --- heartbeats ------------------------------------------------------------------------------------------
 
+    def leave_if_poll_timer_expired(self) -> bool:
+        """Kafka's poll timer, checked at each heartbeat tick (both group protocols): a user thread
+        that has not called ``poll()`` for ``max_poll_interval_ms`` is stuck, so the member leaves
+        the group and its partitions go to the others. True if it just left."""
+        limit = self.config["max_poll_interval_ms"]
+        if self.client.now - self.client.last_poll_ms <= limit:
+            return False
+        self._event(f"poll() not called for more than max_poll_interval_ms={limit}: leaving the group")
+        self.leave_group()
+        return True
+
     def heartbeat(self) -> None:
         """The heartbeat thread's tick (every ``heartbeat_interval_ms``)."""
-        c = self.config
         if self.state != STABLE or self.generation == NO_GENERATION:
             return
-        if self.client.now - self.client.last_poll_ms > c["max_poll_interval_ms"]:
-            self._event(f"poll() not called for more than max_poll_interval_ms={c['max_poll_interval_ms']}: "
-                        "leaving the group")
-            self.leave_group()
+        if self.leave_if_poll_timer_expired():
             return
         if self.coordinator is None:
             self.ensure_coordinator()

@@ -108,11 +108,7 @@ class ConsumerMembershipManager(ConsumerCoordinator):
         """The heartbeat thread's tick (every ``heartbeat_interval_ms``)."""
         if self.state not in (JOINING, STABLE):
             return
-        c = self.config
-        if self.client.now - self.client.last_poll_ms > c["max_poll_interval_ms"]:
-            self._event(f"poll() not called for more than max_poll_interval_ms={c['max_poll_interval_ms']}: "
-                        "leaving the group")
-            self.leave_group()
+        if self.leave_if_poll_timer_expired():
             return
         if self.coordinator is None:
             self.ensure_coordinator()
