@@ -192,6 +192,40 @@ def button(page, text: str):
     return page.locator("button.widget-button, button.widget-toggle-button", has_text=re.compile(f"^{text}$"))
 
 
+def in_kernel(page, code: str) -> str:
+    """What ``code`` prints when the open notebook's kernel runs it (beside the cells, as a
+    console attached to the kernel would): how a test asks the kernel what the page cannot show."""
+    return page.evaluate("""async code => {
+        const kernel = window.jupyterapp.shell.currentWidget.sessionContext.session.kernel;
+        const future = kernel.requestExecute({code, store_history: false});
+        let out = '';
+        future.onIOPub = msg => {
+            if (msg.header.msg_type === 'stream') out += msg.content.text;
+            if (msg.header.msg_type === 'error') out += msg.content.ename + ': ' + msg.content.evalue;
+        };
+        await future.done;
+        return out;
+    }""", code)
+
+
+def kernel_until(page, code: str, expected: str) -> None:
+    """Ask the kernel ``code`` until it prints ``expected`` (a state the kernel reaches when the
+    page's message arrives), for at most SLOW ms."""
+    deadline = time.monotonic() + SLOW / 1000
+    while (said := in_kernel(page, code).strip()) != expected:
+        assert time.monotonic() < deadline, f"{code!r} printed {said!r}, not {expected!r}"
+        page.wait_for_timeout(100)
+
+
+def clear_output_of(page, cell_id: str) -> None:
+    """JupyterLab's "Clear Cell Output" on the cell with id ``cell_id``: its views are removed."""
+    page.evaluate("""async id => {
+        const notebook = window.jupyterapp.shell.currentWidget.content;
+        notebook.activeCellIndex = notebook.widgets.findIndex(cell => cell.model.id === id);
+        await window.jupyterapp.commands.execute('notebook:clear-cell-output');
+    }""", cell_id)
+
+
 def assert_fits(page, dashboard):
     """The dashboard fits its cell and the window: no horizontal overflow, in the dashboard
     or in the notebook's scroller; the dashboard inside the window's width, and every control
@@ -295,6 +329,14 @@ def test_lecture_04_kill_and_restart_a_broker_on_the_live_dashboard(page, lab):
     expect(page.locator(".minikafka-events")).to_contain_text(re.compile(r"(you restarted broker 3[\s\S]*){4}"))
     assert_newest_event_in_sight(page)
     screenshots(page, dashboard, "04")
+
+    # A dashboard nobody sees stops: run it, then clear its output.
+    button(page, "run").click()
+    kernel_until(page, "print(live_dash.running)", "True")
+    clear_output_of(page, "dashboard-live")
+    expect(dashboard).to_have_count(0)
+    kernel_until(page, "print(live_dash.running)", "False")
+    assert "paused: no page shows this dashboard any more" in in_kernel(page, "print(live_dash.events[-1])")
 
 
 def test_lecture_06_add_kill_and_restart_consumers_on_the_live_dashboard(page, lab):

@@ -601,6 +601,25 @@ def dashboard_threads():
     return sorted(t.name for t in threading.enumerate() if t.name.startswith("minikafka-dashboard"))
 
 
+def test_a_dashboard_whose_last_view_goes_stops(make_dashboard):
+    """The page counts the dashboard's views (ipywidgets' ``_view_count``, set from the page as
+    it draws and removes them; set here as the page would). Without a page it is never counted."""
+    _, d = make_dashboard(tick_ms=20)
+    assert d.widget._view_count == 0  # counting asked for
+    d.start()
+    d.widget._view_count = 1  # the page drew it
+    d.widget._view_count = 2  # a second view (the same output in another tab)
+    d.widget._view_count = 1
+    assert d.running  # one view is left
+    d.widget._view_count = 0  # the output cleared
+    assert not d.running and dashboard_threads() == []
+    assert "paused: no page shows this dashboard any more" in log_text(d)
+    assert d.run_toggle.value is False and d.run_toggle.description == "run"
+    d.start()  # "run" again (from a new view) runs again
+    assert d.running
+    d.close()
+
+
 def test_one_thread_a_dashboard_made_again_pauses_the_old_one(make_dashboard):
     assert dashboard_threads() == []
     c1, old = make_dashboard(tick_ms=20)

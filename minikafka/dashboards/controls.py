@@ -94,7 +94,25 @@ class _RunToggle:
     One dashboard runs at a time in a process: making a dashboard, or starting one, stops
     every other one's threads (they stay open; "run" starts them again). A cell run a second
     time would otherwise leave its first dashboard running unseen, on the same two cores.
+
+    A dashboard nobody sees stops too: ``_stop_when_unseen`` asks the page to count the views
+    of the dashboard's widget (ipywidgets' ``_view_count``: left at None nothing is counted;
+    set to 0, every view the page draws adds one and every view it removes takes one off).
+    When the last view goes (the output cleared, the notebook's tab closed) the thread stops
+    and the event log says why. A page that dies without a word (a reload) removes nothing;
+    the next dashboard made or started stops this one then.
     """
+
+    def _stop_when_unseen(self) -> None:
+        """Call once ``self.widget`` is built."""
+        self.widget._view_count = 0
+        self.widget.observe(self._on_view_count, "_view_count")
+
+    def _on_view_count(self, change: dict) -> None:
+        if change["new"] == 0 and (change["old"] or 0) > 0 and self.running:
+            self.stop()
+            self._note("paused: no page shows this dashboard any more (its output was cleared or its tab "
+                       "closed); run its cell again to see it, then press run")
 
     def _only_one_running(self) -> None:
         _DASHBOARDS.add(self)

@@ -246,6 +246,7 @@ class ProcessDashboard(_RunToggle):
             self.diagram,
             self.log,
         ], layout=w.Layout(width="100%"))
+        self._stop_when_unseen()
         self._show_buttons()
 
     def _repr_mimebundle_(self, **kwargs: Any):

@@ -64,7 +64,8 @@ build up.
 passing the wall time that really elapsed, so the simulation keeps pace with the clock
 even when drawing is slow; ``stop()`` ends it (and ``close()`` calls ``stop()``). One
 dashboard runs at a time in a kernel: making or starting a dashboard stops the others'
-threads (``_RunToggle``), so a cell run twice never leaves an unseen dashboard running.
+threads (``_RunToggle``), so a cell run twice never leaves an unseen dashboard running; and a
+dashboard whose last view goes (its output cleared, its tab closed) stops itself.
 Tests and notebooks that must be reproducible never start the thread: they call
 ``tick()`` and click the buttons (``button.click()``) themselves; a lecture notebook
 shows its live dashboard after those cells, on a cluster of its own, so Run All leaves it
@@ -313,6 +314,7 @@ class Dashboard(_RunToggle):
                        layout=w.Layout(flex_flow="row wrap", align_items="flex-start")),
             ]
         self.widget = w.VBox(children + [self.log], layout=w.Layout(width="100%"))
+        self._stop_when_unseen()
 
     def _repr_mimebundle_(self, **kwargs: Any):
         bundle = dict(self.widget._repr_mimebundle_(**kwargs) or {})
