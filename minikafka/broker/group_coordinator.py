@@ -57,7 +57,8 @@ from its old owner before the new one gets it). A member is fenced when its sess
 (``group.consumer.session.timeout.ms``) passes without a heartbeat, or when it keeps a revoked
 partition past its rebalance timeout. An empty classic group becomes a consumer group on a
 first heartbeat (its offsets stay) and back on a first JoinGroup; a group with members keeps
-its type. Its members and target assignment live in memory only (see that module).
+its type. ``consumer_group_describe`` (ConsumerGroupDescribe, api key 69) shows such a group's
+epochs and each member's epoch, current and target assignment; a classic group is not found there. Its members and target assignment live in memory only (see that module).
 
 *Static membership* (KIP-345, JoinGroup v5's ``group.instance.id``): a member that joins with
 the instance id of a current member replaces it (``_replace_static_member``) and keeps its
@@ -102,8 +103,12 @@ from minikafka.messages import (
     STALE_MEMBER_EPOCH,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
     GROUP_SUBSCRIBED_TO_TOPIC,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
@@ -1121,6 +1126,38 @@ class GroupCoordinator:
             for m in g.consumer.members.values())
         return DescribedGroup(NO_ERROR, g.group_id, g.state, "consumer", g.consumer.assignor(), members,
                               group_type="consumer")
+
+    def consumer_group_describe(self, src: Any, req: ConsumerGroupDescribeRequest) -> None:
+        """ConsumerGroupDescribe (api key 69, KIP-848): per group, its state, group epoch,
+        assignment epoch and assignor, and per member its epoch, subscription, current and
+        target assignment. As Kafka answers: an empty id is INVALID_GROUP_ID, a group another
+        broker coordinates NOT_COORDINATOR, an unknown or classic group GROUP_ID_NOT_FOUND."""
+        out = []
+        for gid in req.group_ids:
+            g = self.groups.get(gid)
+            if not gid:
+                out.append(DescribedConsumerGroup(INVALID_GROUP_ID, gid, "GroupId can't be empty."))
+            elif not self.owns(gid):
+                out.append(DescribedConsumerGroup(NOT_COORDINATOR, gid))
+            elif g is None or g.state == DEAD:
+                out.append(DescribedConsumerGroup(GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
+            elif g.consumer is None:
+                out.append(DescribedConsumerGroup(GROUP_ID_NOT_FOUND, gid, f"Group {gid} is not a consumer group."))
+            else:
+                out.append(self._described_consumer_group(g))
+        self._send(src, ConsumerGroupDescribeResponse(req.correlation_id, tuple(out)))
+
+    def _described_consumer_group(self, g: Group) -> DescribedConsumerGroup:
+        cg = g.consumer
+        members = tuple(
+            DescribedConsumerMember(m.member_id, m.instance_id, m.member_epoch, m.client_id, m.client_host,
+                                    m.subscribed_topics, tuple(sorted(m.assigned)),
+                                    tuple(sorted(cg.target.get(m.member_id, frozenset()))))
+            for m in cg.members.values())
+        topics = sorted({t for m in members for t, _ in m.assignment + m.target_assignment})
+        return DescribedConsumerGroup(NO_ERROR, g.group_id, None, g.state, cg.group_epoch, cg.assignment_epoch,
+                                      cg.assignor(), members,
+                                      tuple((t, self.context.topic_id(t) or "") for t in topics))
 
     def delete_offsets(self, src: Any, req: OffsetDeleteRequest) -> None:
         """OffsetDelete (KIP-496): tombstones for the group's committed offsets of these
