@@ -551,6 +551,46 @@ class ConsumerGroupHeartbeatResponse:
 
 
 @frozen_dataclass
+class ConsumerGroupDescribeRequest:
+    """KIP-848's describe (api key 69): each group of type "consumer" with its epochs and each
+    member's epoch, current and target assignment. A classic group is GROUP_ID_NOT_FOUND."""
+
+    correlation_id: int
+    group_ids: tuple[str, ...]
+
+
+@frozen_dataclass
+class DescribedConsumerMember:
+    member_id: str
+    instance_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topics: tuple[str, ...]
+    assignment: tuple[tuple[str, int], ...]  # what the member owns now
+    target_assignment: tuple[tuple[str, int], ...]  # what the group's assignor gave it
+
+
+@frozen_dataclass
+class DescribedConsumerGroup:
+    error: int
+    group_id: str
+    error_message: str | None = None
+    state: str = ""  # a ConsumerGroupState name (minikafka.group_state); "" with an error
+    group_epoch: int = -1
+    assignment_epoch: int = -1
+    assignor: str = ""
+    members: tuple[DescribedConsumerMember, ...] = ()
+    topic_ids: tuple[tuple[str, str], ...] = ()  # (name, id) of every topic named above, for the wire
+
+
+@frozen_dataclass
+class ConsumerGroupDescribeResponse:
+    correlation_id: int
+    groups: tuple[DescribedConsumerGroup, ...]
+
+
+@frozen_dataclass
 class LeaveGroupRequest:
     correlation_id: int
     group_id: str

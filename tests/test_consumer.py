@@ -105,6 +105,34 @@ def test_offsets_topic_records_round_trip():
     assert key.encode() == b"\x00\x01\x00\x01g\x00\x01t\x00\x00\x00\x03"
 
 
+
+def test_consumer_group_records_round_trip_in_kafkas_layout():
+    from minikafka.broker.group_metadata import (
+        ConsumerGroupCurrentMemberAssignmentValue as Current,
+        ConsumerGroupKey,
+        ConsumerGroupMemberMetadataValue as MemberMeta,
+        ConsumerGroupMetadataValue as Meta,
+        ConsumerGroupPartitionMetadataValue as Partitions,
+        ConsumerGroupTargetAssignmentMemberValue as Target,
+        key_version,
+    )
+    tid = "AAECAwQFBgcICQoLDA0ODw"  # the UUID 00010203-0405-0607-0809-0a0b0c0d0e0f, Kafka's text form
+    for value in (Meta(5), Partitions(5, ((tid, "t", 6),)), MemberMeta("i-1", "c1", "/h", ("t",), 300000, "uniform"),
+                  Target(((tid, (0, 2)),)), Current(5, 4, 1, ((tid, (0, 1, 2)),), ((tid, (1,)),))):
+        assert type(value).decode(value.encode()) == value
+    key = ConsumerGroupKey(8, "g", "m")
+    assert ConsumerGroupKey.decode(key.encode()) == key and key_version(key.encode()) == 8
+    # Keys are non-flexible (int16 lengths); values flexible: compact arrays, uuids, empty tag sections.
+    assert key.encode() == b"\x00\x08\x00\x01g\x00\x01m"
+    assert Meta(5).encode() == b"\x00\x00" + b"\x00\x00\x00\x05" + b"\x00"
+    assert Target(((tid, (0, 2)),)).encode() == (b"\x00\x00" + b"\x02" + bytes(range(16)) + b"\x03"
+                                                 + b"\x00\x00\x00\x00\x00\x00\x00\x02" + b"\x00" + b"\x00")
+    with pytest.raises(ValueError, match="needs member id"):
+        ConsumerGroupKey(5, "g")
+    assert describe_record(ConsumerGroupKey(3, "g").encode(), Meta(5).encode()) == "[g]::ConsumerGroupMetadataValue(epoch=5)"
+    assert describe_record(key.encode(), None) == "[g,m]::ConsumerGroupCurrentMemberAssignment::NULL"
+
+
 # --- groups ---------------------------------------------------------------------------------------------------
 
 

@@ -19,6 +19,8 @@ from minikafka.messages import (
     UNKNOWN_MEMBER_ID,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
+    INVALID_GROUP_ID,
+    ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DescribeGroupsRequest,
     FindCoordinatorRequest,
@@ -207,3 +209,81 @@ def test_a_member_that_keeps_a_revoked_partition_past_its_rebalance_timeout_is_f
     assert heartbeat(c, "g8", a.member_id, 1, owned=a.assignment).error == NO_ERROR  # still holding on
     c.advance(1_001)
     assert heartbeat(c, "g8", a.member_id, 1, owned=a.assignment).error == UNKNOWN_MEMBER_ID
+
+
+def describe(c, *groups, broker=1):
+    return request(c, broker, lambda k: ConsumerGroupDescribeRequest(k, groups)).groups
+
+
+def test_consumer_group_describe_shows_epochs_and_the_target_while_a_member_reconciles(cluster):
+    c = cluster
+    a = heartbeat(c, "d1")
+    b = heartbeat(c, "d1")  # group epoch 2: the target gives B two of A's partitions
+    [d] = describe(c, "d1")
+    assert (d.error, d.state, d.group_epoch, d.assignment_epoch, d.assignor) == (NO_ERROR, "Reconciling", 2, 2,
+                                                                                 "uniform")
+    by_id = {m.member_id: m for m in d.members}
+    da, db = by_id[a.member_id], by_id[b.member_id]
+    assert (da.member_epoch, da.assignment, da.client_id, da.subscribed_topics) == (
+        1, a.assignment, "test", ("t",))  # A still owns all four, at its old epoch
+    assert len(da.target_assignment) == 2 and set(da.target_assignment) | set(db.target_assignment) == set(
+        a.assignment)
+    assert (db.member_epoch, db.assignment) == (2, ())  # B waits for A to give them up
+    # A gives them up, B takes them: both at epoch 2, each owning its target.
+    kept = heartbeat(c, "d1", a.member_id, 1, owned=a.assignment).assignment  # told to give two up
+    heartbeat(c, "d1", a.member_id, 1, owned=kept)  # done: A moves to epoch 2
+    heartbeat(c, "d1", b.member_id, 2, owned=())
+    [d] = describe(c, "d1")
+    assert d.state == "Stable"
+    assert all(m.member_epoch == 2 and m.assignment == m.target_assignment for m in d.members)
+    assert {m.member_id: m.assignment for m in d.members}[a.member_id] == kept
+
+
+def test_consumer_group_describe_refuses_classic_unknown_and_empty_group_ids_as_kafka_does(cluster):
+    c = cluster
+    join = request(c, 1, lambda k: JoinGroupRequest(k, "d-classic", 10_000, 10_000, "", "consumer",
+                                                     (("range", b""),), require_known_member_id=False),
+                   timeout_ms=20_000)
+    assert join.error == NO_ERROR
+    classic, unknown, empty = describe(c, "d-classic", "d-nobody", "")
+    assert (classic.error, classic.error_message) == (GROUP_ID_NOT_FOUND, "Group d-classic is not a consumer group.")
+    assert (unknown.error, unknown.error_message) == (GROUP_ID_NOT_FOUND, "Group d-nobody not found.")
+    assert empty.error == INVALID_GROUP_ID
+
+
+def test_the_admin_client_and_the_tool_describe_a_consumer_group_with_kafka_4s_columns(cluster):
+    from minikafka.clients.admin import KafkaAdminClient
+    from minikafka.errors import GroupIdNotFoundError
+    from minikafka.tools.consumer_groups import ConsumerGroupCommand
+    from minikafka.topic import TopicPartition as TP
+    c = cluster
+    a = heartbeat(c, "d2")
+    b = heartbeat(c, "d2")
+    admin = KafkaAdminClient(bootstrap_servers=c)
+    [d] = admin.consumer_group_describe(["d2"])
+    assert (d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor, d.coordinator) == (
+        "d2", "Reconciling", 2, 2, "uniform", 1)
+    mine = {m.member_id: m for m in d.members}
+    assert mine[a.member_id].assignment == tuple(TP(t, p) for t, p in a.assignment)
+    assert (mine[b.member_id].member_epoch, len(mine[b.member_id].target_assignment)) == (2, 2)
+    with pytest.raises(GroupIdNotFoundError, match="Group d-classic is not a consumer group"):
+        admin.consumer_group_describe(["d-classic"])
+
+    tool = ConsumerGroupCommand(admin)
+    members = tool.describe_members("d2", verbose=True)
+    lines = members.table().splitlines()
+    assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                                "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+    row_a = next(r for r in members.rows if r.consumer_id == a.member_id)
+    assert (row_a.num_partitions, row_a.current_epoch, row_a.target_epoch) == (4, 1, 2)
+    assert len(row_a.target_assignment) == 2
+    text_a = next(line for line in lines if a.member_id in line).split()
+    assert text_a[-4:] == ["1", "t(0,1,2,3)", "2", "t(" + ",".join(str(tp.partition) for tp in row_a.target_assignment) + ")"]
+    state = tool.describe_state("d2", verbose=True)
+    assert state.table().splitlines()[-2].split() == ["GROUP", "COORDINATOR", "(ID)", "ASSIGNMENT-STRATEGY", "STATE",
+                                                     "GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+    assert state.table().splitlines()[-1].split()[3:] == ["uniform", "Reconciling", "2", "2", "2"]
+    # Without --verbose, and for a classic group, the tool's columns stay the classic ones.
+    assert "CURRENT-EPOCH" not in tool.describe_members("d2").table()
+    assert "ASSIGNMENT" in tool.describe_members("d-classic", verbose=True).table().splitlines()[-2]
+    assert tool.describe_state("d-classic", verbose=True).table().splitlines()[-1].split()[-3:-1] == ["-", "-"]

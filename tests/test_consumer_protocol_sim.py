@@ -190,3 +190,44 @@ def test_a_crashed_static_member_restarted_within_its_session_is_refused_under_t
     cluster.restart_consumer(a)
     with pytest.raises(KafkaError, match="UNRELEASED_INSTANCE_ID.*instance id 'reader-a' is in use"):
         poll_until(cluster, [a], lambda: False, "the refusal", limit_ms=5000)
+
+
+def test_a_consumer_group_survives_its_coordinators_death(cluster):
+    # KIP-848's group lives in __consumer_offsets (records with key versions 3-8): the partition's
+    # next leader replays them and knows both members at their epochs, so their next heartbeats are
+    # answered as if nothing happened: no fencing, no rejoin, no new group epoch, no partition moved.
+    produce(cluster, 30)
+    a, b = group = members(cluster, "consumer", n=2)
+    poll_until(cluster, group, lambda: owns_all(group) and len(a.assignment()) == 3, "three partitions each")
+
+    def coordinator():
+        return a.coordinator.coordinator
+
+    def described(broker):
+        g = cluster.broker(broker).group_coordinator.groups["g-consumer"].consumer
+        return g.group_epoch, g.assignment_epoch, {m.member_id: (m.member_epoch, frozenset(m.assigned))
+                                                   for m in g.members.values()}
+
+    # Stable: both members at the target's epoch, and that target's records written.
+    poll_until(cluster, group, lambda: cluster.broker(coordinator()).group_coordinator.groups["g-consumer"].state
+               == "Stable", "the group to be Stable")
+    old = coordinator()
+    before = described(old)
+    owned = {x.node_id: set(x.assignment()) for x in group}
+    partition = cluster.broker(old).group_coordinator.partition_for("g-consumer")
+    cluster.kill(old)
+    killed_at, trace = cluster.world.now, []
+
+    def moved():
+        leader = cluster.partition_state("__consumer_offsets", partition).leader
+        return leader not in (-1, old) and coordinator() == leader
+    poll_until(cluster, group, moved, "the members to find the new coordinator", trace=trace)
+    new = coordinator()
+    # Well past the session timeout (6 s): a member the new coordinator did not know would be
+    # told UNKNOWN_MEMBER_ID at its first heartbeat, and one it did not hear from would be fenced.
+    poll_until(cluster, group, lambda: cluster.world.now >= killed_at + 20_000, "20 s of polls", trace=trace)
+    assert new != old
+    assert described(new) == before  # the same group epoch, assignment epoch, members, epochs, partitions
+    assert all(owned_now == owned for _, owned_now in trace)  # nobody lost or gained a partition
+    events = [text for x in group for t, text in x.coordinator.events if t >= killed_at]
+    assert not any(text.startswith(("fenced", "joined", "member epoch")) for text in events), events

@@ -165,6 +165,7 @@ def client_requests():
         (KTxnOffsetCommit(transactional_id="tx", group_id="g", producer_id=1, producer_epoch=0, generation_id=-1,
                           member_id="", group_instance_id=None, topics=[], max_version=3), 2),
         (codec.ConsumerGroupHeartbeatRequest(group_id="g", member_id="m", member_epoch=0), 1),  # KIP-848
+        (codec.ConsumerGroupDescribeRequest(group_ids=["g"], include_authorized_operations=False), 1),
     ]
 
 
@@ -487,6 +488,33 @@ def test_consumer_group_heartbeat_names_topics_by_id_on_the_wire(v):
     assert (tps.topic_id, tps.partitions) == (as_uuid, [0, 2])
     unchanged = roundtrip(request, v, expected, m.ConsumerGroupHeartbeatResponse(CORR, 0, None, "m1", 4, 500))
     assert unchanged.assignment is None
+
+
+@pytest.mark.parametrize("v", (0, 1))
+def test_consumer_group_describe_answers_epochs_and_both_assignments_with_topic_ids_and_names(v):
+    import uuid
+    K = codec.ConsumerGroupDescribeRequest
+    as_uuid = uuid.UUID(bytes=bytes(range(16)))
+    request = K(group_ids=["g", "classic"], include_authorized_operations=False)
+    member = m.DescribedConsumerMember("m1", None, 4, "c1", "/127.0.0.1", ("trucks_gps",),
+                                       (("trucks_gps", 0),), (("trucks_gps", 0), ("trucks_gps", 2)))
+    response = m.ConsumerGroupDescribeResponse(CORR, (
+        m.DescribedConsumerGroup(0, "g", None, "Reconciling", 5, 5, "uniform", (member,),
+                                 (("trucks_gps", TOPIC_ID),)),
+        m.DescribedConsumerGroup(m.GROUP_ID_NOT_FOUND, "classic", "Group classic is not a consumer group.")))
+    r = roundtrip(request, v, m.ConsumerGroupDescribeRequest(CORR, ("g", "classic")), response)
+    g, classic = r.groups
+    assert (g.error_code, g.group_state, g.group_epoch, g.assignment_epoch, g.assignor_name) == (
+        0, "Reconciling", 5, 5, "uniform")
+    [x] = g.members
+    assert (x.member_id, x.member_epoch, x.client_id, x.subscribed_topic_names) == ("m1", 4, "c1", ["trucks_gps"])
+    [now] = x.assignment.topic_partitions
+    [target] = x.target_assignment.topic_partitions
+    assert (now.topic_id, now.topic_name, now.partitions) == (as_uuid, "trucks_gps", [0])
+    assert (target.topic_id, target.partitions) == (as_uuid, [0, 2])
+    if v >= 1:
+        assert x.member_type == 1  # a consumer-protocol member (KIP-1099)
+    assert (classic.error_code, classic.error_message) == (m.GROUP_ID_NOT_FOUND, "Group classic is not a consumer group.")
 
 
 def test_a_heartbeat_with_a_topic_regex_is_refused_with_a_reason():

@@ -161,3 +161,83 @@ def test_a_killed_consumer_is_fenced_and_the_other_resumes_at_its_commits(cluste
             child.kill()
             child.wait()
         survivor.close()
+
+
+# --- ConsumerGroupDescribe (api key 69) -----------------------------------------------------------------
+
+
+def test_the_broker_advertises_consumer_group_describe():
+    assert codec.SUPPORTED[codec.CONSUMER_GROUP_DESCRIBE] == (0, 1)
+
+
+def test_clients_describe_a_consumer_group_with_its_target_assignment(cluster, capsys):
+    """librdkafka's describe_consumer_groups sends ConsumerGroupDescribe first (only it carries the
+    group type and each member's target assignment) and falls back to DescribeGroups for a classic
+    group, which the broker answers GROUP_ID_NOT_FOUND; minikafka's own admin client and the
+    consumer-groups tool ask it too."""
+    from confluent_kafka import ConsumerGroupType
+
+    from minikafka.cli import main
+    from minikafka.clients.admin import KafkaAdminClient
+    from minikafka.errors import GroupIdNotFoundError
+
+    topic, group = create_topic(cluster, "described"), "g-described"
+    c1, c2 = new_consumer(cluster, group), new_consumer(cluster, group)
+    classic = ck.Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "g-old",
+                           "group.protocol": "classic", "auto.offset.reset": "earliest"})
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
+    ours = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        c1.subscribe([topic])
+        c2.subscribe([topic])
+        classic.subscribe([topic])
+        poll_until([c1, c2], lambda: len(partitions(c1)) == 2 and partitions(c1) | partitions(c2) == {0, 1, 2, 3},
+                   "the partitions to be split two and two")
+        poll_until([classic], lambda: len(partitions(classic)) == 4, "the classic consumer to own all four")
+        # The broker reaches Stable once both members report what they own: wait for that state.
+        deadline = time.monotonic() + WAIT_S
+        while (d := ours.consumer_group_describe([group])[0]).state != "Stable":
+            assert time.monotonic() < deadline, f"gave up waiting for {group} to be Stable: {d}"
+            for c in (c1, c2):
+                c.poll(0.1)
+
+        # minikafka's admin client over TCP: the epochs, and each member at the target.
+        assert (d.group_id, d.assignor, d.group_epoch, d.assignment_epoch) == (group, "uniform", 2, 2)
+        assert sorted(m.member_epoch for m in d.members) == [2, 2]
+        assert all(m.assignment == m.target_assignment and len(m.assignment) == 2 for m in d.members)
+        with pytest.raises(GroupIdNotFoundError, match="Group g-old is not a consumer group"):
+            ours.consumer_group_describe(["g-old"])
+
+        # librdkafka: type CONSUMER and a target assignment only ConsumerGroupDescribe carries.
+        described = {g: f.result(WAIT_S) for g, f in admin.describe_consumer_groups([group, "g-old"]).items()}
+        new, old = described[group], described["g-old"]
+        assert (new.type, new.partition_assignor, str(new.state.name)) == (ConsumerGroupType.CONSUMER, "uniform",
+                                                                           "STABLE")
+        for m in new.members:
+            assert m.target_assignment is not None
+            assert {tp.partition for tp in m.assignment.topic_partitions} == \
+                {tp.partition for tp in m.target_assignment.topic_partitions}
+        assert sorted(tp.partition for m in new.members for tp in m.assignment.topic_partitions) == [0, 1, 2, 3]
+        # ... and the classic group through DescribeGroups after the broker's GROUP_ID_NOT_FOUND.
+        assert old.type == ConsumerGroupType.CLASSIC and len(old.members) == 1
+
+        # kafka-consumer-groups --describe --members --verbose / --state --verbose (Kafka 4's columns).
+        capsys.readouterr()
+        assert main(["consumer-groups", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                     "--group", group, "--members", "--verbose"]) == 0
+        lines = capsys.readouterr().out.strip().splitlines()
+        assert lines[0].split() == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "CURRENT-EPOCH",
+                                    "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        for row in lines[1:]:
+            cells = row.split()
+            assert cells[0] == group and cells[4] == "2" and (cells[5], cells[7]) == ("2", "2")
+            assert cells[6] == cells[8] and cells[6].startswith("described(")
+        assert main(["consumer-groups", "--bootstrap-server", cluster.bootstrap_servers, "--describe",
+                     "--group", group, "--state", "--verbose"]) == 0
+        header, row = capsys.readouterr().out.strip().splitlines()
+        assert header.split()[-3:] == ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH", "#MEMBERS"]
+        assert row.split()[-5:] == ["uniform", "Stable", "2", "2", "2"]
+    finally:
+        ours.close()
+        for c in (c1, c2, classic):
+            c.close()

@@ -39,7 +39,7 @@ same view as everyone else. From then on it serves:
   partition of ``__consumer_offsets``, which it asks the controller to create on first use),
   and, when it is that leader, JoinGroup, SyncGroup, Heartbeat, LeaveGroup, OffsetCommit,
   OffsetFetch, OffsetDelete, ListGroups, DescribeGroups, DeleteGroups and KIP-848's
-  ConsumerGroupHeartbeat (the ``GroupCoordinator``);
+  ConsumerGroupHeartbeat and ConsumerGroupDescribe (the ``GroupCoordinator``);
 - transactions (KIP-98): FindCoordinator with key type 1 (the leader of the id's partition of
   ``__transaction_state``, created on first use like ``__consumer_offsets``), and, there,
   InitProducerId with a transactional id, AddPartitionsToTxn, AddOffsetsToTxn and EndTxn
@@ -105,6 +105,7 @@ from minikafka.messages import (
     OFFSET_NOT_AVAILABLE,
     OFFSET_OUT_OF_RANGE,
     UNKNOWN_TOPIC_ID,
+    ConsumerGroupDescribeRequest,
     ConsumerGroupHeartbeatRequest,
     DeleteGroupsRequest,
     DeleteTopicsRequest,
@@ -929,6 +930,7 @@ class Broker(StateMachine):
             DeleteGroupsRequest: GroupCoordinator.delete_groups,
             OffsetDeleteRequest: GroupCoordinator.delete_offsets,
             ConsumerGroupHeartbeatRequest: GroupCoordinator.consumer_group_heartbeat,
+            ConsumerGroupDescribeRequest: GroupCoordinator.consumer_group_describe,
         }[type(request)]
         handler(self.group_coordinator, src, request)
 
@@ -959,6 +961,7 @@ class Broker(StateMachine):
         DeleteGroupsRequest: _group_request,
         OffsetDeleteRequest: _group_request,
         ConsumerGroupHeartbeatRequest: _group_request,
+        ConsumerGroupDescribeRequest: _group_request,
         AddPartitionsToTxnRequest: _txn_request,
         AddOffsetsToTxnRequest: _txn_request,
         EndTxnRequest: _txn_request,

@@ -22,10 +22,13 @@ Everything here is a plain function or dataclass: no clock, no I/O, no timers. T
 coordinator (``broker/group_coordinator.py``) owns the groups, answers heartbeats, and fences a
 member whose session timeout passes or who does not revoke within its rebalance timeout.
 
-Simplifications (vs Kafka): the group's members and target live in memory only (Kafka writes
-them to ``__consumer_offsets`` as ConsumerGroup* records); a new coordinator starts the group
-again from its committed offsets and members rejoin with epoch 0 (they are told
-UNKNOWN_MEMBER_ID). No regex subscriptions, no racks, no client-side assignors.
+The coordinator writes the group to ``__consumer_offsets`` as Kafka does (ConsumerGroup* records,
+key versions 3-8: ``broker/group_metadata.py``) and answers a heartbeat once its change is
+written; a new coordinator replays them and knows every member at its epoch, with its
+partitions, so the members carry on without a new group epoch.
+
+Simplifications (vs Kafka): no regex subscriptions, no racks, no client-side assignors; a failed
+write is answered with its error but the change stays in memory (Kafka reverts it).
 """
 
 from __future__ import annotations

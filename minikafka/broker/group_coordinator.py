@@ -57,7 +57,12 @@ from its old owner before the new one gets it). A member is fenced when its sess
 (``group.consumer.session.timeout.ms``) passes without a heartbeat, or when it keeps a revoked
 partition past its rebalance timeout. An empty classic group becomes a consumer group on a
 first heartbeat (its offsets stay) and back on a first JoinGroup; a group with members keeps
-its type. Its members and target assignment live in memory only (see that module).
+its type. ``consumer_group_describe`` (ConsumerGroupDescribe, api key 69) shows such a group's
+epochs and each member's epoch, current and target assignment; a classic group is not found there.
+Every change is written as Kafka's ConsumerGroup* records (key versions 3-8) before the heartbeat
+is answered (``_consumer_persist``); a new coordinator replays them (``_consumer_loaded``), so
+its members keep their epochs and partitions. Those keys never reach the ``decode_key`` rule
+(a student's exercise reads versions 0-2): ``_replay`` sends them to ``group_metadata`` itself.
 
 *Static membership* (KIP-345, JoinGroup v5's ``group.instance.id``): a member that joins with
 the instance id of a current member replaces it (``_replace_static_member``) and keeps its
@@ -89,11 +94,27 @@ from minikafka.broker.consumer_group import (
     reconcile,
 )
 from minikafka.broker.group_metadata import (
+    CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT,
+    CONSUMER_GROUP_KEYS,
+    CONSUMER_GROUP_MEMBER_METADATA,
+    CONSUMER_GROUP_METADATA,
+    CONSUMER_GROUP_PARTITION_METADATA,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER,
+    CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA,
+    CONSUMER_GROUP_VALUES,
+    ConsumerGroupCurrentMemberAssignmentValue,
+    ConsumerGroupKey,
+    ConsumerGroupMemberMetadataValue,
+    ConsumerGroupMetadataValue,
+    ConsumerGroupPartitionMetadataValue,
+    ConsumerGroupTargetAssignmentMemberValue,
+    ConsumerGroupTargetAssignmentMetadataValue,
     GroupKey,
     GroupValue,
     MemberValue,
     OffsetKey,
     OffsetValue,
+    key_version,
 )
 from minikafka.messages import (
     FENCED_INSTANCE_ID,
@@ -102,8 +123,12 @@ from minikafka.messages import (
     STALE_MEMBER_EPOCH,
     UNRELEASED_INSTANCE_ID,
     UNSUPPORTED_ASSIGNOR,
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     ConsumerGroupHeartbeatRequest,
     ConsumerGroupHeartbeatResponse,
+    DescribedConsumerGroup,
+    DescribedConsumerMember,
     GROUP_SUBSCRIBED_TO_TOPIC,
     OffsetDeleteRequest,
     OffsetDeleteResponse,
@@ -158,7 +183,7 @@ from minikafka.broker.transaction_marker import TransactionMarker
 from minikafka.records import Record, RecordBatch
 from minikafka.topic import TopicPartition
 from minikafka.group_state import COMPLETING_REBALANCE, DEAD, EMPTY, PREPARING_REBALANCE, STABLE
-from minikafka.group_state import GroupEvent, GroupState, next_state
+from minikafka.group_state import GroupEvent, GroupState, MemberState, next_state
 
 if TYPE_CHECKING:
     from minikafka.broker.coordinator_context import CoordinatorContext
@@ -223,6 +248,8 @@ class Group:
     new_member_added: bool = False
     pending_txn_offsets: dict[int, dict[tuple[str, int], OffsetValue]] = field(default_factory=dict)  # producer id ->
     consumer: ConsumerGroup | None = None  # set while this is a KIP-848 group (type "consumer")
+    # Its records (key versions 3-8) in __consumer_offsets as last written or replayed: key -> value.
+    consumer_records: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def group_type(self) -> str:
@@ -331,6 +358,8 @@ class GroupCoordinator:
 
         replay(log, f"{OFFSETS_TOPIC}-{p}", on_record, on_control)
         for group in loaded.values():
+            if group.consumer is not None:
+                self._consumer_loaded(group)
             if group.state == DEAD and group.offsets:
                 group.transition(GroupEvent.OFFSETS_LOADED, self.now)  # offsets from simple commits, no metadata
             if group.members or group.offsets or group.pending_txn_offsets or group.state != DEAD:
@@ -340,6 +369,8 @@ class GroupCoordinator:
         self.owned[p] = epoch
 
     def _replay(self, loaded: dict[str, Group], p: int, record: Record, txn_pid: int | None = None) -> None:
+        if key_version(record.key) in CONSUMER_GROUP_KEYS:  # KIP-848's records: not the rule's (versions 0-2)
+            return self._replay_consumer_record(loaded, p, record)
         read = self.context.decode_offsets_key(record.key)  # ("offset", group, topic, partition) or ("group", group)
         key = OffsetKey(*read[1:]) if read[0] == "offset" else GroupKey(read[1])
         group = loaded.get(key.group)
@@ -361,6 +392,7 @@ class GroupCoordinator:
             loaded[key.group] = Group(key.group, p, state=DEAD)
             return
         value = GroupValue.decode(record.value)
+        group.consumer = None  # a classic group's metadata, later than any consumer group record: classic now
         group.generation = value.generation
         group.protocol_type = value.protocol_type or None
         group.protocol = value.protocol
@@ -725,8 +757,8 @@ class GroupCoordinator:
         """Join (epoch 0), stay (the member's epoch), or leave (-1; -2: a static member that will
         come back): the whole of KIP-848's protocol is this one request."""
         def fail(error: int, message: str | None = None) -> None:
-            self._send(src, ConsumerGroupHeartbeatResponse(req.correlation_id, error, message,
-                                                           member_id=req.member_id or None))
+            self._consumer_reply(src, self.groups.get(req.group_id), ConsumerGroupHeartbeatResponse(
+                req.correlation_id, error, message, member_id=req.member_id or None))
 
         error = self._check_heartbeat(req)
         if error is not None:
@@ -785,7 +817,7 @@ class GroupCoordinator:
             member.sent = member.assigned
             assignment = tuple(sorted(member.assigned))
         ids = tuple((t, self.context.topic_id(t) or "") for t in sorted({t for t, _ in assignment or ()}))
-        self._send(src, ConsumerGroupHeartbeatResponse(
+        self._consumer_reply(src, group, ConsumerGroupHeartbeatResponse(
             req.correlation_id, NO_ERROR, None, member.member_id, member.member_epoch,
             self.config["group.consumer.heartbeat.interval.ms"], assignment, ids))
 
@@ -876,7 +908,7 @@ class GroupCoordinator:
         if member is None and req.instance_id is not None:
             member = cg.static_member(req.instance_id)
         if member is None:
-            return self._send(src, ConsumerGroupHeartbeatResponse(
+            return self._consumer_reply(src, group, ConsumerGroupHeartbeatResponse(
                 req.correlation_id, UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no member {req.member_id!r}",
                 req.member_id or None))
         if req.member_epoch == STATIC_LEAVE_EPOCH:
@@ -886,8 +918,8 @@ class GroupCoordinator:
             self._consumer_state(group)
         else:
             self._consumer_remove(group, member)
-        self._send(src, ConsumerGroupHeartbeatResponse(req.correlation_id, NO_ERROR, None, member.member_id,
-                                                       req.member_epoch, 0, None))
+        self._consumer_reply(src, group, ConsumerGroupHeartbeatResponse(
+            req.correlation_id, NO_ERROR, None, member.member_id, req.member_epoch, 0, None))
 
     def _consumer_remove(self, group: Group, member: ConsumerMember, *, bump: bool = True) -> None:
         cg = group.consumer
@@ -910,6 +942,7 @@ class GroupCoordinator:
         member = group.consumer.members.get(member_id) if group is not None and group.consumer else None
         if member is not None:
             self._consumer_fence(group, member)
+            self._consumer_persist(group)
 
     def _consumer_commit_error(self, group: Group, req: OffsetCommitRequest) -> int:
         """OffsetCommit to a consumer group: from a member at its epoch (KIP-848: the generation
@@ -925,6 +958,144 @@ class GroupCoordinator:
         if req.generation_id < member.member_epoch and req.generation_id != member.previous_member_epoch:
             return STALE_MEMBER_EPOCH
         return NO_ERROR
+
+    # --- KIP-848's group in __consumer_offsets: written after each change, replayed on load ---------------------
+
+    def _consumer_snapshot(self, group: Group) -> dict[bytes, bytes]:
+        """The group as Kafka writes it: key versions 3-8 (``group_metadata``), key bytes -> value bytes."""
+        cg, gid = group.consumer, group.group_id
+        if cg is None:
+            return {}
+
+        def parts(tps) -> tuple:
+            by_topic: dict[str, list[int]] = {}
+            for t, p in sorted(tps):
+                by_topic.setdefault(t, []).append(p)
+            return tuple((self.context.topic_id(t) or "", tuple(ps)) for t, ps in by_topic.items())
+
+        out = {
+            ConsumerGroupKey(CONSUMER_GROUP_METADATA, gid).encode():
+                ConsumerGroupMetadataValue(cg.group_epoch).encode(),
+            ConsumerGroupKey(CONSUMER_GROUP_PARTITION_METADATA, gid).encode(): ConsumerGroupPartitionMetadataValue(
+                cg.assignment_epoch, tuple((self.context.topic_id(t) or "", t, n)
+                                           for t, n in sorted(cg.partition_counts.items()))).encode(),
+            ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA, gid).encode():
+                ConsumerGroupTargetAssignmentMetadataValue(cg.assignment_epoch).encode(),
+        }
+        for mid, m in cg.members.items():
+            out[ConsumerGroupKey(CONSUMER_GROUP_MEMBER_METADATA, gid, mid).encode()] = ConsumerGroupMemberMetadataValue(
+                m.instance_id, m.client_id, m.client_host, m.subscribed_topics, m.rebalance_timeout_ms,
+                m.server_assignor).encode()
+            out[ConsumerGroupKey(CONSUMER_GROUP_CURRENT_MEMBER_ASSIGNMENT, gid, mid).encode()] = \
+                ConsumerGroupCurrentMemberAssignmentValue(m.member_epoch, m.previous_member_epoch,
+                                                          _MEMBER_STATE_BYTES[m.state], parts(m.assigned),
+                                                          parts(m.revoking)).encode()
+        for mid, target in cg.target.items():
+            out[ConsumerGroupKey(CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER, gid, mid).encode()] = \
+                ConsumerGroupTargetAssignmentMemberValue(parts(target)).encode()
+        return out
+
+    def _consumer_persist(self, group: Group, then: Callable[[int], None] | None = None) -> None:
+        """Write the records that changed since the last write (tombstones for what is gone: a
+        member that left), then ``then(error)``; nothing to write calls ``then`` at once. A failed
+        write is forgotten, so the next change writes those records again."""
+        if group.consumer is None:  # a classic group now: its old records stay for delete's tombstones
+            return then(NO_ERROR) if then else None
+        now = self._consumer_snapshot(group)
+        before = group.consumer_records
+        changes = [(k, v) for k, v in now.items() if before.get(k) != v] + [(k, None) for k in before if k not in now]
+        if not changes:
+            return then(NO_ERROR) if then else None
+        group.consumer_records = now
+
+        def written(error: int) -> None:
+            if error != NO_ERROR:
+                for k, v in changes:  # what the log may not have (unless changed since): write it again next time
+                    if group.consumer_records.get(k) == v:
+                        if k in before:
+                            group.consumer_records[k] = before[k]
+                        else:
+                            del group.consumer_records[k]
+            if then is not None:
+                then(error)
+
+        self._append(group, changes, written)
+
+    def _consumer_reply(self, src: Any, group: Group | None, response: ConsumerGroupHeartbeatResponse) -> None:
+        """Answer a heartbeat once what it changed is in ``__consumer_offsets`` (on every in-sync
+        replica), as Kafka's coordinator runtime does; a failed write is answered with its error."""
+        if group is None:
+            return self._send(src, response)
+
+        def written(error: int) -> None:
+            if error == NO_ERROR:
+                self._send(src, response)
+            else:
+                self._send(src, ConsumerGroupHeartbeatResponse(
+                    response.correlation_id, self._commit_error(error),
+                    f"the group's change could not be written to {OFFSETS_TOPIC} (error {error})",
+                    response.member_id))
+
+        self._consumer_persist(group, written)
+
+    def _consumer_tombstones(self, group: Group) -> list[tuple[bytes, None]]:
+        """Tombstones for every consumer group record of ``group`` (it is being deleted)."""
+        records = [(k, None) for k in group.consumer_records]
+        group.consumer_records = {}
+        return records
+
+    def _replay_consumer_record(self, loaded: dict[str, Group], p: int, record: Record) -> None:
+        key = ConsumerGroupKey.decode(record.key)
+        group = loaded.get(key.group)
+        if group is None:
+            group = loaded[key.group] = Group(key.group, p, state=DEAD)
+        if record.value is None:
+            group.consumer_records.pop(record.key, None)
+            return
+        group.consumer_records[record.key] = record.value
+        if group.consumer is None:
+            group.consumer = ConsumerGroup()  # rebuilt from the records once the partition is read
+
+    def _consumer_loaded(self, group: Group) -> None:
+        """The group as its records say (Kafka's ``GroupMetadataManager.replay``): epochs, members
+        with their epochs and partitions, the target. Members' sessions start again now."""
+        cg = group.consumer = ConsumerGroup()
+        meta: dict[str, ConsumerGroupMemberMetadataValue] = {}
+        current: dict[str, ConsumerGroupCurrentMemberAssignmentValue] = {}
+
+        def names(parts) -> frozenset[tuple[str, int]]:  # topic ids back to names; a deleted topic drops out
+            return frozenset((name, p) for tid, ps in parts if (name := self.context.topic_name(tid)) is not None
+                             for p in ps)
+
+        for raw_key, raw in group.consumer_records.items():
+            key = ConsumerGroupKey.decode(raw_key)
+            value = CONSUMER_GROUP_VALUES[key.kind].decode(raw)
+            if key.kind == CONSUMER_GROUP_METADATA:
+                cg.group_epoch = value.epoch
+            elif key.kind == CONSUMER_GROUP_PARTITION_METADATA:
+                cg.partition_counts = {self.context.topic_name(tid) or name: n for tid, name, n in value.topics}
+            elif key.kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
+                cg.assignment_epoch = value.assignment_epoch
+            elif key.kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
+                cg.target[key.member] = names(value.partitions)
+            elif key.kind == CONSUMER_GROUP_MEMBER_METADATA:
+                meta[key.member] = value
+            else:
+                current[key.member] = value
+        for mid, m in meta.items():
+            c = current.get(mid)
+            if c is None:
+                continue  # a member whose assignment record is missing never got an answer: it rejoins
+            cg.members[mid] = ConsumerMember(
+                mid, m.instance_id, m.client_id, m.client_host, m.rebalance_timeout_ms, m.subscribed_topics,
+                m.server_assignor, c.member_epoch, c.previous_member_epoch, _MEMBER_STATES[c.state],
+                names(c.assigned), names(c.pending_revocation))
+            self.context.set_timer(("cgroup-session", group.group_id, mid),
+                                   self.config["group.consumer.session.timeout.ms"])
+            if c.pending_revocation:
+                self.context.set_timer(("cgroup-revoke", group.group_id, mid), m.rebalance_timeout_ms)
+        cg.target = {mid: t for mid, t in cg.target.items() if mid in cg.members}
+        group.state, group.state_timestamp = cg.state(), self.now
 
     # --- offsets --------------------------------------------------------------------------------------------------
 
@@ -1075,6 +1246,7 @@ class GroupCoordinator:
             for key in expired:
                 del group.offsets[key]
             if not group.offsets:
+                records += self._consumer_tombstones(group)
                 records.append((GroupKey(group.group_id).encode(), None))
                 group.transition(GroupEvent.OFFSETS_EXPIRED, self.now)
                 del self.groups[group.group_id]
@@ -1122,6 +1294,38 @@ class GroupCoordinator:
         return DescribedGroup(NO_ERROR, g.group_id, g.state, "consumer", g.consumer.assignor(), members,
                               group_type="consumer")
 
+    def consumer_group_describe(self, src: Any, req: ConsumerGroupDescribeRequest) -> None:
+        """ConsumerGroupDescribe (api key 69, KIP-848): per group, its state, group epoch,
+        assignment epoch and assignor, and per member its epoch, subscription, current and
+        target assignment. As Kafka answers: an empty id is INVALID_GROUP_ID, a group another
+        broker coordinates NOT_COORDINATOR, an unknown or classic group GROUP_ID_NOT_FOUND."""
+        out = []
+        for gid in req.group_ids:
+            g = self.groups.get(gid)
+            if not gid:
+                out.append(DescribedConsumerGroup(INVALID_GROUP_ID, gid, "GroupId can't be empty."))
+            elif not self.owns(gid):
+                out.append(DescribedConsumerGroup(NOT_COORDINATOR, gid))
+            elif g is None or g.state == DEAD:
+                out.append(DescribedConsumerGroup(GROUP_ID_NOT_FOUND, gid, f"Group {gid} not found."))
+            elif g.consumer is None:
+                out.append(DescribedConsumerGroup(GROUP_ID_NOT_FOUND, gid, f"Group {gid} is not a consumer group."))
+            else:
+                out.append(self._described_consumer_group(g))
+        self._send(src, ConsumerGroupDescribeResponse(req.correlation_id, tuple(out)))
+
+    def _described_consumer_group(self, g: Group) -> DescribedConsumerGroup:
+        cg = g.consumer
+        members = tuple(
+            DescribedConsumerMember(m.member_id, m.instance_id, m.member_epoch, m.client_id, m.client_host,
+                                    m.subscribed_topics, tuple(sorted(m.assigned)),
+                                    tuple(sorted(cg.target.get(m.member_id, frozenset()))))
+            for m in cg.members.values())
+        topics = sorted({t for m in members for t, _ in m.assignment + m.target_assignment})
+        return DescribedConsumerGroup(NO_ERROR, g.group_id, None, g.state, cg.group_epoch, cg.assignment_epoch,
+                                      cg.assignor(), members,
+                                      tuple((t, self.context.topic_id(t) or "") for t in topics))
+
     def delete_offsets(self, src: Any, req: OffsetDeleteRequest) -> None:
         """OffsetDelete (KIP-496): tombstones for the group's committed offsets of these
         partitions. An empty group loses any of them; a group with members keeps the offsets
@@ -1167,11 +1371,17 @@ class GroupCoordinator:
                 results.append((gid, NON_EMPTY_GROUP))
             else:
                 records = [(OffsetKey(gid, t, p).encode(), None) for t, p in sorted(g.offsets)]
+                records += self._consumer_tombstones(g)
                 records.append((GroupKey(gid).encode(), None))
                 del self.groups[gid]
                 self._append(g, records, lambda error: None)
                 results.append((gid, NO_ERROR))
         self._send(src, DeleteGroupsResponse(req.correlation_id, tuple(results)))
+
+
+# Kafka's MemberState bytes in ConsumerGroupCurrentMemberAssignmentValue.
+_MEMBER_STATE_BYTES = {MemberState.STABLE: 0, MemberState.UNREVOKED_PARTITIONS: 1, MemberState.UNRELEASED_PARTITIONS: 2}
+_MEMBER_STATES = {b: state for state, b in _MEMBER_STATE_BYTES.items()}
 
 
 def _fields(response: JoinGroupResponse) -> tuple:

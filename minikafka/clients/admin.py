@@ -19,7 +19,8 @@ How each question is answered, as in Kafka:
   off ``retry_backoff_ms`` and asks again. The answer is cached per group and forgotten on
   NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE or a dead/silent coordinator (failover).
 - *Groups*: ListGroups to every live broker (each lists the groups it coordinates);
-  DescribeGroups, OffsetFetch, OffsetCommit and DeleteGroups to the group's coordinator.
+  DescribeGroups, OffsetFetch, OffsetCommit and DeleteGroups to the group's coordinator; for a
+  KIP-848 group, ConsumerGroupDescribe there too (its epochs and target assignment).
 - *Log ends*: ListOffsets (earliest -2, latest -1 = the high watermark, or a timestamp) to
   each partition's leader.
 - *Topics and partitions*: CreateTopics, CreatePartitions and (Incremental)AlterConfigs to
@@ -62,6 +63,7 @@ from minikafka.errors import (
     BrokerResponseError,
     CoordinatorLoadInProgressError,
     CoordinatorNotAvailableError,
+    GroupIdNotFoundError,
     IllegalArgumentError,
     IllegalStateError,
     InvalidGroupIdError,
@@ -90,12 +92,15 @@ from minikafka.messages import (
     DeleteTopicsRequest,
     DeleteRecordsRequest,
     COORDINATOR_NOT_AVAILABLE,
+    GROUP_ID_NOT_FOUND,
     NO_ERROR,
     NOT_COORDINATOR,
     NOT_LEADER_OR_FOLLOWER,
     UNKNOWN_MEMBER_ID,
     UNKNOWN_TOPIC_OR_PARTITION,
+    ConsumerGroupDescribeRequest,
     DeleteGroupsRequest,
+    DescribedConsumerGroup,
     DescribedGroup,
     DescribeGroupsRequest,
     Disconnected,
@@ -154,6 +159,35 @@ class GroupInformation(NamedTuple):
     protocol: str
     members: list
     authorized_operations: Any
+
+
+class ConsumerGroupMemberDescription(NamedTuple):
+    """A member of a KIP-848 group (Java's ``MemberDescription``): its member epoch, what it
+    owns now (``assignment``) and what the group's assignor gave it (``target_assignment``);
+    the two differ while the member reconciles."""
+
+    member_id: str
+    instance_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topics: tuple[str, ...]
+    assignment: tuple[TopicPartition, ...]
+    target_assignment: tuple[TopicPartition, ...]
+
+
+class ConsumerGroupDescription(NamedTuple):
+    """A group of type "consumer" as ConsumerGroupDescribe tells it (Java's
+    ``ConsumerGroupDescription``): ``group_epoch`` moves when membership or subscriptions do,
+    ``assignment_epoch`` is the target assignment's epoch, ``assignor`` the server assignor."""
+
+    group_id: str
+    state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor: str
+    coordinator: int
+    members: list
 
 
 def _decode(decoder: Callable[[bytes], Any], data: bytes) -> Any:
@@ -477,6 +511,38 @@ class KafkaAdminClient:
                              "member_assignment": m.member_assignment} for m in info.members],
                 "authorized_operations": None, "error": None,
             }
+        return out
+
+    def _consumer_group_describe_one(self, group_id: str) -> tuple[int, DescribedConsumerGroup]:
+        def attempt(deadline: int) -> tuple[int, DescribedConsumerGroup]:
+            node, response = self._to_coordinator(
+                group_id, lambda c: ConsumerGroupDescribeRequest(c, (group_id,)),
+                f"ConsumerGroupDescribe({group_id!r})", deadline)
+            described = response.groups[0]
+            if described.error == GROUP_ID_NOT_FOUND:
+                raise GroupIdNotFoundError(described.error_message or f"Group {group_id} not found.")
+            self._coordinator_error(group_id, described.error, "ConsumerGroupDescribe")
+            return node, described
+        return self._retrying(f"ConsumerGroupDescribe({group_id!r})", attempt)
+
+    def consumer_group_describe(self, group_ids: Iterable[str]) -> list[ConsumerGroupDescription]:
+        """KIP-848's ConsumerGroupDescribe (api key 69) at each group's coordinator: one
+        ``ConsumerGroupDescription`` per group id, in the order given, with the group and
+        assignment epochs and each member's epoch, current and target assignment (what Kafka
+        4's ``Admin.describeConsumerGroups`` returns for a consumer group; kafka-python 3.0 has
+        no such call). Raises ``GroupIdNotFoundError`` for an unknown group and for a classic
+        one, with the broker's message ("Group g is not a consumer group.")."""
+        def tps(parts: tuple[tuple[str, int], ...]) -> tuple[TopicPartition, ...]:
+            return tuple(TopicPartition(t, p) for t, p in parts)
+
+        out = []
+        for g in self._check_group_ids(group_ids):
+            node, d = self._consumer_group_describe_one(g)
+            members = [ConsumerGroupMemberDescription(x.member_id, x.instance_id, x.member_epoch, x.client_id,
+                                                      x.client_host, x.subscribed_topics, tps(x.assignment),
+                                                      tps(x.target_assignment)) for x in d.members]
+            out.append(ConsumerGroupDescription(d.group_id, d.state, d.group_epoch, d.assignment_epoch, d.assignor,
+                                                node, members))
         return out
 
     def _coordinator_of(self, group_id: str) -> int:

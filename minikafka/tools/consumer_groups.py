@@ -22,7 +22,10 @@ and DeleteGroups to the group's coordinator; ListOffsets to partition leaders):
   offset (CURRENT-OFFSET), the partition's high watermark (LOG-END-OFFSET), their difference
   (LAG) and the member that owns it (CONSUMER-ID HOST CLIENT-ID, '-' when no member does).
   ``--members [--verbose]`` lists the members instead, ``--state`` the group's coordinator,
-  assignment strategy, state and size. As in Kafka, "Consumer group 'G' has no active
+  assignment strategy, state and size. With ``--verbose``, a group of KIP-848's protocol
+  (type "consumer") is asked with ConsumerGroupDescribe, as Kafka 4's tool does, and shows
+  its GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH (``--state``) or each member's CURRENT-EPOCH,
+  CURRENT-ASSIGNMENT, TARGET-EPOCH and TARGET-ASSIGNMENT (``--members``). As in Kafka, "Consumer group 'G' has no active
   members." (or "... is rebalancing.") goes to stderr and the table to stdout, after a blank
   line; a group that does not exist is an error.
 - ``--reset-offsets --group G (--topic T[:P,P] ... | --all-topics) STRATEGY [--dry-run |
@@ -57,6 +60,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, NamedTuple
 
 from minikafka.clients.admin import MISSING, GroupInformation, KafkaAdminClient, MemberInformation, _as_tp, _assigned
+from minikafka.clients.admin import ConsumerGroupDescription
 from minikafka.clients.admin import _state_name
 from minikafka.errors import (
     GroupIdNotFoundError,
@@ -100,6 +104,10 @@ class MemberAssignmentState(NamedTuple):
     client_id: str
     num_partitions: int
     assignment: tuple[TopicPartition, ...]
+    # A member of a KIP-848 group (from ConsumerGroupDescribe); None for a classic group's.
+    current_epoch: int | None = None  # the member epoch
+    target_epoch: int | None = None  # the group's target assignment epoch
+    target_assignment: tuple[TopicPartition, ...] | None = None
 
 
 class GroupStateInformation(NamedTuple):
@@ -111,6 +119,8 @@ class GroupStateInformation(NamedTuple):
     assignment_strategy: str
     state: str
     num_members: int
+    group_epoch: int | None = None  # a KIP-848 group's (ConsumerGroupDescribe); None: a classic group
+    assignment_epoch: int | None = None  # the target assignment's epoch
 
 
 class OffsetReset(NamedTuple):
@@ -246,13 +256,23 @@ class GroupMembers(_Report):
         widths = [max([15] + [len(r.group) for r in self.rows]), max([15] + [len(r.consumer_id) for r in self.rows]),
                   max([15] + [len(r.host) for r in self.rows]), max([15] + [len(r.client_id) for r in self.rows]), 15]
         header = ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS"]
-        if self.verbose:
+        kip848 = any(r.current_epoch is not None for r in self.rows)
+        if self.verbose and kip848:
+            # Kafka 4's columns for a group of the new protocol: each member's epoch and what it
+            # owns, beside the target assignment's epoch and what the assignor gave it.
+            current = max([20] + [len(_assignment_string(r.assignment)) for r in self.rows])
+            widths += [15, current, 15, None]
+            header += ["CURRENT-EPOCH", "CURRENT-ASSIGNMENT", "TARGET-EPOCH", "TARGET-ASSIGNMENT"]
+        elif self.verbose:
             widths.append(None)
             header.append("ASSIGNMENT")
         lines.append(_format(widths, header))
         for r in self.rows:
             cells = [r.group, r.consumer_id, r.host, r.client_id, r.num_partitions]
-            if self.verbose:
+            if self.verbose and kip848:
+                cells += [r.current_epoch, _assignment_string(r.assignment), r.target_epoch,
+                          _assignment_string(r.target_assignment or ())]
+            elif self.verbose:
                 cells.append(_assignment_string(r.assignment))
             lines.append(_format(widths, cells))
         return "\n".join(lines)
@@ -263,6 +283,7 @@ class GroupStateReport(_Report):
     """``kafka-consumer-groups --describe --state``: the group's one row."""
 
     rows: list[GroupStateInformation]
+    verbose: bool = False  # Kafka 4: GROUP-EPOCH and TARGET-ASSIGNMENT-EPOCH too ('-' for a classic group)
 
     @property
     def state(self) -> str:
@@ -272,10 +293,15 @@ class GroupStateReport(_Report):
         r = self.rows[0]
         notice = _state_notice(r.group, r.state)
         widths = [max(15, len(r.group)), max(25, len(r.coordinator)), 20, 20, None]
+        header = ["GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"]
+        cells = [r.group, r.coordinator, r.assignment_strategy or MISSING, r.state, r.num_members]
+        if self.verbose:
+            widths[4:4] = [15, 25]
+            header[4:4] = ["GROUP-EPOCH", "TARGET-ASSIGNMENT-EPOCH"]
+            cells[4:4] = [r.group_epoch, r.assignment_epoch]
         lines = [notice, ""] if notice else []
-        lines.append(_format(widths, ("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS")))
-        lines.append(_format(widths, (r.group, r.coordinator, r.assignment_strategy or MISSING, r.state,
-                                      r.num_members)))
+        lines.append(_format(widths, header))
+        lines.append(_format(widths, cells))
         return "\n".join(lines)
 
 
@@ -453,19 +479,44 @@ class ConsumerGroupCommand:
         rows = [row(tp, m) for m, tps in owned for tp in tps] + [row(tp, None) for tp in unowned]
         return GroupOffsets(group, info.state, rows, verbose)
 
+    def _consumer_group(self, group: str) -> ConsumerGroupDescription | None:
+        """A KIP-848 group's ConsumerGroupDescribe answer; None for a classic group (known from
+        DescribeGroups' group type, so a classic group costs no extra request)."""
+        self.admin._check_group_id(group)
+        _, described = self.admin._describe_one(group, None)
+        if described.group_type != "consumer":
+            return None
+        return self.admin.consumer_group_describe([group])[0]
+
     def describe_members(self, group: str, *, verbose: bool = False) -> GroupMembers:
         """``--describe --members [--verbose]``: CONSUMER-ID, HOST, CLIENT-ID, #PARTITIONS
-        (and with ``verbose`` the ASSIGNMENT) of each member, in the coordinator's order."""
+        (and with ``verbose`` the ASSIGNMENT) of each member, in the coordinator's order. With
+        ``verbose``, a KIP-848 group shows Kafka 4's CURRENT-EPOCH, CURRENT-ASSIGNMENT,
+        TARGET-EPOCH and TARGET-ASSIGNMENT instead (ConsumerGroupDescribe)."""
+        kip848 = self._consumer_group(group) if verbose else None
+        if kip848 is not None:
+            rows = [MemberAssignmentState(group, m.member_id, m.client_host, m.client_id, len(m.assignment),
+                                          m.assignment, m.member_epoch, kip848.assignment_epoch, m.target_assignment)
+                    for m in kip848.members]
+            return GroupMembers(group, kip848.state, rows, verbose)
         _, info = self._describe(group)
         rows = [MemberAssignmentState(group, m.member_id, m.client_host, m.client_id, len(_assigned(m)),
                                       tuple(_assigned(m))) for m in info.members]
         return GroupMembers(group, info.state, rows, verbose)
 
-    def describe_state(self, group: str) -> GroupStateReport:
-        """``--describe --state``: COORDINATOR (ID), ASSIGNMENT-STRATEGY, STATE, #MEMBERS."""
+    def describe_state(self, group: str, *, verbose: bool = False) -> GroupStateReport:
+        """``--describe --state [--verbose]``: COORDINATOR (ID), ASSIGNMENT-STRATEGY, STATE,
+        #MEMBERS; with ``verbose`` (Kafka 4) also a KIP-848 group's GROUP-EPOCH and
+        TARGET-ASSIGNMENT-EPOCH ('-' for a classic group, which has neither)."""
+        kip848 = self._consumer_group(group) if verbose else None
+        if kip848 is not None:
+            c = kip848.coordinator
+            return GroupStateReport([GroupStateInformation(
+                group, f"broker-{c}  ({c})", c, kip848.assignor, kip848.state, len(kip848.members),
+                kip848.group_epoch, kip848.assignment_epoch)], verbose)
         coordinator, info = self._describe(group)
         return GroupStateReport([GroupStateInformation(group, f"broker-{coordinator}  ({coordinator})", coordinator,
-                                                       info.protocol, info.state, len(info.members))])
+                                                       info.protocol, info.state, len(info.members))], verbose)
 
     # --- --reset-offsets ----------------------------------------------------------------------------------
 
@@ -637,7 +688,8 @@ def add_parser(commands: Any) -> None:
                       help="with --describe: the group's state and coordinator; with --list: each group's "
                       "state, only those in STATES (comma separated) if given")
     p.add_argument("--verbose", action="store_true",
-                   help="with --describe --members: each member's partitions; with --offsets: LEADER-EPOCH")
+                   help="with --describe --members: each member's partitions (and, in a KIP-848 group, its epoch "
+                   "and target assignment); with --state: a KIP-848 group's epochs; with --offsets: LEADER-EPOCH")
     p.add_argument("--topic", action="append", metavar="TOPIC[:P,P]",
                    help="with --reset-offsets: a topic, or some of its partitions (t:0,2); repeatable")
     p.add_argument("--all-topics", action="store_true",
@@ -784,6 +836,33 @@ class GroupTool:
                     out[tp] = None
             return out
 
+    def consumer_group(self, group: str) -> Any | None:
+        """ConsumerGroupDescribe (KIP-848) of ``group``: kafka-python's answer object, or None for
+        a classic group (GROUP_ID_NOT_FOUND) or a broker that does not speak it, which is how
+        Kafka 4's admin client tells the two kinds of group apart. kafka-python 3.0 has no call
+        for it: this sends minikafka's schema of the request through its admin client's network."""
+        from kafka.errors import UnsupportedVersionError
+        from minikafka.wire.codec import _KConsumerGroupDescribeRequest
+
+        admin = self.admin
+
+        async def ask() -> Any:
+            node = await admin._find_coordinator_id(group)
+            request = _KConsumerGroupDescribeRequest(group_ids=[group], include_authorized_operations=False)
+            return await admin._manager.send(request, node_id=node)
+
+        try:
+            response = self._retry(lambda: admin._manager.run(ask), "ConsumerGroupDescribe")
+        except (UnsupportedVersionError, AttributeError):  # an old broker, or a kafka-python without these internals
+            return None
+        [described] = response.groups
+        if described.error_code == 69:  # GROUP_ID_NOT_FOUND: not a consumer group (or none)
+            return None
+        if described.error_code:
+            raise ToolError(f"could not describe group '{group}': error {described.error_code} "
+                            f"{described.error_message or ''}".rstrip())
+        return described
+
     def coordinator(self, group: str) -> tuple[int, str]:
         """The coordinator's id and Kafka's "host:port  (id)" text. kafka-python 3.0 has no public
         call for it: this uses its admin client's FindCoordinator step."""
@@ -829,10 +908,13 @@ class GroupTool:
                 print(f"{ERROR_PREFIX}Consumer group '{group}' does not exist.", file=sys.stderr)
                 continue
             self._notice(group, group_state)
-            if state:
+            kip848 = self.consumer_group(group) if verbose and (state or members) else None
+            if kip848 is not None:
+                report: Any = self._kip848_report(group, kip848, state)
+            elif state:
                 node, where = self.coordinator(group)
-                report: Any = GroupStateReport([GroupStateInformation(
-                    group, where, node, info.get("protocol_data") or "", group_state, len(info["members"]))])
+                report = GroupStateReport([GroupStateInformation(
+                    group, where, node, info.get("protocol_data") or "", group_state, len(info["members"]))], verbose)
             elif members:
                 rows = [MemberAssignmentState(group, m["member_id"], m.get("client_host") or "-",
                                               m.get("client_id") or "", len(_assigned_partitions(m)), tuple(_assigned_partitions(m)))
@@ -843,6 +925,24 @@ class GroupTool:
             if len(report):
                 print("\n" + _without_notice(report.table(), group, group_state))
         return 1 if missing else 0
+
+    def _kip848_report(self, group: str, described: Any, state: bool) -> Any:
+        """Kafka 4's --state --verbose or --members --verbose of a KIP-848 group."""
+        if state:
+            node, where = self.coordinator(group)
+            return GroupStateReport([GroupStateInformation(
+                group, where, node, described.assignor_name, described.group_state, len(described.members),
+                described.group_epoch, described.assignment_epoch)], True)
+
+        def tps(assignment: Any) -> tuple[TopicPartition, ...]:
+            return tuple(sorted(TopicPartition(t.topic_name, p) for t in assignment.topic_partitions
+                                for p in t.partitions))
+
+        rows = [MemberAssignmentState(group, m.member_id, m.client_host or MISSING, m.client_id or "",
+                                      len(tps(m.assignment)), tps(m.assignment), m.member_epoch,
+                                      described.assignment_epoch, tps(m.target_assignment))
+                for m in described.members]
+        return GroupMembers(group, described.group_state, rows, True)
 
     def _offset_rows(self, group: str, info: dict) -> list:
         from kafka.admin import OffsetSpec

@@ -267,6 +267,10 @@ def _describe_groups(r: m.DescribeGroupsRequest, v: int) -> Any:
     return c._KDescribeGroupsRequest(version=v, groups=list(r.groups), include_authorized_operations=False)
 
 
+def _consumer_group_describe(r: m.ConsumerGroupDescribeRequest, v: int) -> Any:
+    return c._KConsumerGroupDescribeRequest(version=v, group_ids=list(r.group_ids), include_authorized_operations=False)
+
+
 def _delete_groups(r: m.DeleteGroupsRequest, v: int) -> Any:
     return c._KDeleteGroupsRequest(version=v, groups_names=list(r.groups))
 
@@ -290,6 +294,7 @@ _ENCODERS: dict[int, tuple[type, Callable[[Any, int], Any]]] = {
     c.LIST_GROUPS: (m.ListGroupsRequest, _list_groups),
     c.DESCRIBE_GROUPS: (m.DescribeGroupsRequest, _describe_groups),
     c.DELETE_GROUPS: (m.DeleteGroupsRequest, _delete_groups),
+    c.CONSUMER_GROUP_DESCRIBE: (m.ConsumerGroupDescribeRequest, _consumer_group_describe),
     c.ADD_PARTITIONS_TO_TXN: (m.AddPartitionsToTxnRequest, _add_partitions_to_txn),
     c.ADD_OFFSETS_TO_TXN: (m.AddOffsetsToTxnRequest, _add_offsets_to_txn),
     c.END_TXN: (m.EndTxnRequest, _end_txn),
@@ -458,6 +463,20 @@ def _describe_groups_back(corr: int, r: Any, v: int) -> tuple:
         for g in r.groups)), {}
 
 
+def _consumer_group_describe_back(corr: int, r: Any, v: int) -> tuple:
+    def parts(assignment: Any) -> tuple[tuple[str, int], ...]:
+        return tuple(sorted((t.topic_name, p) for t in assignment.topic_partitions for p in t.partitions))
+
+    return m.ConsumerGroupDescribeResponse(corr, tuple(
+        m.DescribedConsumerGroup(g.error_code, g.group_id, g.error_message, g.group_state, g.group_epoch,
+                                 g.assignment_epoch, g.assignor_name, tuple(
+            m.DescribedConsumerMember(x.member_id, x.instance_id, x.member_epoch, x.client_id, x.client_host,
+                                      tuple(x.subscribed_topic_names), parts(x.assignment),
+                                      parts(x.target_assignment))
+            for x in g.members))
+        for g in r.groups)), {}
+
+
 def _delete_groups_back(corr: int, r: Any, v: int) -> tuple:
     return m.DeleteGroupsResponse(corr, tuple((g.group_id, g.error_code) for g in r.results)), {}
 
@@ -513,6 +532,7 @@ _DECODERS: dict[int, Callable[[int, Any, int], tuple]] = {
     c.OFFSET_FETCH: _offset_fetch_back, c.CREATE_TOPICS: _create_topics_back, c.DELETE_TOPICS: _delete_topics_back,
     c.CREATE_PARTITIONS: _create_partitions_back, c.LIST_GROUPS: _list_groups_back,
     c.DESCRIBE_GROUPS: _describe_groups_back, c.DELETE_GROUPS: _delete_groups_back,
+    c.CONSUMER_GROUP_DESCRIBE: _consumer_group_describe_back,
     c.ADD_PARTITIONS_TO_TXN: _add_partitions_to_txn_back, c.ADD_OFFSETS_TO_TXN: _add_offsets_to_txn_back,
     c.END_TXN: _end_txn_back, c.TXN_OFFSET_COMMIT: _txn_offset_commit_back,
     c.DESCRIBE_CONFIGS: _describe_configs_back, c.INCREMENTAL_ALTER_CONFIGS: _alter_configs_back,

@@ -156,6 +156,16 @@ try:
 
     _KConsumerGroupHeartbeatRequest, _KConsumerGroupHeartbeatResponse = (
         ConsumerGroupHeartbeatRequest, ConsumerGroupHeartbeatResponse)
+
+    # KIP-848's describe (api key 69): not in kafka-python 3.0.12 either.
+    class ConsumerGroupDescribeRequest(_KApiMessage, load_json=_own_schemas):
+        pass
+
+    class ConsumerGroupDescribeResponse(_KApiMessage, load_json=_own_schemas):
+        pass
+
+    _KConsumerGroupDescribeRequest, _KConsumerGroupDescribeResponse = (
+        ConsumerGroupDescribeRequest, ConsumerGroupDescribeResponse)
 except ImportError as _e:  # pragma: no cover - depends on the environment
     raise ImportError(
         "minikafka.wire needs kafka-python 3.0.12 for the Kafka protocol classes it builds on: "
@@ -182,7 +192,7 @@ OFFSET_COMMIT, OFFSET_FETCH, FIND_COORDINATOR, JOIN_GROUP, HEARTBEAT, LEAVE_GROU
 SYNC_GROUP, DESCRIBE_GROUPS, LIST_GROUPS, API_VERSIONS = 14, 15, 16, 18
 CREATE_TOPICS, DELETE_TOPICS, INIT_PRODUCER_ID, DESCRIBE_CONFIGS, DELETE_GROUPS = 19, 20, 22, 32, 42
 DESCRIBE_QUORUM = 55
-CONSUMER_GROUP_HEARTBEAT = 68  # KIP-848
+CONSUMER_GROUP_HEARTBEAT, CONSUMER_GROUP_DESCRIBE = 68, 69  # KIP-848
 ALTER_CONFIGS, CREATE_PARTITIONS, INCREMENTAL_ALTER_CONFIGS = 33, 37, 44
 DELETE_RECORDS, OFFSET_FOR_LEADER_EPOCH, OFFSET_DELETE = 21, 23, 47
 ADD_PARTITIONS_TO_TXN, ADD_OFFSETS_TO_TXN, END_TXN, TXN_OFFSET_COMMIT = 24, 25, 26, 28
@@ -224,6 +234,7 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     END_TXN: (0, 2),
     TXN_OFFSET_COMMIT: (0, 2),  # v2: leader epoch; v3 (generation, member) turns flexible
     CONSUMER_GROUP_HEARTBEAT: (0, 1),  # KIP-848; v1: the client makes its member id (KIP-1082)
+    CONSUMER_GROUP_DESCRIBE: (0, 1),  # KIP-848; v1 adds each member's MemberType (KIP-1099)
 }
 
 FOLLOWER_FETCH_VERSION = 12  # the first Fetch with last_fetched_epoch / diverging_epoch
@@ -614,6 +625,10 @@ def _consumer_group_heartbeat_in(r: Any, corr: int, v: int, client_id: str | Non
         client_id=client_id or "", by_topic_id=True),)
 
 
+def _consumer_group_describe_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
+    return (m.ConsumerGroupDescribeRequest(corr, tuple(r.group_ids)),)
+
+
 def _list_groups_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.ListGroupsRequest(corr),)
 
@@ -926,6 +941,39 @@ def _consumer_group_heartbeat_out(d: Decoded, resp: m.ConsumerGroupHeartbeatResp
              heartbeat_interval_ms=resp.heartbeat_interval_ms, assignment=assignment)
 
 
+_CONSUMER_MEMBER = 1  # ConsumerGroupDescribe v1's MemberType: -1 unknown, 0 classic, 1 consumer
+
+
+def _consumer_group_describe_out(d: Decoded, resp: m.ConsumerGroupDescribeResponse, ctx: BrokerContext | None,
+                                 v: int) -> Any:
+    K = _KConsumerGroupDescribeResponse
+    G = K.DescribedGroup
+    M = G.Member
+    A = M.Assignment
+    T = A.TopicPartitions
+
+    def assignment(parts: tuple[tuple[str, int], ...], ids: dict[str, str]) -> Any:
+        return A(topic_partitions=[
+            T(topic_id=_uuid_of(ids.get(topic)), topic_name=topic, partitions=[p for _, p in group])
+            for topic, group in _by_topic(parts, lambda tp: tp[0]).items()])
+
+    def member(x: m.DescribedConsumerMember, ids: dict[str, str]) -> Any:
+        fields = dict(member_id=x.member_id, instance_id=x.instance_id, rack_id=None, member_epoch=x.member_epoch,
+                      client_id=x.client_id, client_host=x.client_host,
+                      subscribed_topic_names=list(x.subscribed_topics), subscribed_topic_regex=None,
+                      assignment=assignment(x.assignment, ids),
+                      target_assignment=assignment(x.target_assignment, ids))
+        if v >= 1:
+            fields["member_type"] = _CONSUMER_MEMBER
+        return M(**fields)
+
+    return K(version=v, throttle_time_ms=0, groups=[
+        G(error_code=g.error, error_message=g.error_message, group_id=g.group_id, group_state=g.state,
+          group_epoch=g.group_epoch, assignment_epoch=g.assignment_epoch, assignor_name=g.assignor,
+          members=[member(x, dict(g.topic_ids)) for x in g.members], authorized_operations=-(1 << 31))
+        for g in resp.groups])
+
+
 def _list_groups_out(d: Decoded, resp: m.ListGroupsResponse, ctx: BrokerContext | None, v: int) -> Any:
     K = _KListGroupsResponse
     return K(version=v, throttle_time_ms=0, error_code=resp.error, groups=[
@@ -1035,6 +1083,9 @@ _APIS: dict[int, _Api] = {
     CONSUMER_GROUP_HEARTBEAT: _Api(_KConsumerGroupHeartbeatRequest, _KConsumerGroupHeartbeatResponse,
                                    m.ConsumerGroupHeartbeatResponse, _consumer_group_heartbeat_in,
                                    _consumer_group_heartbeat_out),
+    CONSUMER_GROUP_DESCRIBE: _Api(_KConsumerGroupDescribeRequest, _KConsumerGroupDescribeResponse,
+                                  m.ConsumerGroupDescribeResponse, _consumer_group_describe_in,
+                                  _consumer_group_describe_out),
     TXN_OFFSET_COMMIT: _Api(_KTxnOffsetCommitRequest, _KTxnOffsetCommitResponse, m.TxnOffsetCommitResponse,
                             _txn_offset_commit_in, _txn_offset_commit_out),
 }
