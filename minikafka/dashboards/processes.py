@@ -14,8 +14,9 @@ from typing import Any, Callable
 import ipywidgets as w
 
 from minikafka import viz
-from minikafka.dashboards.controls import (_close_widgets, _ids, _redraw, _RunToggle, _table_html,
-                                           build_controls, clock_and_load_row, picture_row, placeholder, row)
+from minikafka.dashboards.controls import (FIT_RESERVE_PX, ROW_PX, _close_widgets, _ids, _redraw, _RunToggle,
+                                           _table_html, build_controls, clock_and_load_row, picture_row,
+                                           placeholder, row)
 from minikafka.errors import IllegalArgumentError
 
 # The dashboard's own producers, paced for a lecture rather than a data centre (Kafka's
@@ -246,6 +247,8 @@ class ProcessDashboard(_RunToggle):
             picture_row(self, self.partitions_html),
             self.log,
         ], layout=w.Layout(width="100%"))
+        # Its title has a row of its own and each broker two buttons: a row more above the picture.
+        self.fit_reserve_px = FIT_RESERVE_PX + ROW_PX
         self._stop_when_unseen()
         self._show_buttons()
 
