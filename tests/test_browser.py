@@ -8,7 +8,11 @@ also opened as it was saved, outputs and all, without running it: what a student
 where the dashboard's place holds only its saved sentence. Every
 assertion is on what the page shows -- the text in the diagram's SVG, the buttons, the
 counters -- and every wait is for a state to appear (Playwright's ``expect``), never a
-sleep. The window is a projector's: a 1280x720 viewport at device scale factor 1.5.
+sleep. The window is a projector's: a 1280x720 viewport at device scale factor 1.5, with
+JupyterLab's left sidebar (the file browser) collapsed, as a lecturer shows a lecture; there
+each dashboard must show its controls, counters and diagram on one screen
+(``assert_on_one_screen``), and a click on a kill/restart button must move no button
+(``assert_buttons_stay``).
 
 The browser is Debian's ``/usr/bin/chromium`` (``.ci/ensure-chromium``, run by ``make
 test``); Playwright never downloads one (the Makefile sets
@@ -171,9 +175,18 @@ def run_all(page, lab, notebook: str, last_output: str):
     expect(page.locator(".jp-NotebookPanel")).to_have_count(1)
     status = page.locator(".jp-StatusBar-Widget", has_text="Python 3 (ipykernel) |").first
     expect(status).to_contain_text("Idle")  # the kernel is up
+    collapse_file_browser(page)
     page.evaluate("window.jupyterapp.commands.execute('notebook:run-all-cells')")
     expect(page.get_by_text(last_output, exact=False).first).to_be_visible(timeout=4 * SLOW)
     expect(status).to_contain_text("Idle")
+
+
+def collapse_file_browser(page) -> None:
+    """JupyterLab's left sidebar collapsed (View > Left Sidebar, Ctrl+B), as on a projector."""
+    from playwright.sync_api import expect
+
+    page.evaluate("window.jupyterapp.shell.collapseLeft()")
+    expect(page.locator(".jp-FileBrowser")).to_be_hidden()
 
 
 def counter(page, name: str):
@@ -260,6 +273,61 @@ def assert_fits(page, dashboard):
     assert box["svgRight"] <= box["area"] + 1, box
 
 
+def assert_on_one_screen(page, dashboard):
+    """Item 4 of issue 36, at 1280x720 with the file browser closed: with the dashboard's top
+    scrolled to the top of the notebook panel, every control (buttons, sliders, toggles,
+    dropdowns, the checkbox), the counters, the whole diagram and the lag chart (if the
+    dashboard has one) are inside the visible part of the panel; the diagram is drawn at 60%
+    of its natural size or more (graphviz's width in pt; a projector must read it). Returns
+    what it measured."""
+    assert page.viewport_size == VIEWPORT
+    dashboard.evaluate("el => el.scrollIntoView({block: 'start'})")
+    box = dashboard.evaluate("""el => {
+        const panel = el.closest('.jp-WindowedPanel-outer').getBoundingClientRect();
+        const name = e => (e.textContent.trim() || e.className).slice(0, 40);
+        const parts = [...el.querySelectorAll(
+            'button, .widget-slider, .widget-dropdown, .widget-checkbox, .widget-toggle-buttons, ' +
+            '.minikafka-counters, .widget-html-content svg')];
+        const outside = parts.filter(p => {
+            const b = p.getBoundingClientRect();
+            return b.top < panel.top - 1 || b.bottom > panel.bottom + 1 || b.left < panel.left - 1 ||
+                   b.right > panel.right + 1;
+        }).map(p => [name(p), Math.round(p.getBoundingClientRect().top),
+                     Math.round(p.getBoundingClientRect().bottom)]);
+        const svg = el.querySelector('svg:has(g.graph)'), s = svg.getBoundingClientRect();
+        const table = el.querySelector('table').getBoundingClientRect();
+        return {panel: [panel.top, panel.bottom], parts: parts.length, outside,
+                buttons: el.querySelectorAll('button').length,
+                diagram: [s.width, s.height], naturalPt: parseFloat(svg.getAttribute('width')),
+                tableBottom: table.bottom,
+                charts: el.querySelectorAll('.widget-html-content svg:not(:has(g.graph))').length};
+    }""")
+    assert box["outside"] == [], box
+    assert box["buttons"] >= 8 and box["parts"] >= box["buttons"] + 5, box
+    scale = box["diagram"][0] / (box["naturalPt"] * 4 / 3)
+    assert scale >= 0.6 - 0.005, (scale, box)
+    box["scale"] = round(scale, 3)
+    return box
+
+
+def button_boxes(dashboard) -> list:
+    """Every button of the dashboard and its box, relative to the dashboard's top left (a
+    scroll of the page moves nothing)."""
+    return dashboard.evaluate("""el => {
+        const d = el.getBoundingClientRect();
+        return [...el.querySelectorAll('button')].map(b => {
+            const r = b.getBoundingClientRect();
+            return [r.left - d.left, r.top - d.top, r.width, r.height].map(v => Math.round(v * 10) / 10);
+        });
+    }""")
+
+
+def assert_buttons_stay(before: list, after: list, what: str) -> None:
+    """Nothing moved under the pointer: the same buttons, each where it was, as wide as it was."""
+    moved = [(i, a, b) for i, (a, b) in enumerate(zip(before, after)) if a != b]
+    assert len(before) == len(after) and moved == [], f"{what}: buttons moved (index, before, after): {moved}"
+
+
 def assert_newest_event_in_sight(page):
     events = page.locator(".minikafka-events").first
     events.scroll_into_view_if_needed()  # off screen, a browser may skip its layout (content-visibility)
@@ -273,12 +341,15 @@ def assert_newest_event_in_sight(page):
 
 def screenshots(page, dashboard, lecture: str):
     """The page as the class sees it, the dashboard scrolled to the top of the window: at
-    the test's 1280x720 (CSS pixels) at scale 1.5, then as a 1280x720 projector at 150%
-    zoom shows it (853x480 CSS pixels at scale 1.5), where it must still fit its cell."""
+    the test's 1280x720 (CSS pixels) at scale 1.5, where it must fit the screen
+    (``assert_on_one_screen``), then as a 1280x720 projector at 150% zoom shows it (853x480
+    CSS pixels at scale 1.5), where it must still fit its cell's width."""
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     for size in (VIEWPORT, PROJECTOR):
         page.set_viewport_size(size)
         assert_fits(page, dashboard)
+        if size == VIEWPORT:
+            print(f"{lecture} at 1280x720:", assert_on_one_screen(page, dashboard))
         page.screenshot(path=str(ARTIFACTS / f"{lecture}-dashboard-{size['width']}x{size['height']}@{SCALE}.png"))
     # The whole dashboard, top to bottom: a window tall enough to hold it (JupyterLab
     # scrolls inside its panel, so nothing outside the window would be painted).
@@ -301,9 +372,11 @@ def test_lecture_04_kill_and_restart_a_broker_on_the_live_dashboard(page, lab):
     expect(diagram(page)).to_contain_text("broker 1")
     expect(diagram(page)).not_to_contain_text(re.compile(r"broker \d\s+dead"))  # the legend says "dead broker"
 
+    before = button_boxes(dashboard)
     button(page, "kill broker 1").click()
     expect(button(page, "restart broker 1")).to_be_visible()
     expect(diagram(page)).to_contain_text(re.compile(r"broker 1\s+dead"))
+    assert_buttons_stay(before, button_boxes(dashboard), "kill broker 1")
 
     button(page, "run").click()
     # The controller notices after broker.session.timeout.ms (9 s of simulated time, as
@@ -316,6 +389,7 @@ def test_lecture_04_kill_and_restart_a_broker_on_the_live_dashboard(page, lab):
     button(page, "restart broker 1").click()
     expect(button(page, "kill broker 1")).to_be_visible()
     expect(diagram(page)).not_to_contain_text(re.compile(r"broker 1\s+dead"))
+    assert_buttons_stay(before, button_boxes(dashboard), "kill and restart broker 1")
     expect(counter(page, "under-replicated partitions")).to_have_text("0", timeout=SLOW)  # back in the ISR
     button(page, "pause").click()
     expect(button(page, "run")).to_be_visible()
@@ -358,17 +432,21 @@ def test_lecture_06_add_kill_and_restart_consumers_on_the_live_dashboard(page, l
     # The group forms (3 s of initial rebalance delay): consumers read, the chart is drawn.
     expect(page.locator(".minikafka-events")).to_contain_text("group billing generation", timeout=SLOW)
     expect(page.locator(".widget-html-content svg:not(:has(g.graph))").first).to_be_visible()  # the lag chart
+    before = button_boxes(dashboard)
     button(page, "kill consumer-2").click()
     expect(button(page, "restart consumer-2")).to_be_visible()
     expect(diagram(page)).to_contain_text(re.compile(r"consumer-2\s+dead"))
+    assert_buttons_stay(before, button_boxes(dashboard), "kill consumer-2")
     expect(diagram(page)).to_contain_text("held")  # its partitions, read by nobody...
     # ...until the coordinator drops it, after its session timeout (10 s).
     expect(diagram(page)).not_to_contain_text("held", timeout=SLOW)
+    assert_buttons_stay(before, button_boxes(dashboard), "kill consumer-2, then the rebalance")
     assert int(counter(page, "consumed").inner_text()) > 0
 
     button(page, "restart consumer-2").click()
     expect(button(page, "kill consumer-2")).to_be_visible()
     expect(diagram(page)).not_to_contain_text(re.compile(r"consumer-2\s+dead"))
+    assert_buttons_stay(before, button_boxes(dashboard), "kill and restart consumer-2")
     button(page, "pause").click()
     expect(button(page, "run")).to_be_visible()
     screenshots(page, dashboard, "06")
@@ -389,9 +467,11 @@ def test_lecture_03_diagrams_fit_a_projector(page, lab):
     ARTIFACTS.mkdir(parents=True, exist_ok=True)
     sizes = {}
     for layout in ("file browser open", "file browser closed"):
-        if layout == "file browser closed":
-            page.evaluate("window.jupyterapp.commands.execute('application:toggle-left-area')")
-            expect(page.locator(".jp-FileBrowser")).to_be_hidden()
+        if layout == "file browser open":
+            page.evaluate("window.jupyterapp.shell.expandLeft()")
+            expect(page.locator(".jp-FileBrowser")).to_be_visible()
+        else:
+            collapse_file_browser(page)
         for i in range(pictures.count()):
             picture = pictures.nth(i)
             picture.evaluate("el => el.scrollIntoView({block: 'start'})")

@@ -568,13 +568,24 @@ def test_the_event_log_keeps_its_newest_line_in_sight(make_dashboard):
     assert len(d.events) == 200 and d.events[-1].endswith("line 299") and "line 99" not in d.log.value
 
 
-def test_one_column_that_scales_to_the_cell(make_group_dashboard):
+def test_a_layout_for_a_projector_the_picture_scaled_to_the_window(make_group_dashboard):
     c, d = make_group_dashboard(consumers=2)
     kids = d.widget.children
-    row = next(k for k in kids if d.counters_html in getattr(k, "children", ()))
-    assert list(row.children) == [d.counters_html, d.partitions_html] and row.layout.flex_flow == "row wrap"
-    assert kids.index(row) < kids.index(d.diagram) < kids.index(d.log)  # counters above, never beside
-    assert d.diagram.value.startswith('<svg style="max-width:100%;height:auto;display:block"')
+    picture = next(k for k in kids if d.diagram in getattr(k, "children", ()))
+    side = picture.children[1]
+    assert picture.children[0] is d.diagram and picture.layout.flex_flow == "row wrap"  # beside, or under
+    assert list(side.children)[2:] == [d.consumer_rows, d.lag_chart, d.partitions_html]
+    assert kids.index(d.counters_html) < kids.index(picture) < kids.index(d.log)  # counters above, never beside
+    # Every button has a fixed width: a label that changes never moves its neighbours.
+    buttons = [k for k in _walk_widgets(d.widget) if type(k).__name__ in ("Button", "ToggleButton")]
+    assert len(buttons) >= 9 and all(str(b.layout.width).endswith("px") for b in buttons), buttons
+    # The diagram: no wider than its box or its natural size, and no taller than the window
+    # less what the controls take, but never under 60% of its natural size.
+    natural = re.search(r'<svg [^>]*\bwidth="([\d.]+)pt" height="([\d.]+)pt"', d.diagram.value)
+    width, height = float(natural.group(1)) * 4 / 3, float(natural.group(2)) * 4 / 3
+    style = re.match(r'<svg style="([^"]*)"', d.diagram.value).group(1)
+    assert style == (f"width:min(100%,{width:.0f}px,max({width * 0.6:.0f}px,calc((100vh - 285px) * "
+                     f"{width / height:.4f})));height:auto;display:block"), style
     assert "viewBox=" in d.diagram.value  # what keeps its proportions as it shrinks
     assert "the lag chart appears after the first step" in d.lag_chart.value  # no broken image
     d.tick(500)

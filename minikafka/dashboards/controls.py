@@ -3,6 +3,15 @@ controls and views they both show (``build_controls``), the event log, the diagr
 the small HTML pieces of their counters, and the text a page shows where no kernel draws
 the dashboard (``placeholder``).
 
+The layout is made for a 1280x720 projector with JupyterLab's file browser closed (about
+1,100 x 600 px of notebook under JupyterLab's bars): a few rows of fixed-width controls (the
+clock and the load in one row, ``clock_and_load_row``), the counters across the whole width,
+then the picture row (``picture_row``): the diagram on the left, scaled to the window's
+height (``_fit_svg``'s ``fit_height``, never below 60% of its natural size), and a side
+column (the consumers, the lag chart, the partition table) beside it, or under it when the
+cell is narrower. Every button has a fixed width and sits above or beside what changes size
+(the diagram, a consumer's line), never below it: a click never moves another button.
+
 ``Dashboard`` (``minikafka.dashboards.simulated``) drives a simulated cluster, and
 ``ProcessDashboard`` (``minikafka.dashboards.processes``) real broker processes; they differ
 in their engine, not in their look: a lecturer who learned one knows the other.
@@ -22,9 +31,36 @@ from minikafka import viz
 _LOG_LINES = 200  # the event log keeps this many lines; a class does not scroll further back
 
 
+# A 1280x720 window spends about this much height on other things than the diagram:
+# JupyterLab's menu, tab bar, toolbar and status bar (121 px), the dashboard's three rows of
+# controls and its counters above the picture (155 px, measured), a margin. The diagram's
+# height is the rest. A dashboard with a row more (controller buttons) adds ROW_PX.
+FIT_RESERVE_PX = 285
+ROW_PX = 32
+MIN_SCALE = 0.6  # the diagram never shrinks below this share of its natural size: a projector must read it
+SLIDER_WIDTH = "240px"
+SIDE_WIDTH = "500px"  # the picture row's side column (consumers, lag chart, partitions)
+
+
 def row(*items: w.Widget) -> w.HBox:
     """Widgets side by side, wrapping onto the next line when the cell is narrow."""
     return w.HBox(list(items), layout=w.Layout(flex_flow="row wrap", align_items="center"))
+
+
+def clock_and_load_row(board, *clock: w.Widget) -> w.HBox:
+    """One row for the clock (run, step, and ``clock``: the simulation's speed) and the load
+    (producing, records/s, acks), in the same order on both dashboards."""
+    return row(board.run_toggle, board.step_button, *clock, board.produce_toggle, board.rate, board.acks)
+
+
+def picture_row(board, *side: w.Widget) -> w.HBox:
+    """The diagram with a side column (``side``, top to bottom) beside it, or under it when the
+    cell is narrower than both. Each keeps a width set by the cell, not by its content: a
+    diagram that grows or shrinks (a consumer dies, an arrow is drawn) moves nothing beside
+    it, and the side column is top-aligned, so a taller diagram moves nothing in it either."""
+    board.diagram.layout = w.Layout(flex="1 1 540px", min_width="0", width="auto")
+    column = w.VBox(list(side), layout=w.Layout(flex=f"0 1 {SIDE_WIDTH}", min_width="0", margin="0 0 0 8px"))
+    return w.HBox([board.diagram, column], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
 
 
 def build_controls(board, *, rate_per_s: int, acks: str, producing: bool, step: Callable[[], None]) -> None:
@@ -36,9 +72,11 @@ def build_controls(board, *, rate_per_s: int, acks: str, producing: bool, step: 
     board.produce_toggle = w.ToggleButton(value=producing, description="producing", icon="paper-plane",
                                           layout=w.Layout(width="120px"))
     board.rate = w.IntSlider(value=rate_per_s, min=0, max=500, step=1, description="records/s",
-                             continuous_update=False)
+                             continuous_update=False, layout=w.Layout(width=SLIDER_WIDTH))
+    # Its label beside its buttons (ipywidgets puts it above them, a row twice as tall): a flex row.
     board.acks = w.ToggleButtons(options=["0", "1", "all"], value={"-1": "all"}.get(acks, acks),
-                                 description="acks", style={"button_width": "50px"})
+                                 description="acks", style={"button_width": "50px", "description_width": "36px"},
+                                 layout=w.Layout(display="flex", align_items="center", flex="none"))
     board.run_toggle = w.ToggleButton(value=False, description="run", icon="play",
                                       layout=w.Layout(width="100px"))
     board.run_toggle.observe(board._on_run_toggle, "value")
@@ -46,7 +84,7 @@ def build_controls(board, *, rate_per_s: int, acks: str, producing: bool, step: 
     board.step_button.on_click(lambda _: step())
     board.counters_html = w.HTML()
     board.partitions_html = w.HTML()
-    board.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to the column (100% + margins would overflow)
+    board.diagram = w.HTML(layout=w.Layout(width="auto"))  # stretched to its box (100% + margins would overflow)
     board.event_log = EventLog()
     board.log = board.event_log.widget
 
@@ -69,18 +107,35 @@ def _redraw(board, view: "viz.ClusterView") -> None:
     if dot.source != board._last_dot:
         board._last_dot = dot.source
         try:
-            board.diagram.value = _fit_svg(viz.render_svg(dot))
+            board.diagram.value = _fit_svg(viz.render_svg(dot), fit_height=True,
+                                           reserve_px=getattr(board, "fit_reserve_px", FIT_RESERVE_PX))
         except Exception as e:  # no `dot` program: keep the dashboard usable
             board.diagram.value = f"<pre>{html.escape(f'cannot draw: {e}')}</pre>"
 
 
 _SVG_OPEN = re.compile(r"<svg\b")
+_SVG_SIZE = re.compile(r'<svg\b[^>]*?\bwidth="([\d.]+)(pt|px)?"[^>]*?\bheight="([\d.]+)(pt|px)?"')
+_PX = {"pt": 4 / 3, "px": 1.0, None: 1.0}
 
 
-def _fit_svg(svg: str, max_width: str = "100%") -> str:
+def _fit_svg(svg: str, max_width: str = "100%", fit_height: bool = False, reserve_px: int = FIT_RESERVE_PX) -> str:
     """An inline ``<svg>`` that shrinks to its box's width, keeping its proportions (its
-    viewBox), and never grows past its own size: crisp at any zoom, never clipped."""
-    return _SVG_OPEN.sub(f'<svg style="max-width:{max_width};height:auto;display:block"', svg, count=1)
+    viewBox), and never grows past its own size: crisp at any zoom, never clipped.
+
+    ``fit_height``: also no taller than the window less ``reserve_px`` (CSS's ``vh``: the
+    whole picture on screen below the controls), but never below ``MIN_SCALE`` of its
+    natural size. The width is what is set (``height:auto`` follows the viewBox): the
+    smallest of the box's width, the natural width, and the width at which the height fits,
+    the last never under ``MIN_SCALE`` of the natural width."""
+    size = _SVG_SIZE.search(svg) if fit_height else None
+    if size is None:
+        return _SVG_OPEN.sub(f'<svg style="max-width:{max_width};height:auto;display:block"', svg, count=1)
+    width = float(size.group(1)) * _PX[size.group(2)]
+    height = float(size.group(3)) * _PX[size.group(4)]
+    fit = f"calc((100vh - {reserve_px}px) * {width / height:.4f})"
+    style = (f"width:min({max_width},{width:.0f}px,max({width * MIN_SCALE:.0f}px,{fit}));"
+             "height:auto;display:block")
+    return _SVG_OPEN.sub(f'<svg style="{style}"', svg, count=1)
 
 
 # Every dashboard made in this process (weakly: a running one is held by its thread).
@@ -171,10 +226,6 @@ class EventLog:
                 f"{body}</pre></div>")
 
 
-def _counters_row(counters: w.HTML, partitions: w.HTML) -> w.HBox:
-    """The counters and the partition table, side by side when the cell is wide enough."""
-    counters.layout = w.Layout(flex="1 1 440px", margin="0 24px 4px 0")
-    return w.HBox([counters, partitions], layout=w.Layout(flex_flow="row wrap", align_items="flex-start"))
 
 
 def _close_widgets(root) -> None:

@@ -14,8 +14,9 @@ from typing import Any, Callable
 import ipywidgets as w
 
 from minikafka import viz
-from minikafka.dashboards.controls import (_close_widgets, _counters_row, _ids, _redraw, _RunToggle,
-                                           _table_html, build_controls, placeholder, row)
+from minikafka.dashboards.controls import (FIT_RESERVE_PX, ROW_PX, _close_widgets, _ids, _redraw, _RunToggle,
+                                           _table_html, build_controls, clock_and_load_row, picture_row,
+                                           placeholder, row)
 from minikafka.errors import IllegalArgumentError
 
 # The dashboard's own producers, paced for a lecture rather than a data centre (Kafka's
@@ -237,15 +238,17 @@ class ProcessDashboard(_RunToggle):
             columns.append(w.VBox([kill, pause]))
         build_controls(self, rate_per_s=rate_per_s, acks=acks, producing=producing,
                        step=lambda: self._from_button(self.tick, self.tick_ms))
+        # The simulated Dashboard's layout (controls.py's header), with its engine's buttons.
         self.widget = w.VBox([
             self.title,
             row(*columns),
-            row(self.produce_toggle, self.rate, self.acks),
-            row(self.run_toggle, self.step_button),
-            _counters_row(self.counters_html, self.partitions_html),
-            self.diagram,
+            clock_and_load_row(self),
+            self.counters_html,
+            picture_row(self, self.partitions_html),
             self.log,
         ], layout=w.Layout(width="100%"))
+        # Its title has a row of its own and each broker two buttons: a row more above the picture.
+        self.fit_reserve_px = FIT_RESERVE_PX + ROW_PX
         self._stop_when_unseen()
         self._show_buttons()
 

@@ -84,8 +84,10 @@ Widget output: every widget's state is a value set from Python (``HTML.value``),
 ``Output`` written with ``with out:``, which from a callback or a thread would leak the
 text into whatever cell runs at that moment (and into nbval's outputs). The event log
 (``EventLog``, ``dash.events``) keeps its newest line in sight; the diagram and the lag
-chart are inline SVG scaled to the cell's width (``_fit_svg``): the layout is one column,
-so that it fits a projector (1280x720 at 150% zoom).
+chart are inline SVG scaled to the cell's width (``_fit_svg``), the diagram also to the
+window's height. The layout (``minikafka.dashboards.controls``) fits a 1280x720 projector
+with the file browser closed: controls, counters, the diagram and, beside it, the consumers
+and their lag chart on one screen, the event log below; a click moves no button.
 
 "Lost (so far)" counts what the checker would call lost writes, live (``LossTracker``,
 ``minikafka.dashboards.loss_tracker``):
@@ -108,9 +110,9 @@ from typing import Any, Callable
 import ipywidgets as w
 
 from minikafka import viz
-from minikafka.dashboards.controls import (_close_widgets, _counters_row, _fit_svg, _ids,
-                                           _redraw, _RunToggle, _table_html, build_controls, placeholder,
-                                           row)
+from minikafka.dashboards.controls import (FIT_RESERVE_PX, ROW_PX, SLIDER_WIDTH, _close_widgets, _fit_svg,
+                                           _ids, _redraw, _RunToggle, _table_html, build_controls,
+                                           clock_and_load_row, picture_row, placeholder, row)
 from minikafka.dashboards.loss_tracker import LossTracker
 from minikafka.errors import IllegalArgumentError, KafkaError
 from minikafka.messages import CONTROLLER_ID
@@ -243,7 +245,8 @@ class Dashboard(_RunToggle):
 
     def _build(self, rate_per_s: int, acks: str, speed: float, producing: bool, consuming: bool) -> None:
         c = self.cluster
-        self.title = w.HTML(f"<b>minikafka</b> &nbsp; topic <code>{html.escape(self.topic)}</code>")
+        self.title = w.HTML(f"<b>minikafka</b> &nbsp; topic <code>{html.escape(self.topic)}</code>",
+                            layout=w.Layout(margin="0 8px 0 2px"))
         self.broker_buttons: dict[int, w.Button] = {}
         for b in c.broker_ids:
             button = w.Button(layout=w.Layout(width="150px"))
@@ -279,7 +282,7 @@ class Dashboard(_RunToggle):
             self.acks.disabled = True
 
         self.speed = w.FloatSlider(value=speed, min=0.1, max=20.0, step=0.1, description="speed x",
-                                   continuous_update=False)
+                                   continuous_update=False, layout=w.Layout(width=SLIDER_WIDTH))
 
         # The consumers section (only with a group): a row per consumer, rebuilt when the
         # group's consumers change (see _show_consumers).
@@ -291,28 +294,30 @@ class Dashboard(_RunToggle):
         self.consumer_buttons: dict[str, w.Button] = {}
         self.consumer_labels: dict[str, w.HTML] = {}
         self.consumer_rows = w.VBox()
-        self.lag_chart = w.HTML(_NO_CHART_YET, layout=w.Layout(width="520px", max_width="100%"))
+        self.lag_chart = w.HTML(_NO_CHART_YET, layout=w.Layout(width="auto", max_width="100%"))
 
-        # One column, so that it fits a projector (1280x720 at 150%): the controls, the
-        # counters and partition table (side by side when there is room), the diagram
-        # scaled to the width, the consumers, the event log.
+        # For a 1280x720 projector (controls.py's header): the controls in three rows (the
+        # title and the brokers; the network; the clock and the load), the counters across,
+        # then the diagram with the consumers, their lag chart and the partition table beside
+        # it (under it when the cell is narrow), the event log last.
         children = [
-            self.title,
-            row(*self.broker_buttons.values(), self.power_loss),
+            row(self.title, *self.broker_buttons.values(), self.power_loss),
             *([row(*self.controller_buttons.values())] if self.controller_buttons else []),
             row(self.isolate_broker, self.isolate_from, self.cut_button, self.heal_button),
-            row(self.produce_toggle, self.rate, self.acks),
-            row(self.run_toggle, self.speed, self.step_button),
-            _counters_row(self.counters_html, self.partitions_html),
-            self.diagram,
+            clock_and_load_row(self, self.speed),
+            self.counters_html,
         ]
+        side = [self.partitions_html]
         if self.group is not None:
-            children += [
+            side = [
                 w.HTML(f"<b>consumer group</b> <code>{html.escape(self.group)}</code>"),
                 row(self.consume_toggle, self.add_consumer_button),
-                w.HBox([self.consumer_rows, self.lag_chart],
-                       layout=w.Layout(flex_flow="row wrap", align_items="flex-start")),
+                self.consumer_rows,
+                self.lag_chart,
+                self.partitions_html,
             ]
+        children.append(picture_row(self, *side))
+        self.fit_reserve_px = FIT_RESERVE_PX + (ROW_PX if self.controller_buttons else 0)
         self.widget = w.VBox(children + [self.log], layout=w.Layout(width="100%"))
         self._stop_when_unseen()
 
@@ -698,11 +703,14 @@ class Dashboard(_RunToggle):
             rows = []
             for name in names:
                 if name not in self.consumer_buttons:
-                    button = w.Button(layout=w.Layout(width="190px"))
+                    button = w.Button(layout=w.Layout(width="170px", flex="none"))
                     button.on_click(lambda _, name=name: self.toggle_consumer(name))
                     self.consumer_buttons[name] = button
-                    self.consumer_labels[name] = w.HTML()
-                rows.append(w.HBox([self.consumer_buttons[name], self.consumer_labels[name]]))
+                    # One line, whatever it says: a row that grew a line would move the buttons below.
+                    self.consumer_labels[name] = w.HTML(layout=w.Layout(flex="1 1 0", min_width="0",
+                                                                        overflow="hidden"))
+                rows.append(w.HBox([self.consumer_buttons[name], self.consumer_labels[name]],
+                                   layout=w.Layout(align_items="center")))
             self.consumer_buttons = {name: self.consumer_buttons[name] for name in names}
             old, self.consumer_rows.children = self.consumer_rows.children, rows
             for box in old:  # the rows' boxes only: their button and label may live on
@@ -848,8 +856,11 @@ def _consumer_html(c: viz.ConsumerView, consumed: int, index: int) -> str:
         state = f"gen {c.generation}"
     partitions = ",".join(f"p{p.partition}" for p in c.owned) or "-"
     lag = "-" if c.lag is None else c.lag
-    return (f"<span style='color:{colour};font-weight:bold'>&#9632;</span> {html.escape(c.client_id)} &nbsp; "
-            f"{state} &nbsp; partitions {partitions} &nbsp; consumed {consumed} &nbsp; lag {lag}")
+    # The button beside it names the consumer; the square is its colour in the diagram and the chart.
+    return (f"<div style='white-space:nowrap;overflow:hidden;text-overflow:ellipsis' "
+            f"title='{html.escape(c.client_id)}'>"
+            f"<span style='color:{colour};font-weight:bold'>&#9632;</span> {state} &nbsp;{partitions} &nbsp;"
+            f"consumed {consumed} &nbsp;lag {lag}</div>")
 
 
 _NO_CHART_YET = "<i style='color:#969696'>the lag chart appears after the first step</i>"
