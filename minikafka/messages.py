@@ -486,6 +486,8 @@ class JoinGroupResponse:
     leader: str = ""
     member_id: str = ""
     members: tuple[tuple[str, bytes], ...] = ()  # only the leader gets them: (member id, subscription)
+    # JoinGroup v5+: each member's group.instance.id (None: a dynamic member), in ``members``' order
+    member_instance_ids: tuple[str | None, ...] = ()
 
 
 @frozen_dataclass
@@ -495,6 +497,7 @@ class SyncGroupRequest:
     generation_id: int
     member_id: str
     assignments: tuple[tuple[str, bytes], ...] = ()  # only from the leader: (member id, assignment)
+    group_instance_id: str | None = None  # SyncGroup v3+: a static member (KIP-345)
 
 
 @frozen_dataclass
@@ -510,6 +513,7 @@ class HeartbeatRequest:
     group_id: str
     generation_id: int
     member_id: str
+    group_instance_id: str | None = None  # Heartbeat v3+: a static member (KIP-345)
 
 
 @frozen_dataclass
@@ -552,9 +556,13 @@ class ConsumerGroupHeartbeatResponse:
 
 @frozen_dataclass
 class LeaveGroupRequest:
+    """One member leaves. LeaveGroup v3+ names members by id and/or ``group_instance_id``: an
+    admin tool may remove a static member by its instance id alone (``member_id`` "")."""
+
     correlation_id: int
     group_id: str
     member_id: str
+    group_instance_id: str | None = None
 
 
 @frozen_dataclass
@@ -583,6 +591,7 @@ class OffsetCommitRequest:
     generation_id: int
     member_id: str
     offsets: tuple[OffsetCommitPartition, ...]
+    group_instance_id: str | None = None  # OffsetCommit v7+: a static member (KIP-345)
 
 
 @frozen_dataclass
@@ -635,6 +644,7 @@ class DescribedMember:
     client_host: str
     metadata: bytes  # the subscription the member joined with
     assignment: bytes
+    group_instance_id: str | None = None  # a static member's (DescribeGroups v4+)
 
 
 @frozen_dataclass

@@ -190,3 +190,90 @@ def test_a_crashed_static_member_restarted_within_its_session_is_refused_under_t
     cluster.restart_consumer(a)
     with pytest.raises(KafkaError, match="UNRELEASED_INSTANCE_ID.*instance id 'reader-a' is in use"):
         poll_until(cluster, [a], lambda: False, "the refusal", limit_ms=5000)
+
+
+# --- static membership checked as Kafka's ClassicGroup.validateMember does ----------------------------
+
+
+def ask(coordinator, handler: str, request):
+    """Hand ``request`` to the group coordinator's ``handler`` and return what it answers."""
+    answers: list = []
+    coordinator._send = lambda dst, message: answers.append(message)  # (an instance attribute, removed below)
+    try:
+        getattr(coordinator, handler)("probe", request)
+    finally:
+        del coordinator._send
+    return answers
+
+
+def static_pair(cluster, group):
+    a, b = [KafkaConsumer("t", bootstrap_servers=cluster, group_id=group, auto_offset_reset="earliest",
+                          session_timeout_ms=6000, heartbeat_interval_ms=500, group_instance_id=f"reader-{name}")
+            for name in ("a", "b")]
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    return a, b
+
+
+def test_a_request_naming_an_instance_id_must_come_from_its_current_member(cluster):
+    from minikafka import messages as m
+
+    a, b = static_pair(cluster, "g-fence")
+    gc = cluster.broker(a.coordinator.coordinator).group_coordinator
+    gen, a_id, b_id = a.coordinator.generation, a.coordinator.member_id, b.coordinator.member_id
+    group = gc.groups["g-fence"]
+    assert {mid: x.group_instance_id for mid, x in group.members.items()} == {a_id: "reader-a", b_id: "reader-b"}
+
+    def heartbeat(member_id, instance_id):
+        [answer] = ask(gc, "heartbeat", m.HeartbeatRequest(1, "g-fence", gen, member_id, instance_id))
+        return answer.error
+
+    assert heartbeat(a_id, "reader-a") == m.NO_ERROR
+    assert heartbeat(a_id, None) == m.NO_ERROR  # no instance id: the member id alone is checked
+    assert heartbeat(a_id, "reader-b") == m.FENCED_INSTANCE_ID  # reader-b is b's
+    assert heartbeat("zombie", "reader-a") == m.FENCED_INSTANCE_ID  # an old process of reader-a
+    assert heartbeat(a_id, "reader-x") == m.UNKNOWN_MEMBER_ID  # no such instance
+    [sync] = ask(gc, "sync_group", m.SyncGroupRequest(1, "g-fence", gen, "zombie", (), "reader-a"))
+    assert sync.error == m.FENCED_INSTANCE_ID
+    [commit] = ask(gc, "commit_offsets", m.OffsetCommitRequest(
+        1, "g-fence", gen, "zombie", (m.OffsetCommitPartition("t", 0, 1), m.OffsetCommitPartition("t", 1, 1)),
+        "reader-a"))
+    assert [e for _, _, e in commit.partitions] == [m.FENCED_INSTANCE_ID] * 2
+    [join] = ask(gc, "join_group", m.JoinGroupRequest(1, "g-fence", 6000, 300000, "zombie", "consumer",
+                                                      group.members[a_id].protocols, group_instance_id="reader-a"))
+    assert join.error == m.FENCED_INSTANCE_ID
+    [leave] = ask(gc, "leave_group", m.LeaveGroupRequest(1, "g-fence", "zombie", "reader-a"))
+    assert leave.error == m.FENCED_INSTANCE_ID
+    assert gc.groups["g-fence"].generation == gen and len(group.members) == 2  # none of that moved anything
+    [described] = ask(gc, "describe_groups", m.DescribeGroupsRequest(1, ("g-fence",)))[0].groups
+    assert sorted((x.member_id, x.group_instance_id) for x in described.members) == sorted(
+        [(a_id, "reader-a"), (b_id, "reader-b")])
+    # LeaveGroup v3 by instance id alone (an admin tool): b is removed and the group rebalances.
+    [leave] = ask(gc, "leave_group", m.LeaveGroupRequest(1, "g-fence", "", "reader-b"))
+    assert leave.error == m.NO_ERROR and b_id not in group.members
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and a.coordinator.generation > gen, "the rebalance")
+
+
+def test_a_zombie_with_a_taken_instance_id_stops_with_fenced_instance_id(cluster):
+    a, b = static_pair(cluster, "g-zombie")
+    twin = KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-zombie", auto_offset_reset="earliest",
+                         session_timeout_ms=6000, heartbeat_interval_ms=500, group_instance_id="reader-a")
+    poll_until(cluster, [twin, b], lambda: set(twin.assignment()) == set(a.assignment()), "the twin to take a's place")
+    with pytest.raises(KafkaError, match="FENCED_INSTANCE_ID.*'reader-a' is used by a newer member"):
+        poll_until(cluster, [a], lambda: False, "a to learn it was replaced", limit_ms=5000)
+
+
+def test_static_members_survive_a_coordinator_failover_without_a_rebalance(cluster):
+    # The instance ids are written to __consumer_offsets with the members: the next coordinator
+    # knows who is static, so their heartbeats (which carry the instance id) are still accepted.
+    a, b = static_pair(cluster, "g-failover")
+    gen, old = a.coordinator.generation, a.coordinator.coordinator
+    cluster.kill(old)
+    poll_until(cluster, [a, b], lambda: a.coordinator.coordinator not in (None, old)
+               and b.coordinator.coordinator not in (None, old), "both to find the new coordinator")
+    new = cluster.broker(a.coordinator.coordinator).group_coordinator.groups["g-failover"]
+    assert {x.group_instance_id for x in new.members.values()} == {"reader-a", "reader-b"}
+    settle = cluster.world.now
+    poll_until(cluster, [a, b], lambda: cluster.world.now >= settle + 3000, "a few heartbeats to the new coordinator")
+    assert a.coordinator.generation == b.coordinator.generation == new.generation == gen
+    assert owns_all([a, b])
+
