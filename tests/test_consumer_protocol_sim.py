@@ -277,3 +277,43 @@ def test_static_members_survive_a_coordinator_failover_without_a_rebalance(clust
     assert a.coordinator.generation == b.coordinator.generation == new.generation == gen
     assert owns_all([a, b])
 
+
+# --- the rebalance listener: Kafka's contract under both protocols ---------------------------------------
+
+
+class Calls:
+    def __init__(self):
+        self.calls = []
+
+    def on_partitions_revoked(self, revoked):
+        self.calls.append(("revoked", sorted(tp.partition for tp in revoked)))
+
+    def on_partitions_assigned(self, assigned):
+        self.calls.append(("assigned", sorted(tp.partition for tp in assigned)))
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_the_listener_hears_what_moved(cluster, protocol):
+    # KIP-848 (ConsumerMembershipManager): revoked gets only what left, assigned only what is new,
+    # and is called even when nothing is. Classic eager: everything is revoked before the rejoin,
+    # so assigned gets the whole new assignment.
+    listeners = {"a": Calls(), "b": Calls()}
+
+    def member(name):
+        c = KafkaConsumer(bootstrap_servers=cluster, group_id=f"g-listen-{protocol}", group_protocol=protocol,
+                          auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+        c.subscribe(["t"], listener=listeners[name])
+        return c
+
+    a = member("a")
+    poll_until(cluster, [a], lambda: len(a.assignment()) == 6, "a to own all six")
+    assert listeners["a"].calls == [("assigned", [0, 1, 2, 3, 4, 5])]
+    b = member("b")
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(b.assignment()) == 3, "three partitions each")
+    kept = sorted(tp.partition for tp in a.assignment())
+    moved = sorted(tp.partition for tp in b.assignment())
+    assert listeners["b"].calls == [("assigned", moved)]
+    if protocol == "consumer":
+        assert listeners["a"].calls[1:] == [("revoked", moved), ("assigned", [])]
+    else:
+        assert listeners["a"].calls[1:] == [("revoked", [0, 1, 2, 3, 4, 5]), ("assigned", kept)]
