@@ -486,7 +486,8 @@ class JoinGroupResponse:
     leader: str = ""
     member_id: str = ""
     members: tuple[tuple[str, bytes], ...] = ()  # only the leader gets them: (member id, subscription)
-    # JoinGroup v5+: each member's group.instance.id (None: a dynamic member), in ``members``' order
+    # JoinGroup v5+: each member's group.instance.id (None: a dynamic member), in ``members``' order;
+    # () when no member is static
     member_instance_ids: tuple[str | None, ...] = ()
 
 

@@ -539,7 +539,8 @@ class GroupCoordinator:
         members, instance_ids = (), ()
         if member.member_id == group.leader:
             members = tuple((m.member_id, m.metadata(group.protocol)) for m in group.members.values())
-            instance_ids = tuple(m.group_instance_id for m in group.members.values())
+            if any(m.group_instance_id is not None for m in group.members.values()):
+                instance_ids = tuple(m.group_instance_id for m in group.members.values())
         return JoinGroupResponse(correlation_id, NO_ERROR, group.generation, group.protocol,
                                  group.leader or "", member.member_id, members, instance_ids)
 

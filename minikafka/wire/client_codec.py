@@ -410,8 +410,11 @@ def _find_coordinator_back(corr: int, r: Any, v: int) -> tuple:
 
 
 def _join_group_back(corr: int, r: Any, v: int) -> tuple:
+    # group_instance_id is in the members from v5 (kafka-python reads older answers as None)
+    instance_ids = tuple(x.group_instance_id for x in r.members)
     return m.JoinGroupResponse(corr, r.error_code, r.generation_id, r.protocol_name or None, r.leader, r.member_id,
-                               tuple((x.member_id, bytes(x.metadata)) for x in r.members)), {}
+                               tuple((x.member_id, bytes(x.metadata)) for x in r.members),
+                               instance_ids if any(i is not None for i in instance_ids) else ()), {}
 
 
 def _sync_group_back(corr: int, r: Any, v: int) -> tuple:
@@ -463,7 +466,7 @@ def _describe_groups_back(corr: int, r: Any, v: int) -> tuple:
     return m.DescribeGroupsResponse(corr, tuple(
         m.DescribedGroup(g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(
             m.DescribedMember(x.member_id, x.client_id, x.client_host, bytes(x.member_metadata),
-                              bytes(x.member_assignment))
+                              bytes(x.member_assignment), x.group_instance_id)  # (instance id: v4+)
             for x in g.members))
         for g in r.groups)), {}
 
