@@ -317,3 +317,30 @@ def test_the_listener_hears_what_moved(cluster, protocol):
         assert listeners["a"].calls[1:] == [("revoked", moved), ("assigned", [])]
     else:
         assert listeners["a"].calls[1:] == [("revoked", [0, 1, 2, 3, 4, 5]), ("assigned", kept)]
+
+
+def test_kip_848_a_heartbeat_from_a_replaced_static_member_is_fenced(cluster):
+    # Kafka's throwIfInstanceIdIsFenced: once the next instance took reader-a's place, the old
+    # member id's heartbeats (epoch > 0, instance id reader-a) are answered FENCED_INSTANCE_ID.
+    from minikafka import messages as m
+
+    def named(name):
+        return KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-zombie-848", group_protocol="consumer",
+                             auto_offset_reset="earliest", group_instance_id=name)
+    a, b = named("reader-a"), named("reader-b")
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    old_id, old_epoch, coordinator = a.coordinator.member_id, a.coordinator.member_epoch, a.coordinator.coordinator
+    a.close()  # epoch -2: reader-a will be back
+    again = named("reader-a")
+    poll_until(cluster, [again, b], lambda: owns_all([again, b]) and again.assignment(), "the next instance")
+    gc = cluster.broker(coordinator).group_coordinator
+
+    def heartbeat(member_id, instance_id):
+        [answer] = ask(gc, "consumer_group_heartbeat", m.ConsumerGroupHeartbeatRequest(
+            1, "g-zombie-848", member_id, old_epoch, instance_id))
+        return answer.error, answer.error_message
+
+    error, why = heartbeat(old_id, "reader-a")
+    assert error == m.FENCED_INSTANCE_ID and f"was fenced by member {again.coordinator.member_id!r}" in why
+    assert heartbeat(old_id, "reader-x")[0] == m.UNKNOWN_MEMBER_ID
+    assert heartbeat(old_id, None)[0] == m.UNKNOWN_MEMBER_ID  # (no instance id: the member id alone)

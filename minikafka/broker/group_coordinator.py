@@ -69,6 +69,7 @@ member, else FENCED_INSTANCE_ID (the old process of a replaced member learns tha
 zombie), or UNKNOWN_MEMBER_ID for an instance id the group does not know. LeaveGroup v3 may
 name a static member by its instance id alone (an admin tool removing it). The instance id is
 written to ``__consumer_offsets`` with the member, so a new coordinator knows who is static.
+KIP-848's heartbeat is checked the same way once a member has joined (epoch > 0).
 
 Simplifications (vs Kafka): the incremental cooperative protocol is left out; loading a partition is synchronous, so
 COORDINATOR_LOAD_IN_PROGRESS is never answered.
@@ -798,6 +799,14 @@ class GroupCoordinator:
             if error is not None:
                 return fail(*error)
         else:
+            if req.instance_id is not None:  # Kafka's throwIfStaticMemberIsUnknown / throwIfInstanceIdIsFenced
+                static = cg.static_member(req.instance_id)
+                if static is None:
+                    return fail(UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no static member "
+                                                   f"{req.instance_id!r}")
+                if static.member_id != req.member_id:
+                    return fail(FENCED_INSTANCE_ID, f"static member {req.member_id!r} with instance id "
+                                                    f"{req.instance_id!r} was fenced by member {static.member_id!r}")
             member = cg.members.get(req.member_id)
             if member is None:
                 return fail(UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no member {req.member_id!r}")
