@@ -486,6 +486,9 @@ class JoinGroupResponse:
     leader: str = ""
     member_id: str = ""
     members: tuple[tuple[str, bytes], ...] = ()  # only the leader gets them: (member id, subscription)
+    # JoinGroup v5+: each member's group.instance.id (None: a dynamic member), in ``members``' order;
+    # () when no member is static
+    member_instance_ids: tuple[str | None, ...] = ()
 
 
 @frozen_dataclass
@@ -495,6 +498,7 @@ class SyncGroupRequest:
     generation_id: int
     member_id: str
     assignments: tuple[tuple[str, bytes], ...] = ()  # only from the leader: (member id, assignment)
+    group_instance_id: str | None = None  # SyncGroup v3+: a static member (KIP-345)
 
 
 @frozen_dataclass
@@ -510,6 +514,7 @@ class HeartbeatRequest:
     group_id: str
     generation_id: int
     member_id: str
+    group_instance_id: str | None = None  # Heartbeat v3+: a static member (KIP-345)
 
 
 @frozen_dataclass
@@ -592,9 +597,13 @@ class ConsumerGroupDescribeResponse:
 
 @frozen_dataclass
 class LeaveGroupRequest:
+    """One member leaves. LeaveGroup v3+ names members by id and/or ``group_instance_id``: an
+    admin tool may remove a static member by its instance id alone (``member_id`` "")."""
+
     correlation_id: int
     group_id: str
     member_id: str
+    group_instance_id: str | None = None
 
 
 @frozen_dataclass
@@ -623,6 +632,7 @@ class OffsetCommitRequest:
     generation_id: int
     member_id: str
     offsets: tuple[OffsetCommitPartition, ...]
+    group_instance_id: str | None = None  # OffsetCommit v7+: a static member (KIP-345)
 
 
 @frozen_dataclass
@@ -675,6 +685,7 @@ class DescribedMember:
     client_host: str
     metadata: bytes  # the subscription the member joined with
     assignment: bytes
+    group_instance_id: str | None = None  # a static member's (DescribeGroups v4+)
 
 
 @frozen_dataclass

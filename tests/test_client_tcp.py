@@ -115,6 +115,17 @@ _ROUND_TRIPS = [
     (m.DeleteRecordsRequest(31, (("a", 0, 5), ("a", 1, -1)), 1000),
      m.DeleteRecordsResponse(31, (("a", 0, 5, 0), ("a", 1, -1, m.NOT_LEADER_OR_FOLLOWER)))),
     (m.OffsetDeleteRequest(32, "g", (("a", 0),)), m.OffsetDeleteResponse(32, 0, (("a", 0, m.GROUP_SUBSCRIBED_TO_TOPIC),))),
+    # static membership (KIP-345): the instance id travels with every group request that has it
+    (m.JoinGroupRequest(33, "g", 10000, 30000, "", "consumer", (("range", b"s"),), client_id="cl",
+                        group_instance_id="truck-a"),
+     m.JoinGroupResponse(33, 0, 1, "range", "m1", "m1", (("m1", b"s"), ("m2", b"s")), ("truck-a", None))),
+    (m.SyncGroupRequest(34, "g", 1, "m1", (), "truck-a"), m.SyncGroupResponse(34, m.FENCED_INSTANCE_ID)),
+    (m.HeartbeatRequest(35, "g", 1, "m1", "truck-a"), m.HeartbeatResponse(35, m.FENCED_INSTANCE_ID)),
+    (m.LeaveGroupRequest(36, "g", "m1", "truck-a"), m.LeaveGroupResponse(36, 0)),
+    (m.OffsetCommitRequest(37, "g", 1, "m1", (m.OffsetCommitPartition("a", 0, 5, 2, ""),), "truck-a"),
+     m.OffsetCommitResponse(37, (("a", 0, m.FENCED_INSTANCE_ID),))),
+    (m.DescribeGroupsRequest(38, ("g",)), m.DescribeGroupsResponse(38, (m.DescribedGroup(
+        0, "g", "Stable", "consumer", "range", (m.DescribedMember("m1", "cl", "/1", b"s", b"a", "truck-a"),)),))),
 ]
 
 

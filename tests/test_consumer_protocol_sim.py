@@ -231,3 +231,157 @@ def test_a_consumer_group_survives_its_coordinators_death(cluster):
     assert all(owned_now == owned for _, owned_now in trace)  # nobody lost or gained a partition
     events = [text for x in group for t, text in x.coordinator.events if t >= killed_at]
     assert not any(text.startswith(("fenced", "joined", "member epoch")) for text in events), events
+
+
+# --- static membership checked as Kafka's ClassicGroup.validateMember does ----------------------------
+
+
+def ask(coordinator, handler: str, request):
+    """Hand ``request`` to the group coordinator's ``handler`` and return what it answers."""
+    answers: list = []
+    coordinator._send = lambda dst, message: answers.append(message)  # (an instance attribute, removed below)
+    try:
+        getattr(coordinator, handler)("probe", request)
+    finally:
+        del coordinator._send
+    return answers
+
+
+def static_pair(cluster, group):
+    a, b = [KafkaConsumer("t", bootstrap_servers=cluster, group_id=group, auto_offset_reset="earliest",
+                          session_timeout_ms=6000, heartbeat_interval_ms=500, group_instance_id=f"reader-{name}")
+            for name in ("a", "b")]
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    return a, b
+
+
+def test_a_request_naming_an_instance_id_must_come_from_its_current_member(cluster):
+    from minikafka import messages as m
+
+    a, b = static_pair(cluster, "g-fence")
+    gc = cluster.broker(a.coordinator.coordinator).group_coordinator
+    gen, a_id, b_id = a.coordinator.generation, a.coordinator.member_id, b.coordinator.member_id
+    group = gc.groups["g-fence"]
+    assert {mid: x.group_instance_id for mid, x in group.members.items()} == {a_id: "reader-a", b_id: "reader-b"}
+
+    def heartbeat(member_id, instance_id):
+        [answer] = ask(gc, "heartbeat", m.HeartbeatRequest(1, "g-fence", gen, member_id, instance_id))
+        return answer.error
+
+    assert heartbeat(a_id, "reader-a") == m.NO_ERROR
+    assert heartbeat(a_id, None) == m.NO_ERROR  # no instance id: the member id alone is checked
+    assert heartbeat(a_id, "reader-b") == m.FENCED_INSTANCE_ID  # reader-b is b's
+    assert heartbeat("zombie", "reader-a") == m.FENCED_INSTANCE_ID  # an old process of reader-a
+    assert heartbeat(a_id, "reader-x") == m.UNKNOWN_MEMBER_ID  # no such instance
+    [sync] = ask(gc, "sync_group", m.SyncGroupRequest(1, "g-fence", gen, "zombie", (), "reader-a"))
+    assert sync.error == m.FENCED_INSTANCE_ID
+    [commit] = ask(gc, "commit_offsets", m.OffsetCommitRequest(
+        1, "g-fence", gen, "zombie", (m.OffsetCommitPartition("t", 0, 1), m.OffsetCommitPartition("t", 1, 1)),
+        "reader-a"))
+    assert [e for _, _, e in commit.partitions] == [m.FENCED_INSTANCE_ID] * 2
+    [join] = ask(gc, "join_group", m.JoinGroupRequest(1, "g-fence", 6000, 300000, "zombie", "consumer",
+                                                      group.members[a_id].protocols, group_instance_id="reader-a"))
+    assert join.error == m.FENCED_INSTANCE_ID
+    [leave] = ask(gc, "leave_group", m.LeaveGroupRequest(1, "g-fence", "zombie", "reader-a"))
+    assert leave.error == m.FENCED_INSTANCE_ID
+    assert gc.groups["g-fence"].generation == gen and len(group.members) == 2  # none of that moved anything
+    [described] = ask(gc, "describe_groups", m.DescribeGroupsRequest(1, ("g-fence",)))[0].groups
+    assert sorted((x.member_id, x.group_instance_id) for x in described.members) == sorted(
+        [(a_id, "reader-a"), (b_id, "reader-b")])
+    # LeaveGroup v3 by instance id alone (an admin tool): b is removed and the group rebalances.
+    [leave] = ask(gc, "leave_group", m.LeaveGroupRequest(1, "g-fence", "", "reader-b"))
+    assert leave.error == m.NO_ERROR and b_id not in group.members
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and a.coordinator.generation > gen, "the rebalance")
+
+
+def test_a_zombie_with_a_taken_instance_id_stops_with_fenced_instance_id(cluster):
+    a, b = static_pair(cluster, "g-zombie")
+    twin = KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-zombie", auto_offset_reset="earliest",
+                         session_timeout_ms=6000, heartbeat_interval_ms=500, group_instance_id="reader-a")
+    poll_until(cluster, [twin, b], lambda: set(twin.assignment()) == set(a.assignment()), "the twin to take a's place")
+    with pytest.raises(KafkaError, match="FENCED_INSTANCE_ID.*'reader-a' is used by a newer member"):
+        poll_until(cluster, [a], lambda: False, "a to learn it was replaced", limit_ms=5000)
+
+
+def test_static_members_survive_a_coordinator_failover_without_a_rebalance(cluster):
+    # The instance ids are written to __consumer_offsets with the members: the next coordinator
+    # knows who is static, so their heartbeats (which carry the instance id) are still accepted.
+    a, b = static_pair(cluster, "g-failover")
+    gen, old = a.coordinator.generation, a.coordinator.coordinator
+    cluster.kill(old)
+    poll_until(cluster, [a, b], lambda: a.coordinator.coordinator not in (None, old)
+               and b.coordinator.coordinator not in (None, old), "both to find the new coordinator")
+    new = cluster.broker(a.coordinator.coordinator).group_coordinator.groups["g-failover"]
+    assert {x.group_instance_id for x in new.members.values()} == {"reader-a", "reader-b"}
+    settle = cluster.world.now
+    poll_until(cluster, [a, b], lambda: cluster.world.now >= settle + 3000, "a few heartbeats to the new coordinator")
+    assert a.coordinator.generation == b.coordinator.generation == new.generation == gen
+    assert owns_all([a, b])
+
+
+# --- the rebalance listener: Kafka's contract under both protocols ---------------------------------------
+
+
+class Calls:
+    def __init__(self):
+        self.calls = []
+
+    def on_partitions_revoked(self, revoked):
+        self.calls.append(("revoked", sorted(tp.partition for tp in revoked)))
+
+    def on_partitions_assigned(self, assigned):
+        self.calls.append(("assigned", sorted(tp.partition for tp in assigned)))
+
+
+@pytest.mark.parametrize("protocol", ["classic", "consumer"])
+def test_the_listener_hears_what_moved(cluster, protocol):
+    # KIP-848 (ConsumerMembershipManager): revoked gets only what left, assigned only what is new,
+    # and is called even when nothing is. Classic eager: everything is revoked before the rejoin,
+    # so assigned gets the whole new assignment.
+    listeners = {"a": Calls(), "b": Calls()}
+
+    def member(name):
+        c = KafkaConsumer(bootstrap_servers=cluster, group_id=f"g-listen-{protocol}", group_protocol=protocol,
+                          auto_offset_reset="earliest", session_timeout_ms=6000, heartbeat_interval_ms=500)
+        c.subscribe(["t"], listener=listeners[name])
+        return c
+
+    a = member("a")
+    poll_until(cluster, [a], lambda: len(a.assignment()) == 6, "a to own all six")
+    assert listeners["a"].calls == [("assigned", [0, 1, 2, 3, 4, 5])]
+    b = member("b")
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(b.assignment()) == 3, "three partitions each")
+    kept = sorted(tp.partition for tp in a.assignment())
+    moved = sorted(tp.partition for tp in b.assignment())
+    assert listeners["b"].calls == [("assigned", moved)]
+    if protocol == "consumer":
+        assert listeners["a"].calls[1:] == [("revoked", moved), ("assigned", [])]
+    else:
+        assert listeners["a"].calls[1:] == [("revoked", [0, 1, 2, 3, 4, 5]), ("assigned", kept)]
+
+
+def test_kip_848_a_heartbeat_from_a_replaced_static_member_is_fenced(cluster):
+    # Kafka's throwIfInstanceIdIsFenced: once the next instance took reader-a's place, the old
+    # member id's heartbeats (epoch > 0, instance id reader-a) are answered FENCED_INSTANCE_ID.
+    from minikafka import messages as m
+
+    def named(name):
+        return KafkaConsumer("t", bootstrap_servers=cluster, group_id="g-zombie-848", group_protocol="consumer",
+                             auto_offset_reset="earliest", group_instance_id=name)
+    a, b = named("reader-a"), named("reader-b")
+    poll_until(cluster, [a, b], lambda: owns_all([a, b]) and len(a.assignment()) == 3, "three partitions each")
+    old_id, old_epoch, coordinator = a.coordinator.member_id, a.coordinator.member_epoch, a.coordinator.coordinator
+    a.close()  # epoch -2: reader-a will be back
+    again = named("reader-a")
+    poll_until(cluster, [again, b], lambda: owns_all([again, b]) and again.assignment(), "the next instance")
+    gc = cluster.broker(coordinator).group_coordinator
+
+    def heartbeat(member_id, instance_id):
+        [answer] = ask(gc, "consumer_group_heartbeat", m.ConsumerGroupHeartbeatRequest(
+            1, "g-zombie-848", member_id, old_epoch, instance_id))
+        return answer.error, answer.error_message
+
+    error, why = heartbeat(old_id, "reader-a")
+    assert error == m.FENCED_INSTANCE_ID and f"was fenced by member {again.coordinator.member_id!r}" in why
+    assert heartbeat(old_id, "reader-x")[0] == m.UNKNOWN_MEMBER_ID
+    assert heartbeat(old_id, None)[0] == m.UNKNOWN_MEMBER_ID  # (no instance id: the member id alone)

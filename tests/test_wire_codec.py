@@ -818,6 +818,92 @@ def test_offset_commit_from_the_admin_client_is_a_simple_commit():
     assert decoded.message == m.OffsetCommitRequest(CORR, "g", -1, "", (m.OffsetCommitPartition("t", 0, 5, -1, ""),))
 
 
+# --- static membership (KIP-345): group_instance_id on every group request that has it ---------------
+
+
+@pytest.mark.parametrize("api_key, since", [(codec.JOIN_GROUP, 5), (codec.SYNC_GROUP, 3), (codec.HEARTBEAT, 3),
+                                            (codec.LEAVE_GROUP, 3), (codec.OFFSET_COMMIT, 7),
+                                            (codec.DESCRIBE_GROUPS, 4)])
+def test_every_advertised_version_whose_schema_has_group_instance_id_is_one_we_read_or_write(api_key, since):
+    # Kafka's specs (kafka-python's classes are generated from them) say where the field starts;
+    # our table must agree, and our ranges must reach it (a client then sends it to us).
+    def names(struct, v):
+        out = set()
+        for f in struct.untagged_fields(v):
+            out.add(f.name)
+            if f.is_struct_array() or f.is_struct():
+                out |= names(f, v)
+        return out
+
+    api = codec._APIS[api_key]
+    first = min(v for v in range(api.request.min_version, api.request.max_version + 1)
+                if "group_instance_id" in names(api.request._struct, v) | names(api.response._struct, v))
+    assert codec._INSTANCE_ID_SINCE[api_key] == first == since
+    assert SUPPORTED[api_key][1] >= since
+
+
+def test_static_members_requests_carry_their_instance_id_to_the_coordinator():
+    sync = KSyncGroup(group_id="g", generation_id=3, member_id="m1", group_instance_id="truck-a",
+                      protocol_type="consumer", protocol_name="range", assignments=[], max_version=5)
+    assert decode_request(Client().send(sync, 3)).message == m.SyncGroupRequest(CORR, "g", 3, "m1", (), "truck-a")
+    beat = KHeartbeat(group_id="g", generation_id=3, member_id="m1", group_instance_id="truck-a")
+    assert decode_request(Client().send(beat, 3)).message == m.HeartbeatRequest(CORR, "g", 3, "m1", "truck-a")
+    T = KOffsetCommit.OffsetCommitRequestTopic
+    commit = KOffsetCommit(max_version=8, group_id="g", generation_id_or_member_epoch=3, member_id="m1",
+                           group_instance_id="truck-a", topics=[T(name="t", partitions=[
+                               T.OffsetCommitRequestPartition(partition_index=0, committed_offset=5,
+                                                              committed_leader_epoch=-1, committed_metadata="")])])
+    assert decode_request(Client().send(commit, 7)).message == m.OffsetCommitRequest(
+        CORR, "g", 3, "m1", (m.OffsetCommitPartition("t", 0, 5, -1, ""),), "truck-a")
+    # below the version that has the field, nothing is read (the frame has no such bytes)
+    assert decode_request(Client().send(beat, 2)).message.group_instance_id is None
+    assert decode_request(Client().send(commit, 6)).message.group_instance_id is None
+
+
+def test_leave_group_v3_names_members_by_instance_id_and_echoes_it():
+    # as the admin client's remove_group_members with static members: by instance id alone
+    from kafka.admin import MemberToRemove
+    request = GroupAdminMixin._remove_group_members_batch_request(
+        "g", [MemberToRemove(group_instance_id="truck-a"), MemberToRemove(member_id="m2")], 3)
+    client = Client()
+    decoded = decode_request(client.send(request, 3))
+    assert decoded.messages == (m.LeaveGroupRequest(CORR, "g", "", "truck-a"), m.LeaveGroupRequest(CORR, "g", "m2"))
+    r = client.receive(encode_response(decoded, [m.LeaveGroupResponse(CORR, 0),
+                                                 m.LeaveGroupResponse(CORR, m.FENCED_INSTANCE_ID)]))
+    assert [(x.member_id, x.group_instance_id, x.error_code) for x in r.members] == [
+        ("", "truck-a", 0), ("m2", None, m.FENCED_INSTANCE_ID)]
+
+
+@pytest.mark.parametrize("v", ends(codec.JOIN_GROUP))
+def test_join_group_tells_the_leader_which_members_are_static(v):
+    request = KJoinGroup(group_id="g", session_timeout_ms=10000, rebalance_timeout_ms=300000, member_id="",
+                         group_instance_id="truck-a", protocol_type="consumer", protocols=[("range", b"s")],
+                         max_version=7)
+    decoded = decode_request(Client().send(request, v))
+    assert decoded.message.group_instance_id == ("truck-a" if v >= 5 else None)
+    response = m.JoinGroupResponse(CORR, 0, 3, "range", "m1", "m1", (("m1", b"s"), ("m2", b"s")),
+                                   ("truck-a", None))
+    client = Client()
+    client.send(request, v)
+    r = client.receive(encode_response(decoded, response))
+    assert [(x.member_id, x.group_instance_id) for x in r.members] == [
+        ("m1", "truck-a" if v >= 5 else None), ("m2", None)]
+    with pytest.raises(ValueError, match="2 members and 1 instance ids"):
+        encode_response(decoded, m.JoinGroupResponse(CORR, 0, 3, "range", "m1", "m1", (("m1", b"s"), ("m2", b"s")),
+                                                     ("truck-a",)))
+
+
+@pytest.mark.parametrize("v", ends(codec.DESCRIBE_GROUPS))
+def test_describe_groups_reports_a_static_members_instance_id(v):
+    request = GroupAdminMixin._describe_groups_request(None, ["g"])
+    response = m.DescribeGroupsResponse(CORR, (m.DescribedGroup(0, "g", "Stable", "consumer", "range", (
+        m.DescribedMember("m1", "cli-1", "/127.0.0.1", b"", b"", "truck-a"),
+        m.DescribedMember("m2", "cli-2", "/127.0.0.1", b"", b""))),))
+    r = roundtrip(request, v, m.DescribeGroupsRequest(CORR, ("g",)), response)
+    assert [(x.member_id, x.group_instance_id) for x in r.groups[0].members] == [
+        ("m1", "truck-a" if v >= 4 else None), ("m2", None)]
+
+
 @pytest.mark.parametrize("v", ends(codec.OFFSET_FETCH))
 def test_offset_fetch(v):
     # as kafka/coordinator/consumer.py _send_offset_fetch_request

@@ -64,11 +64,17 @@ is answered (``_consumer_persist``); a new coordinator replays them (``_consumer
 its members keep their epochs and partitions. Those keys never reach the ``decode_key`` rule
 (a student's exercise reads versions 0-2): ``_replay`` sends them to ``group_metadata`` itself.
 
-*Static membership* (KIP-345, JoinGroup v5's ``group.instance.id``): a member that joins with
+*Static membership* (KIP-345, ``group.instance.id``): a member that joins with
 the instance id of a current member replaces it (``_replace_static_member``) and keeps its
 partitions; a stable group does not rebalance, so a consumer restarted within its session
-timeout disturbs nobody. (The instance id is not written to ``__consumer_offsets``: a new
-coordinator knows the members, not which are static, until they rejoin.)
+timeout disturbs nobody. Every request of a member may carry its instance id (JoinGroup v5,
+SyncGroup and Heartbeat v3, OffsetCommit v7, LeaveGroup v3); where it does, Kafka's
+``validateMember`` applies (``_check_member``): the id must be the instance id's *current*
+member, else FENCED_INSTANCE_ID (the old process of a replaced member learns that it is a
+zombie), or UNKNOWN_MEMBER_ID for an instance id the group does not know. LeaveGroup v3 may
+name a static member by its instance id alone (an admin tool removing it). The instance id is
+written to ``__consumer_offsets`` with the member, so a new coordinator knows who is static.
+KIP-848's heartbeat is checked the same way once a member has joined (epoch > 0).
 
 Simplifications (vs Kafka): the incremental cooperative protocol is left out; loading a partition is synchronous, so
 COORDINATOR_LOAD_IN_PROGRESS is never answered.
@@ -400,7 +406,8 @@ class GroupCoordinator:
         group.members = {
             m.member_id: Member(m.member_id, m.client_id, m.client_host, m.session_timeout_ms,
                                 m.rebalance_timeout_ms, value.protocol_type,
-                                ((value.protocol or "", m.subscription),), m.assignment)
+                                ((value.protocol or "", m.subscription),), m.assignment,
+                                group_instance_id=m.group_instance_id)
             for m in value.members
         }
         group.transition(GroupEvent.LOADED_WITH_MEMBERS if group.members else GroupEvent.LOADED_EMPTY,
@@ -439,7 +446,7 @@ class GroupCoordinator:
         return GroupValue(
             group.protocol_type or "", group.generation, group.protocol, group.leader, self.now,
             tuple(MemberValue(m.member_id, m.client_id, m.client_host, m.rebalance_timeout_ms,
-                              m.session_timeout_ms, m.metadata(group.protocol), m.assignment)
+                              m.session_timeout_ms, m.metadata(group.protocol), m.assignment, m.group_instance_id)
                   for m in group.members.values()))
 
     def _store_group(self, group: Group, callback: Callable[[int], None]) -> None:
@@ -474,7 +481,7 @@ class GroupCoordinator:
         if not group.supports(req.protocol_type, req.protocols):
             return fail(INCONSISTENT_GROUP_PROTOCOL)
         if req.group_instance_id is not None and not req.member_id:
-            known = next((m for m in group.members.values() if m.group_instance_id == req.group_instance_id), None)
+            known = self._static_member(group, req.group_instance_id)
             if known is not None:
                 return self._replace_static_member(src, req, group, known)
         if not req.member_id:
@@ -492,10 +499,10 @@ class GroupCoordinator:
             group.pending_members.discard(req.member_id)
             self.context.cancel_timer(("group-pending", req.group_id, req.member_id))
             return self._add_member(src, req, group, req.member_id)
-        member = group.members.get(req.member_id)
-        if member is None:
-            return fail(UNKNOWN_MEMBER_ID, req.member_id)
-        self._update_member(src, req, group, member)
+        error = self._check_member(group, req.member_id, req.group_instance_id)
+        if error != NO_ERROR:
+            return fail(error, req.member_id)
+        self._update_member(src, req, group, group.members[req.member_id])
 
     def _add_member(self, src: Any, req: JoinGroupRequest, group: Group, member_id: str) -> None:
         member = Member(member_id, req.client_id, str(src), req.session_timeout_ms, req.rebalance_timeout_ms,
@@ -518,6 +525,7 @@ class GroupCoordinator:
         (FENCED_INSTANCE_ID). A stable group with unchanged subscriptions does not rebalance:
         the others never stop."""
         member_id = self._new_member_id(req.client_id, req.group_id)
+        leader_before = group.leader
         self._answer_join(old, JoinGroupResponse(0, FENCED_INSTANCE_ID))
         self._answer_sync(old, SyncGroupResponse(0, FENCED_INSTANCE_ID))
         self.context.cancel_timer(("group-session", group.group_id, old.member_id))
@@ -529,9 +537,12 @@ class GroupCoordinator:
             group.leader = member_id
         self._schedule_heartbeat(group, member)
         if group.state == STABLE and old.protocols == req.protocols:
-            # Its old assignment stands; a leader's SyncGroup in Stable only reads it back.
+            # Its old assignment stands. Kafka answers JoinGroup v0-8 with the leader as it was
+            # (the old member id when the leader itself came back) and no members, so the member
+            # runs no assignor: its SyncGroup reads its assignment back.
             self._store_group(group, lambda error: None)
-            self._send(src, self._join_response(group, member, req.correlation_id))
+            self._send(src, JoinGroupResponse(req.correlation_id, NO_ERROR, group.generation, group.protocol,
+                                              leader_before or "", member_id))
             return
         member.awaiting_join = (src, req.correlation_id)
         if group.state == PREPARING_REBALANCE:
@@ -558,11 +569,13 @@ class GroupCoordinator:
             self._prepare_rebalance(group, f"member {member.member_id} rejoined")
 
     def _join_response(self, group: Group, member: Member, correlation_id: int) -> JoinGroupResponse:
-        members = ()
+        members, instance_ids = (), ()
         if member.member_id == group.leader:
             members = tuple((m.member_id, m.metadata(group.protocol)) for m in group.members.values())
+            if any(m.group_instance_id is not None for m in group.members.values()):
+                instance_ids = tuple(m.group_instance_id for m in group.members.values())
         return JoinGroupResponse(correlation_id, NO_ERROR, group.generation, group.protocol,
-                                 group.leader or "", member.member_id, members)
+                                 group.leader or "", member.member_id, members, instance_ids)
 
     def _prepare_rebalance(self, group: Group, reason: str) -> None:
         if group.state == COMPLETING_REBALANCE:
@@ -630,7 +643,7 @@ class GroupCoordinator:
         if member.awaiting_join is not None:
             dst, corr = member.awaiting_join
             member.awaiting_join = None
-            self._send(dst, JoinGroupResponse(corr, *_fields(response)[1:]))
+            self._send(dst, dataclasses.replace(response, correlation_id=corr))
 
     def _answer_sync(self, member: Member, response: SyncGroupResponse) -> None:
         if member.awaiting_sync is not None:
@@ -646,12 +659,33 @@ class GroupCoordinator:
         if not self.owns(req.group_id):
             return None, None, NOT_COORDINATOR
         group = self.groups.get(req.group_id)
-        member = group.members.get(req.member_id) if group else None
-        if member is None:
-            return group, None, UNKNOWN_MEMBER_ID
+        if group is None:
+            return None, None, UNKNOWN_MEMBER_ID
+        error = self._check_member(group, req.member_id, req.group_instance_id)
+        if error != NO_ERROR:
+            return group, None, error
+        member = group.members[req.member_id]
         if req.generation_id != group.generation:
             return group, member, ILLEGAL_GENERATION
         return group, member, NO_ERROR
+
+    @staticmethod
+    def _static_member(group: Group, instance_id: str) -> Member | None:
+        return next((m for m in group.members.values() if m.group_instance_id == instance_id), None)
+
+    def _check_member(self, group: Group, member_id: str, instance_id: str | None) -> int:
+        """Kafka's ``ClassicGroup.validateMember``: a request naming an instance id must come from
+        that instance's current member (FENCED_INSTANCE_ID: a newer process took its place;
+        UNKNOWN_MEMBER_ID: no such instance), and the member id must be the group's."""
+        if instance_id is not None:
+            current = self._static_member(group, instance_id)
+            if current is None:
+                return UNKNOWN_MEMBER_ID
+            if current.member_id != member_id:
+                logger.info("group %s: member %s of instance %s is fenced by member %s", group.group_id,
+                            member_id, instance_id, current.member_id)
+                return FENCED_INSTANCE_ID
+        return NO_ERROR if member_id in group.members else UNKNOWN_MEMBER_ID
 
     def sync_group(self, src: Any, req: SyncGroupRequest) -> None:
         def reply(error: int, assignment: bytes = b"") -> None:
@@ -727,14 +761,25 @@ class GroupCoordinator:
         if not self.owns(req.group_id):
             return reply(NOT_COORDINATOR)
         group = self.groups.get(req.group_id)
-        if group is not None and req.member_id in group.pending_members:
+        if group is None:
+            return reply(UNKNOWN_MEMBER_ID)
+        if group.state == DEAD:
+            return reply(COORDINATOR_NOT_AVAILABLE)
+        if not req.member_id and req.group_instance_id is not None:
+            # LeaveGroup v3+ by instance id alone: an admin tool removes a static member.
+            member = self._static_member(group, req.group_instance_id)
+            if member is None:
+                return reply(UNKNOWN_MEMBER_ID)
+            self._remove_member(group, member)
+            return reply(NO_ERROR)
+        if req.member_id in group.pending_members:
             group.pending_members.discard(req.member_id)
             self._try_complete_join(group)
             return reply(NO_ERROR)
-        member = group.members.get(req.member_id) if group else None
-        if member is None:
-            return reply(UNKNOWN_MEMBER_ID)
-        self._remove_member(group, member)
+        error = self._check_member(group, req.member_id, req.group_instance_id)
+        if error != NO_ERROR:
+            return reply(error)
+        self._remove_member(group, group.members[req.member_id])
         reply(NO_ERROR)
 
     def _remove_member(self, group: Group, member: Member, *, rebalance: bool = True) -> None:
@@ -786,6 +831,14 @@ class GroupCoordinator:
             if error is not None:
                 return fail(*error)
         else:
+            if req.instance_id is not None:  # Kafka's throwIfStaticMemberIsUnknown / throwIfInstanceIdIsFenced
+                static = cg.static_member(req.instance_id)
+                if static is None:
+                    return fail(UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no static member "
+                                                   f"{req.instance_id!r}")
+                if static.member_id != req.member_id:
+                    return fail(FENCED_INSTANCE_ID, f"static member {req.member_id!r} with instance id "
+                                                    f"{req.instance_id!r} was fenced by member {static.member_id!r}")
             member = cg.members.get(req.member_id)
             if member is None:
                 return fail(UNKNOWN_MEMBER_ID, f"group {req.group_id!r} has no member {req.member_id!r}")
@@ -1123,7 +1176,7 @@ class GroupCoordinator:
             self._send(src, OffsetCommitResponse(req.correlation_id, tuple(
                 (o.topic, o.partition, error) for o in req.offsets)))
 
-        simple = req.generation_id < 0 and not req.member_id
+        simple = req.generation_id < 0 and not req.member_id and req.group_instance_id is None
         group, error = self._group_for_commit(req.group_id, create=simple)
         if error != NO_ERROR:
             return reply_all(error)
@@ -1134,8 +1187,8 @@ class GroupCoordinator:
         elif simple:
             if group.state != EMPTY:  # (a group made just now for this commit is Empty)
                 return reply_all(UNKNOWN_MEMBER_ID)  # a group with members owns its offsets
-        elif req.member_id not in group.members:
-            return reply_all(UNKNOWN_MEMBER_ID)
+        elif (error := self._check_member(group, req.member_id, req.group_instance_id)) != NO_ERROR:
+            return reply_all(error)
         elif req.generation_id != group.generation:
             return reply_all(ILLEGAL_GENERATION)
         elif group.state == COMPLETING_REBALANCE:
@@ -1276,7 +1329,8 @@ class GroupCoordinator:
             stable = g.state == STABLE
             members = tuple(
                 DescribedMember(m.member_id, m.client_id, m.client_host,
-                                m.metadata(g.protocol) if stable else b"", m.assignment if stable else b"")
+                                m.metadata(g.protocol) if stable else b"", m.assignment if stable else b"",
+                                m.group_instance_id)
                 for m in g.members.values())
             out.append(DescribedGroup(NO_ERROR, gid, g.state, g.protocol_type or "",
                                       (g.protocol or "") if stable else "", members))
@@ -1289,7 +1343,8 @@ class GroupCoordinator:
         members = tuple(
             DescribedMember(m.member_id, m.client_id, m.client_host,
                             Subscription(m.subscribed_topics).encode(),
-                            Assignment(tuple(TopicPartition(t, p) for t, p in sorted(m.assigned))).encode())
+                            Assignment(tuple(TopicPartition(t, p) for t, p in sorted(m.assigned))).encode(),
+                            m.instance_id)
             for m in g.consumer.members.values())
         return DescribedGroup(NO_ERROR, g.group_id, g.state, "consumer", g.consumer.assignor(), members,
                               group_type="consumer")

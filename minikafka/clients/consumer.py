@@ -12,7 +12,10 @@ second pass and returns as soon as records are there.
 
 1. if the group must (re)balance: auto-commit what was consumed (with
    ``enable_auto_commit``), call ``on_partitions_revoked``, and let the node join;
-2. if a new assignment has arrived: take it and call ``on_partitions_assigned``;
+2. if a new assignment has arrived: take it, call ``on_partitions_revoked`` with the partitions
+   that left it (KIP-848 only; the classic protocol gave everything up in step 1) and
+   ``on_partitions_assigned`` with the partitions that are new (all of them after an eager
+   rebalance; under KIP-848 only the added ones, as Kafka's ``ConsumerMembershipManager`` does);
 3. fire the auto commit when ``auto_commit_interval_ms`` has passed (asynchronous: it
    commits the positions of records returned by *earlier* polls);
 4. hand out up to ``max_poll_records`` buffered records, moving the positions past them.
@@ -396,10 +399,14 @@ class KafkaConsumer:
         assigned = self._call(lambda n: n.coordinator.take_assignment())
         if assigned is not None:
             interval = self.config["auto_commit_interval_ms"]
-            # KIP-848 (group_protocol="consumer") moves partitions one by one: give up those that
-            # left the assignment, committed first. (The classic protocol revoked everything
-            # before it rejoined, so nothing is left here.)
-            revoked = sorted(set(node.subscriptions.assignment) - set(assigned))
+            # Kafka's listener contract, both protocols: on_partitions_revoked gets only what left
+            # the assignment (if anything did), on_partitions_assigned only what is new (always
+            # called, even with nothing new). KIP-848 (group_protocol="consumer") moves partitions
+            # one by one, so a partition kept through a rebalance appears in neither. The classic
+            # (eager) protocol revoked everything before it rejoined: all it gets is new.
+            owned = set(node.subscriptions.assignment)
+            revoked = sorted(owned - set(assigned))
+            added = sorted(set(assigned) - owned)
             if revoked:
                 self._revoke(revoked)
 
@@ -412,7 +419,7 @@ class KafkaConsumer:
             self._call(apply)
             listener = node.subscriptions.listener
             if listener is not None:
-                listener.on_partitions_assigned(sorted(assigned))
+                listener.on_partitions_assigned(added)
         if co.auto_commit_due(self._world.now):
             co.next_auto_commit_ms = self._world.now + self.config["auto_commit_interval_ms"]
             self.commit_async(callback=self._log_auto_commit)

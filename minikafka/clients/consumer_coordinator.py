@@ -43,6 +43,7 @@ from minikafka.clients.sender import error_for_code
 from minikafka.messages import (
     COORDINATOR_LOAD_IN_PROGRESS,
     COORDINATOR_NOT_AVAILABLE,
+    FENCED_INSTANCE_ID,
     ILLEGAL_GENERATION,
     MEMBER_ID_REQUIRED,
     NO_ERROR,
@@ -260,7 +261,8 @@ class ConsumerCoordinator:
         self.state = SYNCING
         generation, member = self.generation, self.member_id
         self.client.send_request(
-            self.coordinator, lambda corr: SyncGroupRequest(corr, self.group_id, generation, member, assignments),
+            self.coordinator, lambda corr: SyncGroupRequest(corr, self.group_id, generation, member, assignments,
+                                                            self.config["group_instance_id"]),
             self._on_sync, self._on_join_failed_sync)
 
     def _on_join_failed_sync(self, error: KafkaError) -> None:
@@ -282,6 +284,8 @@ class ConsumerCoordinator:
             self._event(f"generation {self.generation}: got {', '.join(map(str, assignment.partitions)) or 'nothing'}")
             self.client.schedule_heartbeat()
             return
+        if error == FENCED_INSTANCE_ID:
+            return self._fenced_instance("SyncGroup")
         if error in (UNKNOWN_MEMBER_ID, ILLEGAL_GENERATION):
             self._reset_generation(f"SyncGroup: {error_for_code(error)}")
         elif error in _COORDINATOR_ERRORS:
@@ -343,7 +347,8 @@ class ConsumerCoordinator:
         self._heartbeat_in_flight = True
         generation, member = self.generation, self.member_id
         self.client.send_request(
-            self.coordinator, lambda corr: HeartbeatRequest(corr, self.group_id, generation, member),
+            self.coordinator, lambda corr: HeartbeatRequest(corr, self.group_id, generation, member,
+                                                            self.config["group_instance_id"]),
             self._on_heartbeat, self._on_heartbeat_failed)
 
     def _on_heartbeat_failed(self, error: KafkaError) -> None:
@@ -363,6 +368,19 @@ class ConsumerCoordinator:
             self.request_rejoin("no longer a member")
         elif error in _COORDINATOR_ERRORS:
             self.coordinator_dead(str(error_for_code(error)))
+        elif error == FENCED_INSTANCE_ID:
+            self._fenced_instance("Heartbeat")
+
+    def _fenced_instance(self, request: str) -> None:
+        """A newer process joined with our group.instance.id and took our place: we are a zombie.
+        Fatal, as in Kafka (``FencedInstanceIdException``): rejoining would fence the other."""
+        self._event(f"fenced: another consumer joined with group_instance_id "
+                    f"{self.config['group_instance_id']!r}")
+        self._reset_generation(f"{request}: FENCED_INSTANCE_ID")
+        self.state = UNJOINED
+        self.client.fatal.append(error_for_code(
+            FENCED_INSTANCE_ID, f"{request} for group {self.group_id!r}: group_instance_id "
+                                f"{self.config['group_instance_id']!r} is used by a newer member"))
 
     def leave_group(self) -> None:
         """LeaveGroup (fire and forget), so the group rebalances now rather than after the
@@ -398,8 +416,9 @@ class ConsumerCoordinator:
                          else RebalanceInProgressError("the group is rebalancing"))
                 return
             generation, member = self.generation, self.member_id
+            instance = self.config["group_instance_id"]
         else:
-            generation, member = NO_GENERATION, ""  # a simple commit: no membership
+            generation, member, instance = NO_GENERATION, "", None  # a simple commit: no membership
         parts = tuple(OffsetCommitPartition(tp.topic, tp.partition, om.offset, om.leader_epoch, om.metadata)
                       for tp, om in sorted(offsets.items()))
 
@@ -430,7 +449,8 @@ class ConsumerCoordinator:
             callback(error)
 
         self.client.send_request(
-            self.coordinator, lambda corr: OffsetCommitRequest(corr, self.group_id, generation, member, parts),
+            self.coordinator, lambda corr: OffsetCommitRequest(corr, self.group_id, generation, member, parts,
+                                                               instance),
             answered, failed)
 
     def fetch_committed(self, partitions: list[TopicPartition],

@@ -8,9 +8,10 @@ There is no join, no sync and no leader: the member sends ConsumerGroupHeartbeat
 and the partitions it owns now), and the *broker* answers with the member's epoch and, when it
 changed, the partitions the member should own. The user thread (``KafkaConsumer.poll``) applies
 a new assignment: partitions that left it are revoked (committed first with auto commit, then
-``on_partitions_revoked`` for just those), new ones are taken; the next heartbeat, sent at
-once, reports what the member owns, which is how the broker learns a revocation is done and
-can give those partitions to their new owner. Partitions that stay are never given up: the
+``on_partitions_revoked`` for just those), new ones are taken (``on_partitions_assigned`` for
+just those, called even when there are none, as Kafka's ``ConsumerMembershipManager`` does); the
+next heartbeat, sent at once, reports what the member owns, which is how the broker learns a
+revocation is done and can give those partitions to their new owner. Partitions that stay are never given up: the
 member keeps fetching them through any change in the group.
 
 FENCED_MEMBER_EPOCH or UNKNOWN_MEMBER_ID mean the broker threw the member out (its session

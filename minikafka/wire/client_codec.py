@@ -188,10 +188,19 @@ def _offset_delete(r: m.OffsetDeleteRequest, v: int) -> Any:
         for topic, parts in _by_topic(r.partitions, lambda p: p[0]).items()])
 
 
+def _instance_id(api_key: int, r: Any, v: int) -> str | None:
+    """A static member's group.instance.id, from the version that carries it (an older broker's
+    versions cannot: it then knows the member by its member id alone, as Kafka before 2.3)."""
+    if r.group_instance_id is not None and v < c._INSTANCE_ID_SINCE[api_key]:
+        return None
+    return r.group_instance_id
+
+
 def _join_group(r: m.JoinGroupRequest, v: int) -> Any:
     K = c._KJoinGroupRequest
     return K(version=v, group_id=r.group_id, session_timeout_ms=r.session_timeout_ms,
-             rebalance_timeout_ms=r.rebalance_timeout_ms, member_id=r.member_id, group_instance_id=r.group_instance_id,
+             rebalance_timeout_ms=r.rebalance_timeout_ms, member_id=r.member_id,
+             group_instance_id=_instance_id(c.JOIN_GROUP, r, v),
              protocol_type=r.protocol_type,
              protocols=[K.JoinGroupRequestProtocol(name=name, metadata=meta) for name, meta in r.protocols])
 
@@ -199,27 +208,28 @@ def _join_group(r: m.JoinGroupRequest, v: int) -> Any:
 def _sync_group(r: m.SyncGroupRequest, v: int) -> Any:
     K = c._KSyncGroupRequest
     return K(version=v, group_id=r.group_id, generation_id=r.generation_id, member_id=r.member_id,
-             group_instance_id=None, assignments=[
+             group_instance_id=_instance_id(c.SYNC_GROUP, r, v), assignments=[
                  K.SyncGroupRequestAssignment(member_id=member, assignment=a) for member, a in r.assignments])
 
 
 def _heartbeat(r: m.HeartbeatRequest, v: int) -> Any:
     return c._KHeartbeatRequest(version=v, group_id=r.group_id, generation_id=r.generation_id,
-                                member_id=r.member_id, group_instance_id=None)
+                                member_id=r.member_id, group_instance_id=_instance_id(c.HEARTBEAT, r, v))
 
 
 def _leave_group(r: m.LeaveGroupRequest, v: int) -> Any:
     K = c._KLeaveGroupRequest
     if v < 3:
         return K(version=v, group_id=r.group_id, member_id=r.member_id)
-    return K(version=v, group_id=r.group_id, members=[K.MemberIdentity(member_id=r.member_id, group_instance_id=None)])
+    return K(version=v, group_id=r.group_id, members=[
+        K.MemberIdentity(member_id=r.member_id, group_instance_id=r.group_instance_id)])
 
 
 def _offset_commit(r: m.OffsetCommitRequest, v: int) -> Any:
     K = c._KOffsetCommitRequest
     T, P = K.OffsetCommitRequestTopic, K.OffsetCommitRequestTopic.OffsetCommitRequestPartition
     return K(version=v, group_id=r.group_id, generation_id_or_member_epoch=r.generation_id, member_id=r.member_id,
-             group_instance_id=None, retention_time_ms=-1, topics=[
+             group_instance_id=_instance_id(c.OFFSET_COMMIT, r, v), retention_time_ms=-1, topics=[
                  T(name=topic, partitions=[
                      P(partition_index=p.partition, committed_offset=p.offset, committed_leader_epoch=p.leader_epoch,
                        committed_metadata=p.metadata) for p in parts])
@@ -405,8 +415,11 @@ def _find_coordinator_back(corr: int, r: Any, v: int) -> tuple:
 
 
 def _join_group_back(corr: int, r: Any, v: int) -> tuple:
+    # group_instance_id is in the members from v5 (kafka-python reads older answers as None)
+    instance_ids = tuple(x.group_instance_id for x in r.members)
     return m.JoinGroupResponse(corr, r.error_code, r.generation_id, r.protocol_name or None, r.leader, r.member_id,
-                               tuple((x.member_id, bytes(x.metadata)) for x in r.members)), {}
+                               tuple((x.member_id, bytes(x.metadata)) for x in r.members),
+                               instance_ids if any(i is not None for i in instance_ids) else ()), {}
 
 
 def _sync_group_back(corr: int, r: Any, v: int) -> tuple:
@@ -458,7 +471,7 @@ def _describe_groups_back(corr: int, r: Any, v: int) -> tuple:
     return m.DescribeGroupsResponse(corr, tuple(
         m.DescribedGroup(g.error_code, g.group_id, g.group_state, g.protocol_type, g.protocol_data, tuple(
             m.DescribedMember(x.member_id, x.client_id, x.client_host, bytes(x.member_metadata),
-                              bytes(x.member_assignment))
+                              bytes(x.member_assignment), x.group_instance_id)  # (instance id: v4+)
             for x in g.members))
         for g in r.groups)), {}
 

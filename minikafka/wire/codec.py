@@ -205,6 +205,8 @@ SUPPORTED: dict[int, tuple[int, int]] = {
     # v4 makes kafka-python guess a >= 0.11 broker and write v2 batches; v10 carries topic ids,
     # v12 asks by them: KIP-848 names topics by id, so a new-protocol consumer needs them
     METADATA: (4, 12),
+    # Static membership (KIP-345): JoinGroup v5, SyncGroup/Heartbeat/LeaveGroup v3, OffsetCommit v7
+    # and DescribeGroups v4 carry group_instance_id; each is read or written (_INSTANCE_ID_SINCE)
     OFFSET_COMMIT: (2, 7),  # v6: leader epoch; v7: group instance id; v8 flexible
     OFFSET_FETCH: (1, 5),  # v2: null topics = all, top-level error; v5: leader epoch
     FIND_COORDINATOR: (0, 2),  # librdkafka caps it at 2 whatever we offer
@@ -579,16 +581,27 @@ def _join_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.JoinGroupRequest(
         corr, r.group_id, r.session_timeout_ms, rebalance_timeout, r.member_id, r.protocol_type,
         tuple((p.name, p.metadata) for p in r.protocols), client_id=client_id or "",
-        require_known_member_id=v >= 4, group_instance_id=r.group_instance_id if v >= 5 else None),)
+        require_known_member_id=v >= 4, group_instance_id=_instance_id(JOIN_GROUP, r, v)),)
+
+
+# Static membership (KIP-345): from these versions a member's requests carry its group.instance.id
+# (null: a dynamic member), which the coordinator checks against the instance's current member.
+_INSTANCE_ID_SINCE = {JOIN_GROUP: 5, SYNC_GROUP: 3, HEARTBEAT: 3, LEAVE_GROUP: 3, OFFSET_COMMIT: 7,
+                      DESCRIBE_GROUPS: 4}
+
+
+def _instance_id(api_key: int, r: Any, v: int) -> str | None:
+    return r.group_instance_id if v >= _INSTANCE_ID_SINCE[api_key] else None
 
 
 def _sync_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
     return (m.SyncGroupRequest(corr, r.group_id, r.generation_id, r.member_id,
-                               tuple((a.member_id, a.assignment) for a in r.assignments)),)
+                               tuple((a.member_id, a.assignment) for a in r.assignments),
+                               _instance_id(SYNC_GROUP, r, v)),)
 
 
 def _heartbeat_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
-    return (m.HeartbeatRequest(corr, r.group_id, r.generation_id, r.member_id),)
+    return (m.HeartbeatRequest(corr, r.group_id, r.generation_id, r.member_id, _instance_id(HEARTBEAT, r, v)),)
 
 
 def _leave_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -596,7 +609,9 @@ def _leave_group_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
         return (m.LeaveGroupRequest(corr, r.group_id, r.member_id),)
     if not r.members:
         raise _Reply(m.LeaveGroupResponse(corr, m.NO_ERROR))  # nobody to remove
-    return tuple(m.LeaveGroupRequest(corr, r.group_id, member.member_id) for member in r.members)
+    # v3+: a batch of members, each by member id, by instance id, or both (Kafka's MemberIdentity)
+    return tuple(m.LeaveGroupRequest(corr, r.group_id, member.member_id, member.group_instance_id)
+                 for member in r.members)
 
 
 def _offset_commit_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -604,7 +619,7 @@ def _offset_commit_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple
     return (m.OffsetCommitRequest(corr, r.group_id, r.generation_id_or_member_epoch, r.member_id, tuple(
         m.OffsetCommitPartition(t.name, p.partition_index, p.committed_offset, p.committed_leader_epoch,
                                 p.committed_metadata)
-        for t in r.topics for p in t.partitions)),)
+        for t in r.topics for p in t.partitions), _instance_id(OFFSET_COMMIT, r, v)),)
 
 
 def _offset_fetch_in(r: Any, corr: int, v: int, client_id: str | None) -> tuple:
@@ -873,11 +888,15 @@ def _find_coordinator_out(d: Decoded, resp: m.FindCoordinatorResponse, ctx: Brok
 
 def _join_group_out(d: Decoded, resp: m.JoinGroupResponse, ctx: BrokerContext | None, v: int) -> Any:
     K = _KJoinGroupResponse
+    instance_ids = resp.member_instance_ids or (None,) * len(resp.members)
+    if len(instance_ids) != len(resp.members):
+        raise ValueError(f"JoinGroupResponse has {len(resp.members)} members and {len(instance_ids)} instance ids")
     return K(version=v, throttle_time_ms=0, error_code=resp.error, generation_id=resp.generation_id,
              protocol_name=resp.protocol_name or "",  # nullable only from v7
              leader=resp.leader, member_id=resp.member_id, members=[
-                 K.JoinGroupResponseMember(member_id=member, group_instance_id=None, metadata=metadata)
-                 for member, metadata in resp.members])
+                 # the leader's assignor sees which members are static (v5+; older versions drop it)
+                 K.JoinGroupResponseMember(member_id=member, group_instance_id=instance_id, metadata=metadata)
+                 for (member, metadata), instance_id in zip(resp.members, instance_ids)])
 
 
 def _sync_group_out(d: Decoded, resp: m.SyncGroupResponse, ctx: BrokerContext | None, v: int) -> Any:
@@ -988,7 +1007,8 @@ def _describe_groups_out(d: Decoded, resp: m.DescribeGroupsResponse, ctx: Broker
     return K(version=v, throttle_time_ms=0, groups=[
         G(error_code=g.error, group_id=g.group_id, group_state=g.state, protocol_type=g.protocol_type,
           protocol_data=g.protocol, members=[
-              M(member_id=x.member_id, group_instance_id=None, client_id=x.client_id, client_host=x.client_host,
+              M(member_id=x.member_id, group_instance_id=x.group_instance_id, client_id=x.client_id,
+                client_host=x.client_host,
                 member_metadata=x.metadata, member_assignment=x.assignment)
               for x in g.members])
         for g in resp.groups])
