@@ -108,15 +108,15 @@ def _other(rng: random.Random, correlation_id: int, client_id: str | None) -> by
 
 
 def _parse_request(rng: random.Random, i: int) -> tuple:
-    """Cases in turn: Metadata v4-v8 (each version), Metadata v9-v12 (header only), another API,
+    """Cases in turn: Metadata v4-v7 (each version), v8 or v9-v12 (header only), another API,
     a size that does not match, a Metadata body cut short, bytes after it; client ids of every
     kind (``i`` modulo 5)."""
     case = i % 6
     correlation_id, client_id = _correlation_id(rng), _client_id(rng, _CLIENT_IDS[i % 5])
     if case == 0:
         return (_metadata(rng, 4 + (i // 6) % 5, correlation_id, client_id),)
-    if case == 1:
-        return (_metadata(rng, rng.randrange(9, 13), correlation_id, client_id),)
+    if case == 1:  # v8's two more booleans and the flexible versions in turn
+        return (_metadata(rng, 8 if (i // 6) % 2 else rng.randrange(9, 13), correlation_id, client_id),)
     if case == 2:
         return (_other(rng, correlation_id, client_id),)
     if case == 3:
@@ -214,7 +214,7 @@ def _api_versions(rng: random.Random, i: int) -> ApiVersionsCase:
     newer = i % 3 == 2
     version = rng.randrange(4, 40) if newer else 0
     ranges = _ranges(rng, (0, 1, rng.randrange(2, 40), rng.randrange(100, 400))[i % 4])
-    if newer or rng.random() < 0.8:  # ApiVersions itself, below any version the client asks beyond
+    if newer or (ranges and rng.random() < 0.8):  # ApiVersions itself, below the version asked beyond it
         ranges[18] = (0, rng.randrange(0, 4))
     return ApiVersionsCase(_correlation_id(rng) if i % 5 else rng.choice([0, 2**31 - 1]),
                            _client_id(rng, _CLIENT_IDS[(i + 1) % 5]), version, not newer and i % 2 == 0,
@@ -291,6 +291,8 @@ def _predict(rng: random.Random, i: int) -> tuple:
     count = 0 if i % 5 == 4 else rng.randrange(1, 60)
     records = [(rng.choice(pool), rng.randrange(n) if rng.random() < 0.25 else None) for _ in range(count)]
     offsets = {p: rng.choice([0, rng.randrange(1, 1000), 2**32 + rng.randrange(10**6)]) for p in range(n)}
+    if n == 1:  # one partition: from 0 and from further on in turn
+        offsets[0] = rng.choice([rng.randrange(1, 1000), 2**32 + rng.randrange(10**6)]) if (i // 4) % 2 else 0
     return records, n, offsets
 
 
