@@ -498,7 +498,8 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
                 for case in properties.draw(rule, seed):
                     slot = address = None
                     if properties.served(rule):  # the call asks the grader's broker, which answers case
-                        broker = broker if broker is not None else GraderBroker()
+                        if broker is None:
+                            raise ValueError(f"the property of {rule} asks a broker: pass a GraderBroker")
                         slot, address = broker.expect(case), broker.address
                     args = properties.call_args(rule, case, address)
                     call = properties.call_cell(_WATCH, rule, args, watched, names, nonce)
