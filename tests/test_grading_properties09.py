@@ -8,6 +8,7 @@ to the package fail the property that states the rule, in words that never show 
 from __future__ import annotations
 
 import json
+import os
 import socket
 import struct
 import threading
@@ -22,6 +23,10 @@ from minikafka.wire import client_codec, codec
 
 SEEDS = range(1, 21)
 NAME = "09-speaking-kafka"
+# Root makes the kernel a network namespace of its own (without root, only where the OS allows
+# unprivileged user namespaces): the launcher's listener is then needed, and tested.
+ROOT_ONLY = pytest.mark.skipif(not hasattr(os, "geteuid") or os.geteuid() != 0,
+                               reason="the kernel's own network namespace needs root")
 
 
 def _solution_sources() -> dict[str, str]:
@@ -297,6 +302,7 @@ def test_the_messages_never_show_a_case():
 # --- in the kernel -----------------------------------------------------------------------------------
 
 @pytest.mark.notebooks
+@ROOT_ONLY
 def test_the_call_cells_reach_the_grader_s_broker_from_the_sandbox_and_the_watch_sees_the_codec():
     """The grader's call cells in a sandboxed kernel, whose 127.0.0.1 is its own: api_versions
     reaches the grader's broker through the listener the launcher hands over; the solution's
@@ -399,3 +405,25 @@ def test_grading_09_runs_the_three_properties_and_fails_only_the_wrong_exercise(
         [failed] = [c for c in exercise.checks if not c.passed]
         assert failed.label == f"hidden property: {name}" and said in failed.message, feedback(wrong)
         assert "it checks that" in failed.message and "b'" not in failed.message and "\\x" not in failed.message
+
+
+@pytest.mark.notebooks
+@ROOT_ONLY
+def test_the_kernel_s_loopback_is_its_own_so_the_launcher_hands_over_the_listener():
+    """Why the broker needs the launcher: a socket the grader listens on in its own network is
+    out of the caged kernel's reach; with the network shared (a notebook's limits allow it), the
+    grader's own socket is the one, and the sandbox says so."""
+    from minikafka.course.runner import run_cells
+    from minikafka.course.sandbox import Limits, Sandbox
+
+    probe = ("import socket\ntry:\n    socket.create_connection(('127.0.0.1', {port}), timeout=5).close()\n"
+             "    print('reached')\nexcept OSError as e:\n    print('refused', type(e).__name__)\n")
+    with socket.create_server(("127.0.0.1", 0)) as own:
+        port = own.getsockname()[1]
+        with Sandbox(Limits(), ()) as box:
+            [run] = run_cells(box, [probe.format(port=port)], cell_timeout=20, budget=20)
+            assert run.outputs[0]["text"].startswith("refused"), run
+        with Sandbox(Limits(network=True), (), listen_port=port) as box:
+            assert box.listens == "shared" and box.listener is None
+            [run] = run_cells(box, [probe.format(port=port)], cell_timeout=20, budget=20)
+            assert run.outputs[0]["text"] == "reached\n", run
