@@ -12,6 +12,12 @@ This process, still with the grader's privileges, builds the cage and then execs
    on which only the package's folder and the virtualenv are bind-mounted back, read-only, so
    no .git, exercises/, notebooks/ or folders beside it are readable) and network (only a loopback
    interface: notebooks can still talk to brokers they start themselves, nothing outside).
+   Asked for a listener (`listen`: a port and an inherited socket), it opens a TCP socket listening
+   on 127.0.0.1 at that port *in the kernel's network namespace* and hands it to the grader over
+   that socket (SCM_RIGHTS), then closes both: the grader serves on it from its own process (a
+   broker of its own, `grader_broker.py`), which the kernel reaches on its loopback; where the
+   kernel shares the grader's network (no namespace), it says "shared" and the grader serves on
+   its own loopback. The kernel never holds the listener.
    The kernel's user is called `student` (a /etc/passwd and /etc/group of its own, bind-mounted
    read-only, with its home the scratch folder), whoever runs it: a submission cannot tell the
    grader's sandbox user from the student's own account by name (`_identity`).
@@ -131,6 +137,30 @@ def _isolate(config) -> list[str]:
         except OSError as exc:
             missing.append(f"no loopback interface ({exc.strerror})")
     return missing
+
+
+def _hand_over_listener(listen, problems, network):
+    """A socket listening on 127.0.0.1:``listen["port"]`` in the namespace just made, sent to the
+    grader over the inherited socket ``listen["fd"]``; "shared" where the kernel keeps the grader's
+    network (asked for, or no namespace could be made), "none: why" where it cannot listen."""
+    channel = socket.socket(fileno=listen["fd"])
+    try:
+        if network or any(p.startswith("no namespaces") for p in problems):
+            channel.sendall(b"shared")
+            return
+        try:
+            server = socket.create_server(("127.0.0.1", int(listen["port"])))
+        except OSError as exc:
+            channel.sendall(f"none: {exc.strerror}".encode())
+            return
+        try:
+            socket.send_fds(channel, [b"own"], [server.fileno()])
+        finally:
+            server.close()
+    except OSError:
+        pass  # the grader then has no listener and says so
+    finally:
+        channel.close()
 
 
 def _private_tmp(path, config):
@@ -256,8 +286,11 @@ def main(argv):
         os.setsid()
     except OSError:
         pass  # already a session leader (jupyter_client starts us in a new session)
-    for problem in _isolate(config):
+    problems = _isolate(config)
+    for problem in problems:
         print(f"minikafka sandbox: {problem}", file=sys.stderr, flush=True)
+    if config.get("listen"):
+        _hand_over_listener(config["listen"], problems, config["network"])
     try:  # orphans stay in the tree whose CPU time the grader counts (Linux 3.4+)
         _call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except OSError:

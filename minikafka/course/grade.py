@@ -29,6 +29,10 @@ calling the student's function on one input drawn from the grading run's propert
 run, never in any cell the kernel runs before its own call) and printing the answer as plain data;
 the grader compares each answer with the rule's reference, run in its own process. A call that
 runs the package's own implementation of the rule (a watch armed around that call only) fails it.
+Lecture 09's exercises, which are not rules, are found the same way (``wire_properties.py``);
+``api_versions`` is called with the address of a broker the grader serves meanwhile
+(``grader_broker.py``: the runner tells it which call runs, the sandbox hands it a socket in the
+kernel's network), and its verdict also reads what that broker received.
 
 A failed hidden check is reported by the property it checks, in words (its first line,
 `# Checks: ...`), and how the code failed it, never by its inputs, expected output or source
@@ -59,6 +63,7 @@ from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CA
 from .compare import cell_options, load_sanitize, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
                         source_text, stub_source)
+from .grader_broker import GraderBroker
 from .runner import CellRun, run_cells
 from .sandbox import Limits, Sandbox
 
@@ -394,13 +399,23 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     program, result.notes, flagged = build_program(reference, submission)
     result.seed = settings.seed if settings.seed is not None else default_seed()
     result.property_seed = settings.property_seed if settings.property_seed is not None else default_seed()
+    broker = GraderBroker()  # binds only if a property asks a broker (api_versions)
     steps = _with_grader_cells(reference, planned, program, lecture=_lecture(result.notebook),
-                               seed=result.property_seed)
+                               seed=result.property_seed, broker=broker)
     steps = [(_seeded(source, result.seed) if cell is not None and HIDDEN_TAG in cell_tags(cell) else source,
               cell, extra) for source, cell, extra in steps]
-    with Sandbox(limits, settings.hide, env=_kernel_env(reference)) as box:
-        runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget)
-    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata)
+    slots = [extra[2][4] if extra and isinstance(extra[2], tuple) else None for _, _, extra in steps]
+    with broker, Sandbox(limits, settings.hide, env=_kernel_env(reference),
+                         listen_port=broker.port if broker.bound else None) as box:
+        if broker.bound:
+            broker.adopt(box.listener)
+            if box.listens.startswith("none"):
+                result.notes.append(f"the grader could not serve its broker to the kernel ({box.listens}): "
+                                    f"the properties that ask it fail")
+            broker.start()
+        runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget,
+                         before=(lambda i: broker.serve(slots[i])) if broker.bound else None)
+    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker)
     flagged = flagged or cheated
     # Name the exercise where time ran out or the kernel died, whichever cell it was in.
     where = _sections(reference)
@@ -449,8 +464,8 @@ def _sections(reference) -> dict[int, str]:
     return where
 
 
-def _with_grader_cells(reference, planned, program, lecture: str | None = None,
-                       seed: int = 0) -> list[tuple[str, dict | None, tuple | None]]:
+def _with_grader_cells(reference, planned, program, lecture: str | None = None, seed: int = 0,
+                       broker: GraderBroker | None = None) -> list[tuple[str, dict | None, tuple | None]]:
     """The program plus the grader's own cells: [(source, reference cell, (expected, exercise, kind))].
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
@@ -478,11 +493,17 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None,
                 before.setdefault(id(checks[0]), []).append((arm, [], exercise, "arm"))
                 after[id(checks[-1])].append((verdict, want, exercise, "watch"))
             for rule in properties.rules_of(lecture, names):
-                watched = list(dict.fromkeys(specs + [properties.reference_spec(rule)]
+                watched = list(dict.fromkeys(specs + properties.reference_specs(rule)
                                              + properties.package_specs(names)))
-                for args in properties.draw(rule, seed):
+                for case in properties.draw(rule, seed):
+                    slot = address = None
+                    if properties.served(rule):  # the call asks the grader's broker, which answers case
+                        if broker is None:
+                            raise ValueError(f"the property of {rule} asks a broker: pass a GraderBroker")
+                        slot, address = broker.expect(case), broker.address
+                    args = properties.call_args(rule, case, address)
                     call = properties.call_cell(_WATCH, rule, args, watched, names, nonce)
-                    after[id(checks[-1])].append((call, [], exercise, ("call", rule, args, nonce)))
+                    after[id(checks[-1])].append((call, [], exercise, ("call", rule, case, nonce, slot)))
     steps: list[tuple[str, dict | None, tuple | None]] = []
     for source, cell in program:
         for code, want, exercise, kind in before.get(id(cell), []) if cell is not None else []:
@@ -497,7 +518,7 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None,
     return steps
 
 
-def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
+def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBroker | None = None) -> str | None:
     """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
     for exercise, cells in planned:
@@ -522,7 +543,9 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool) -> str | None:
             continue
         want, exercise, kind = own
         if isinstance(kind, tuple):
-            _, rule, args, nonce = kind
+            _, rule, args, nonce, slot = kind
+            if slot is not None:  # judged with what the grader's broker received in that call
+                args = (args, broker.record(slot))
             calls.setdefault((id(exercise), rule), (exercise, []))[1].append((args, nonce, run))
             continue
         passed, message = verdict(run, grader_options, want, patterns)
@@ -554,9 +577,8 @@ def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]]) -> Check:
     """The grader's verdict on one hidden property: every call's answer equals the answer of the
     package's reference, computed here, on the drawn inputs. The message names the property in
     words and how the code failed it, never an input or an expected value."""
-    from minikafka.rules import RULES
-
-    what = f"it checks that {rule} follows Kafka's rule on inputs drawn for this grading: {RULES[rule].statement}"
+    what = (f"it checks that {rule} follows Kafka's rule on inputs drawn for this grading: "
+            f"{properties.statement(rule)}")
     for args, nonce, run in calls:
         if run.status != "ok":
             how = {"error": "your code raised an exception",

@@ -9,6 +9,14 @@ draws the ``i``-th argument tuple, taking the cases the rule's statement names i
 (boundaries, empty inputs, every branch, ``i`` modulo their number) with random values around
 them, as plain data and namedtuples.
 
+An exercise whose function is not one of the rules (lecture 09's ``parse_request``,
+``api_versions``, ``predict``: the wire protocol, which has no seam in the nodes) is found the
+same way, by the name of a function its solution defines, in ``wire_properties.EXERCISES``
+(keyed by name and lecture; its theory of operation says what each draws and where its answer
+comes from). It is judged by the same call cells; ``api_versions`` is called with the address of
+a broker the grader serves in its own process (``grader_broker.py``), whose drawn answer the
+kernel never holds before the student's code reads it.
+
 The grader (``grade.py``) draws ``CALLS`` inputs per rule from ``random.Random`` seeded by the
 grading run's seed (new per run, unknown to the submission) and the rule's name, and sends them to
 the kernel *one at a time*, after the student's code has run: each call cell only calls the
@@ -56,7 +64,7 @@ from collections import namedtuple
 from pathlib import Path
 from typing import Any, Callable
 
-from minikafka.course import ast_guard, standins
+from minikafka.course import ast_guard, standins, wire_properties
 from minikafka.rules import RULES, Request, Voter
 
 CALLS = 20  # inputs drawn per rule and grading run
@@ -359,15 +367,38 @@ def rules_of(lecture: str | None, names: list[str]) -> list[str]:
     """The rules among ``names`` (functions an exercise defines) that the package holds for that
     lecture and that have a property, in the order given: found from ``RULES``, not from a list of
     exercises. A rule with effects counts when the exercise defines every function its property
-    runs (``WITH``)."""
-    return [n for n in names if n in RULES and RULES[n].lecture == lecture
-            and (not RULES[n].effects or (n in ACTS and all(w in names for w in WITH.get(n, ()))))]
+    runs (``WITH``). An exercise function that is not a rule counts when
+    ``wire_properties.EXERCISES`` has a property for it in that lecture."""
+    exercises = wire_properties.EXERCISES
+    return [n for n in names if (n in RULES and RULES[n].lecture == lecture
+            and (not RULES[n].effects or (n in ACTS and all(w in names for w in WITH.get(n, ())))))
+            or (n in exercises and exercises[n].lecture == lecture)]
+
+
+def statement(name: str) -> str:
+    """What the property of ``name`` checks, in words (a rule's statement)."""
+    return RULES[name].statement if name in RULES else wire_properties.EXERCISES[name].statement
+
+
+def served(name: str) -> bool:
+    """Is ``name`` called with the address of the grader's broker (``grader_broker.py``)?"""
+    return name in wire_properties.EXERCISES and wire_properties.EXERCISES[name].served is not None
+
+
+def call_args(name: str, case: Any, address: tuple[str, int] | None = None) -> tuple:
+    """The arguments a call cell passes for ``case``: the case itself, or, for a property
+    served by the grader's broker, the call's part of it with the broker's ``address``."""
+    if served(name):
+        return wire_properties.EXERCISES[name].served(case, address)
+    return tuple(case)
 
 
 def draw(name: str, seed: int, n: int = CALLS) -> list[tuple]:
     """``n`` argument tuples (for a rule with effects: cases) for rule ``name``, from the grading
     run's ``seed``."""
     generator = DRAWS.get(name) or ACTS.get(name)
+    if generator is None and name in wire_properties.EXERCISES:
+        generator = wire_properties.EXERCISES[name].draw
     if generator is None:
         raise KeyError(f"no hidden property for rule {name!r}: add a generator to properties.DRAWS")
     rng = random.Random(f"{seed}/{name}")
@@ -388,6 +419,8 @@ def plain(value: Any) -> Any:
 def expected(name: str, args: tuple) -> Any:
     """The rule's answer, by the package's reference, in the grader's process (for a rule with
     effects: what Kafka's recipe does on the stand-ins)."""
+    if name in wire_properties.EXERCISES:
+        return wire_properties.expected(name, args)
     if RULES[name].effects:
         return plain(standins.act(name, args, {n: RULES[n].reference for n in (name,) + WITH.get(name, ())}))
     return RULES[name].reference(*args)
@@ -395,7 +428,10 @@ def expected(name: str, args: tuple) -> Any:
 
 def judge(name: str, args: tuple, theirs: Any) -> str | None:
     """Why the student's plain answer ``theirs`` breaks Kafka's rule on ``args``, in words that
-    name the call and what Kafka's rule does but never the input; None if it keeps the rule."""
+    name the call and what Kafka's rule does but never the input; None if it keeps the rule.
+    (For a property served by the grader's broker, ``args`` is (case, what the broker received).)"""
+    if name in wire_properties.EXERCISES:
+        return wire_properties.EXERCISES[name].judge(args, theirs)
     if RULES[name].effects:
         return _JUDGES[name](args, theirs)
     return None if same(name, args, theirs) else "your code's answer differs from the rule's on one of the drawn inputs"
@@ -403,6 +439,8 @@ def judge(name: str, args: tuple, theirs: Any) -> str | None:
 
 def same(name: str, args: tuple, theirs: Any) -> bool:
     """Does the student's plain answer ``theirs`` agree with Kafka's rule on ``args``?"""
+    if name in wire_properties.EXERCISES:
+        return judge(name, args, theirs) is None
     rule = RULES[name]
     if rule.effects:
         return judge(name, args, theirs) is None
@@ -624,6 +662,15 @@ _ACT = _CALL.replace("_mk_r = %(name)s(*_mk_args)", "_mk_r = _mk_ns['act'](%(nam
     "_mk_args = %(args)s", "_mk_ns = {'__name__': '_minikafka_standins'}\nexec(%(standins)r, _mk_ns)\n_mk_args = %(args)s")
 assert _ACT != _CALL and "%(standins)r" in _ACT and "_mk_ns['act']" in _ACT
 
+# An exercise whose statement says to refuse some inputs with ValueError (``parse_request``):
+# raising it is an answer, printed as ("raised", "ValueError"); any other answer as ("returned", it).
+_REFUSING = _CALL.replace("    _mk_r = %(name)s(*_mk_args)\n", """    try:
+        _mk_r = ('returned', %(name)s(*_mk_args))
+    except ValueError:
+        _mk_r = ('raised', 'ValueError')
+""")
+assert _REFUSING != _CALL
+
 
 def call_cell(watch: str, name: str, args: tuple, specs: list[str], names: list[str], nonce: str) -> str:
     """The source of one call: the student's ``name`` on ``args``, watched, its answer printed
@@ -636,6 +683,8 @@ def call_cell(watch: str, name: str, args: tuple, specs: list[str], names: list[
         fields.update(standins=Path(standins.__file__).read_text(encoding="utf-8"),
                       functions=", ".join(f"{f!r}: {f}" for f in functions))
         return watch + _ACT % fields
+    if name in wire_properties.EXERCISES and wire_properties.EXERCISES[name].refusals:
+        return watch + _REFUSING % fields
     return watch + _CALL % fields
 
 
@@ -692,6 +741,14 @@ def _importable(spec: str) -> bool:
         return callable(getattr(importlib.import_module(module), qualname, None))
     except Exception:  # noqa: BLE001 - any import failure means: not watchable here
         return False
+
+
+def reference_specs(name: str) -> list[str]:
+    """The package's own code that must not run inside the student's ``name``: the rule's
+    reference, or what ``wire_properties.forbidden`` finds for an exercise that is not a rule."""
+    if name in wire_properties.EXERCISES:
+        return [spec for spec in wire_properties.forbidden(name) if _importable(spec)]
+    return [reference_spec(name)]
 
 
 def reference_spec(name: str) -> str:

@@ -32,6 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from queue import Empty
+from typing import Callable
 
 from nbformat import NotebookNode
 from nbval.plugin import coalesce_streams
@@ -141,17 +142,19 @@ def _seconds(n: float) -> str:
     return f"{shown:g} s"
 
 
-def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) -> list[CellRun]:
+def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float,
+              before: Callable[[int], None] | None = None) -> list[CellRun]:
     """One CellRun per source, in order. Never raises for anything the submission does.
 
     `cell_timeout` and `budget` are CPU seconds where the kernel's CPU time can be read (the clock
-    stops a cell after WALL_FACTOR times as long), else seconds on the clock."""
+    stops a cell after WALL_FACTOR times as long), else seconds on the clock. `before(i)`, if
+    given, is called just before cell `i` is sent (the grader's broker learns which call runs)."""
     runs = [CellRun() for _ in sources]
     start, cpu_start = time.monotonic(), _cpu(box)
     on_cpu = cpu_start is not None
     factor = WALL_FACTOR if on_cpu else 1
     stopped = ""  # why the remaining cells cannot run
-    for source, run in zip(sources, runs):
+    for index, (source, run) in enumerate(zip(sources, runs)):
         if stopped:
             run.reason = stopped
             continue
@@ -170,6 +173,8 @@ def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float) ->
         clock_limit = min(factor * cell_timeout, clock_left)
         limit = _Limit(box, cpu_limit if on_cpu else None, cpu_began, began + clock_limit)
         run.status = "ok"
+        if before is not None:
+            before(index)
         try:
             msg_id = box.client.execute(source, allow_stdin=False, store_history=True)
             hit = _collect(box, msg_id, limit, run)

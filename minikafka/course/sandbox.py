@@ -42,6 +42,13 @@ virtualenv, the interpreter, the JVM), so the repository's .git history (which h
 its hidden checks), exercises/, notebooks/, tests/, other copies of the course and other students'
 work are out of reach.
 
+A grader that serves something the kernel must reach (a broker of its own, `grader_broker.py`)
+asks for `listen_port=P`: the kernel's 127.0.0.1 is not the grader's when it has a network
+namespace of its own, so the launcher opens 127.0.0.1:P inside that namespace and hands the
+listening socket over (`listener`); where the kernel shares the grader's network (no namespace,
+`network` allowed, no launcher), `listener` is None and `listens` says "shared": the grader's own
+socket on P is the one the kernel reaches.
+
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
 or expected output in reach of the student's code.
@@ -53,6 +60,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -313,8 +321,12 @@ class Sandbox:
     """One caged kernel; use as `with Sandbox(...) as box: box.client.execute(...)`."""
 
     def __init__(self, limits: Limits = Limits(), hide: tuple[Path, ...] = (),
-                 startup_timeout: float = 60, env: dict[str, str] | None = None):
+                 startup_timeout: float = 60, env: dict[str, str] | None = None,
+                 listen_port: int | None = None):
         self.limits, self.hide = limits, tuple(Path(p).resolve() for p in hide)
+        self.listen_port = listen_port  # see the header: a listener in the kernel's network
+        self.listener: socket.socket | None = None
+        self.listens = "not asked"  # "own" (listener set), "shared", or "none: why"
         self.extra_env = dict(env or {})  # the grader's own settings, e.g. JAVA_TOOL_OPTIONS
         self.startup_timeout = startup_timeout
         self.user: tuple[int, int] | None = None
@@ -390,15 +402,29 @@ class Sandbox:
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="ipc", ip=str(self.scratch / "zmq"),
                                               connection_file=str(self.scratch / "kernel.json"))
+        channel = None
+        if self.listen_port is not None and not self.missing:
+            channel = socket.socketpair()
+            config["listen"] = {"port": self.listen_port, "fd": channel[1].fileno()}
+        elif self.listen_port is not None:
+            self.listens = "shared"
+        if not self.missing:
             manager.launcher_argv = [sys.executable, "-I", "-S", str(LAUNCHER), json.dumps(config), "--"]
         self.manager = manager
         manager.write_connection_file()
         if self.user:
             os.chown(manager.connection_file, *self.user)
         self._stderr = _StderrTail()
-        manager.start_kernel(cwd=str(self.scratch), env=env, stdout=subprocess.DEVNULL,
-                             stderr=self._stderr.fd)
+        passed = {"pass_fds": (channel[1].fileno(),)} if channel else {}
+        try:
+            manager.start_kernel(cwd=str(self.scratch), env=env, stdout=subprocess.DEVNULL,
+                                 stderr=self._stderr.fd, **passed)
+        finally:
+            if channel:
+                channel[1].close()
         self._stderr.started()
+        if channel:
+            self._take_listener(channel[0])
         self.client = manager.client()
         self.client.start_channels()
         try:
@@ -406,6 +432,20 @@ class Sandbox:
         except RuntimeError as exc:  # "Kernel died before replying to kernel_info", or its timeout
             raise SandboxError(f"the sandboxed kernel did not start ({exc}). "
                                f"{self.death_note(wait=2.0)}") from None
+
+    def _take_listener(self, channel: socket.socket) -> None:
+        """The launcher's answer: a listening socket in the kernel's network, or why not."""
+        try:
+            channel.settimeout(self.startup_timeout)
+            said, fds, _, _ = socket.recv_fds(channel, 256, 1)
+        except OSError as exc:
+            said, fds = f"none: {exc}".encode(), []
+        finally:
+            channel.close()
+        if fds:
+            self.listener, self.listens = socket.socket(fileno=fds[0]), "own"
+        else:
+            self.listens = said.decode(errors="replace") or "none: the launcher said nothing"
 
     def limits_text(self) -> str:
         """The limits in force, in words."""
@@ -469,6 +509,9 @@ class Sandbox:
 
     def close(self) -> None:
         """Kill the kernel and everything it started; remove the scratch folder. Idempotent."""
+        if self.listener is not None:
+            self.listener.close()
+            self.listener = None
         if self.client is not None:
             self.client.stop_channels()
             self.client = None
