@@ -1128,7 +1128,7 @@ class GroupCoordinator:
             elif key.kind == CONSUMER_GROUP_PARTITION_METADATA:
                 cg.partition_counts = {self.context.topic_name(tid) or name: n for tid, name, n in value.topics}
             elif key.kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_METADATA:
-                cg.assignment_epoch = value.assignment_epoch
+                cg.assignment_epoch = value.epoch
             elif key.kind == CONSUMER_GROUP_TARGET_ASSIGNMENT_MEMBER:
                 cg.target[key.member] = names(value.partitions)
             elif key.kind == CONSUMER_GROUP_MEMBER_METADATA:

@@ -400,19 +400,25 @@ def _read_topic_partitions(r: _FlexibleReader) -> TopicPartitions:
 
 
 @dataclass(frozen=True)
-class ConsumerGroupMetadataValue:  # key 3
+class _EpochValue:
+    """A value that is one epoch and nothing else (keys 3 and 6), flexible v0."""
     epoch: int
 
     def encode(self) -> bytes:
         return struct.pack(">hi", 0, self.epoch) + _NO_TAGS
 
     @classmethod
-    def decode(cls, data: bytes) -> "ConsumerGroupMetadataValue":
-        r = _FlexibleReader(data, "consumer group metadata value")
+    def decode(cls, data: bytes):
+        r = _FlexibleReader(data, cls.WHAT)
         r.value_version()
         epoch = r.int32()
         r.tags()
         return cls(epoch)
+
+
+@dataclass(frozen=True)
+class ConsumerGroupMetadataValue(_EpochValue):  # key 3: the group epoch
+    WHAT = "consumer group metadata value"
 
 
 @dataclass(frozen=True)
@@ -474,19 +480,8 @@ class ConsumerGroupMemberMetadataValue:  # key 5
 
 
 @dataclass(frozen=True)
-class ConsumerGroupTargetAssignmentMetadataValue:  # key 6
-    assignment_epoch: int
-
-    def encode(self) -> bytes:
-        return struct.pack(">hi", 0, self.assignment_epoch) + _NO_TAGS
-
-    @classmethod
-    def decode(cls, data: bytes) -> "ConsumerGroupTargetAssignmentMetadataValue":
-        r = _FlexibleReader(data, "consumer group target assignment metadata value")
-        r.value_version()
-        epoch = r.int32()
-        r.tags()
-        return cls(epoch)
+class ConsumerGroupTargetAssignmentMetadataValue(_EpochValue):  # key 6: the assignment epoch
+    WHAT = "consumer group target assignment metadata value"
 
 
 @dataclass(frozen=True)
