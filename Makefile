@@ -6,7 +6,7 @@
 #   make grade NB=submissions/ [CSV=grades.csv]  the grader (instructors)
 #   make release OUT=../minikafka-students     what students get: no solutions, no hidden checks
 #   make bench  the benchmarks (and the optional `bench` extra: Tansu, a peer broker); figures go to benchmarks/RESULTS.md
-#   make seed-sweep [ARGS="--seeds 1:201 --only 06:10"]  every judge call of solutions/ on Kafka's rules over many
+#   make seed-sweep [ARGS="--seeds 1:201 --only 06:hidden-ex1-judge"]  every judge call of solutions/ on Kafka's rules over many
 #               grading seeds (hours; low priority, one process): a seed that fails Kafka's rule is a false positive
 #
 # Python: the newest of python3.13, python3.12, python3.11 on PATH that runs (a pyenv shim can be on

@@ -22,7 +22,7 @@ Every run is a line of JSON in ``--out`` (call, rules, schedules, seed, ok, seco
 when it failed); a sweep started again with the same ``--out`` skips what it holds. A failure is
 printed with its verdict; the end prints one line per call: seeds tried, seeds failed.
 
-    python -m benchmarks.seed_sweep [--seeds 1:201] [--visible-seeds 1:51] [--only 06:10,04:12]
+    python -m benchmarks.seed_sweep [--seeds 1:201] [--visible-seeds 1:51] [--only 06:hidden-ex1-judge,04:hidden-ex1-judge]
                                     [--hidden-only | --visible-only] [--out seed-sweep.jsonl] [--list]
 
 It is slow by design (a few hours for 200 seeds of every call on two cores): ``make seed-sweep``
@@ -48,7 +48,7 @@ class JudgeCall:
     """One ``judge(...)`` call of a solution notebook."""
 
     notebook: str  # "06"
-    cell: int  # the cell's index in the notebook
+    cell: str  # the cell's id ("hidden-ex1-judge"): stable when cells are added or split around it
     hidden: bool
     rules: tuple[str, ...]
     schedules: int | None  # None: the judge's default
@@ -70,7 +70,7 @@ def judge_calls(folder: Path = REPO / "solutions") -> list[JudgeCall]:
 
     calls = []
     for path in sorted(folder.glob("0[1-8]-*.ipynb")):
-        for index, cell in enumerate(read_notebook(path).cells):
+        for cell in read_notebook(path).cells:
             if cell.cell_type != "code":
                 continue
             try:
@@ -88,7 +88,7 @@ def judge_calls(folder: Path = REPO / "solutions") -> list[JudgeCall]:
                 if any(not isinstance(v, ast.Name) or v.id != k for k, v in zip(keys, given.values)):
                     continue  # a wrong rule shown on purpose, not the reference
                 schedules = next((ast.literal_eval(kw.value) for kw in node.keywords if kw.arg == "schedules"), None)
-                calls.append(JudgeCall(path.name[:2], index, "hidden" in cell_tags(cell), tuple(sorted(keys)),
+                calls.append(JudgeCall(path.name[:2], cell.get("id", ""), "hidden" in cell_tags(cell), tuple(sorted(keys)),
                                        schedules))
     return calls
 
@@ -104,7 +104,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.seed_sweep", description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=_span, default=_span("1:201"), help="hidden checks' seeds, FIRST:END")
     parser.add_argument("--visible-seeds", type=_span, default=_span("1:51"), help="visible cells' seeds")
-    parser.add_argument("--only", default="", help="calls to run, as NOTEBOOK:CELL,... (see --list)")
+    parser.add_argument("--only", default="", help="calls to run, as NOTEBOOK:CELL-ID,... (see --list)")
     which = parser.add_mutually_exclusive_group()
     which.add_argument("--hidden-only", action="store_true")
     which.add_argument("--visible-only", action="store_true")
@@ -115,7 +115,7 @@ def main(argv: list[str] | None = None) -> int:
     calls = judge_calls()
     if args.list:
         for c in calls:
-            print(f"{c.tag:6} {'hidden ' if c.hidden else 'visible'} schedules={c.schedules} {', '.join(c.rules)}")
+            print(f"{c.tag:28} {'hidden ' if c.hidden else 'visible'} schedules={c.schedules} {', '.join(c.rules)}")
         return 0
     only = {t for t in args.only.split(",") if t}
     unknown = only - {c.tag for c in calls}
@@ -165,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
                 out.write(json.dumps(row) + "\n")
                 out.flush()
     for call in calls:
-        print(f"{call.tag:6} {'hidden ' if call.hidden else 'visible'} schedules={call.schedules!s:4} "
+        print(f"{call.tag:28} {'hidden ' if call.hidden else 'visible'} schedules={call.schedules!s:4} "
               f"{', '.join(call.rules):42} seeds tried {tried[call.tag]:4}, failed {len(failed[call.tag])}"
               + (f": {failed[call.tag]}" if failed[call.tag] else ""))
     return 1 if any(failed.values()) else 0

@@ -35,6 +35,7 @@ import pytest
 
 from minikafka.broker.group_metadata import GroupKey, GroupValue, decode_key
 from minikafka.wire.process import launch
+from wire_helpers import ready_to_join
 
 ck = pytest.importorskip("confluent_kafka", reason="confluent-kafka (librdkafka) comes with the dev extra")
 kafka = pytest.importorskip("kafka", reason="kafka-python comes with the course extra")
@@ -69,7 +70,7 @@ def create_topic(cluster, name: str) -> str:
 # --- the consumer in a child process: prints its assignment each time it changes ------------------------
 
 CHILD = textwrap.dedent("""
-    import signal, sys
+    import signal, sys, time
     client, bootstrap, group, topic, instance, session_ms = sys.argv[1:7]
     sys.stdin.readline()  # started early, the consumer is made when the test says "go"
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))  # SIGTERM: close() cleanly; SIGKILL: nothing
@@ -79,6 +80,10 @@ CHILD = textwrap.dedent("""
         c = KafkaConsumer(topic, bootstrap_servers=bootstrap, group_id=group, group_instance_id=instance,
                           session_timeout_ms=int(session_ms), heartbeat_interval_ms=300,
                           auto_offset_reset="earliest", auto_commit_interval_ms=300)
+        # The topic's metadata before the first poll (tests/wire_helpers.py, ready_to_join): without
+        # it kafka-python 3.0.12 can lose the rejoin that assigns the topic, and never owns anything.
+        while c.partitions_for_topic(topic) != set(range(4)):
+            time.sleep(0.05)  # a poll interval: the wait is for the metadata, never for a time
         from kafka.errors import KafkaError
 
         def poll():
@@ -187,6 +192,7 @@ class Survivor:
                                          heartbeat_interval_ms=300, auto_offset_reset="earliest",
                                          enable_auto_commit=False)
             self.c.subscribe([topic], listener=Listener())
+            ready_to_join(self.c, topic, 4)  # see its docstring: kafka-python 3.0.12's lost rejoin
         else:
             conf = {"bootstrap.servers": cluster.bootstrap_servers, "group.id": group, "group.instance.id": instance,
                     "auto.offset.reset": "earliest", "enable.auto.commit": False}
