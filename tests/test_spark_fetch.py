@@ -21,7 +21,7 @@ from minikafka.spark import data_consumer  # noqa: E402
 from minikafka.spark.options import KafkaSourceOptions  # noqa: E402
 from minikafka.spark.offset_client import OffsetClient  # noqa: E402
 from minikafka.spark.offset_reader import KafkaOffsetReader  # noqa: E402
-from minikafka.spark.reader import _POOL, KafkaBatchReader, OffsetRange, read_range  # noqa: E402
+from minikafka.spark.reader import _POOL, KafkaBatchReader, OffsetRange, close_pooled_consumers, read_range  # noqa: E402
 from minikafka.wire.process import launch  # noqa: E402
 from wire_helpers import wait_until  # noqa: E402
 
@@ -33,6 +33,9 @@ def cluster():
     # The cleaner looks at the compacted logs every 100 ms (Kafka's default: 15 s).
     with launch(brokers=3, config={"log.cleaner.backoff.ms": 100}) as c:
         yield c
+        # Before the cluster goes: a pooled consumer left open would keep asking its old
+        # addresses for metadata, and a later test's cluster on the same ports would answer it.
+        close_pooled_consumers()
 
 
 @pytest.fixture(scope="module")
@@ -68,7 +71,7 @@ def test_a_task_fetches_on_its_own_connections_and_reads_what_kafka_pythons_woul
     assert own == [(i, (b"%06d" % i) * 170) for i in range(10_000)]
 
     monkeypatch.setattr(data_consumer, "own_connections", lambda consumer: False)
-    _POOL.clear()
+    close_pooled_consumers()
     assert offsets_and_values(read_range(opts, OffsetRange(big_topic, 0, 0, 10_000))) == own
     consumers = [c for free in _POOL.values() for c in free]
     assert consumers and not any(data_consumer._CONNECTIONS.get(c) for c in consumers)
@@ -78,7 +81,7 @@ def test_a_task_that_stops_early_leaves_its_connection_readable_for_the_next(clu
     """Spark stops reading a task early (a LIMIT) while the next Fetch is on its way: the pooled
     consumer's connection still holds that answer, and the next task must skip it."""
     opts = options(cluster, big_topic)
-    _POOL.clear()
+    close_pooled_consumers()
     rows = read_range(opts, OffsetRange(big_topic, 0, 0, 10_000))
     first = next(rows)
     rows.close()

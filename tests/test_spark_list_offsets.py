@@ -21,7 +21,8 @@ from list_offsets_proxy import ListOffsetsProxy  # noqa: E402
 
 from minikafka.spark.data_consumer import BrokerAnsweredWrongly  # noqa: E402
 from minikafka.spark.options import KafkaSourceOptions  # noqa: E402
-from minikafka.spark.reader import KafkaBatchReader, KafkaMicroBatchStream, from_spark_offsets  # noqa: E402
+from minikafka.spark.reader import (KafkaBatchReader, KafkaMicroBatchStream, close_pooled_consumers,  # noqa: E402
+                                    from_spark_offsets)
 from minikafka.spark.sink import KafkaBatchSink  # noqa: E402
 from minikafka.wire.process import launch  # noqa: E402
 from wire_helpers import wait_until  # noqa: E402
@@ -38,6 +39,7 @@ def tansu(topic: str, partition: int, offset: int) -> int:
 def cluster():
     with launch(brokers=1) as c:
         yield c
+        close_pooled_consumers()  # the reads' pooled consumers, before their cluster goes (see the function)
 
 
 @pytest.fixture(scope="module")

@@ -155,6 +155,21 @@ def _take_consumer(options: KafkaSourceOptions):
     return key, connect_consumer(options, **overrides)
 
 
+def close_pooled_consumers() -> None:
+    """Close every consumer the pool keeps, and its Fetch connections: what a worker that stops
+    should do. A consumer merely dropped from the pool is not closed: kafka-python keeps it
+    connected, and if its cluster goes away it keeps knocking on the old addresses (a test's
+    next cluster, started on the same ports, once received its Metadata requests and
+    auto-created the old topic)."""
+    from minikafka.spark.data_consumer import close_connections
+
+    pooled = [consumer for free in _POOL.values() for consumer in free]
+    _POOL.clear()
+    for consumer in pooled:
+        close_connections(consumer)
+        consumer.close()
+
+
 def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     """Fetch exactly the offsets ``[from_offset, until_offset)`` of one partition, as Arrow batches.
 
