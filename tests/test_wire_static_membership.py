@@ -292,8 +292,11 @@ def test_a_static_member_restarted_in_its_session_takes_its_partitions_back_and_
         children.append(third)
         wait_until(survivor, children, lambda: third.assigned and len(survivor.owned()) == 2
                    and third.assigned == ALL - survivor.owned(), "two partitions each again")
-        assert [kind for kind, _ in survivor.calls[calls:]] == ["revoked", "assigned", "revoked", "assigned"]
-        assert generation(cluster, group) == gen + 2
+        # At least two rebalances (the removal, the new member); a client may add one of its own
+        # (kafka-python rejoins when its metadata changes), so the count is a floor, not an exact figure.
+        kinds = [kind for kind, _ in survivor.calls[calls:]]
+        assert len(kinds) >= 4 and kinds == ["revoked", "assigned"] * (len(kinds) // 2), kinds
+        assert generation(cluster, group) >= gen + 2
     finally:
         for child in children:
             child.stop()
