@@ -384,11 +384,7 @@ def forbidden(name: str) -> list[str]:
 
 
 def _plain(value: Any) -> Any:
-    """As ``properties.plain``: lists and tuples as tuples, sets sorted, dicts kept."""
-    if isinstance(value, (list, tuple)):
-        return tuple(_plain(v) for v in value)
-    if isinstance(value, (set, frozenset)):
-        return tuple(sorted(_plain(v) for v in value))
-    if isinstance(value, dict):
-        return {_plain(k): _plain(v) for k, v in value.items()}
-    return value
+    """``properties.plain`` (imported here: ``properties`` imports this module)."""
+    from minikafka.course.properties import plain
+
+    return plain(value)
