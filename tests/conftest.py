@@ -21,7 +21,13 @@ import functools
 import json
 import os
 import re
+import time
 from pathlib import Path
+
+try:
+    import resource  # Unix: the CPU of the children a test started and waited for counts too
+except ImportError:  # Windows: this process's own CPU only
+    resource = None
 
 import pytest
 
@@ -118,21 +124,77 @@ def pytest_addoption(parser):
                      help=f"write each unit of work's seconds to {DURATIONS.name} (the scheduler's order)")
 
 
+def cpu_seconds() -> float:
+    """CPU seconds used so far by this process and by the children it has waited for (broker
+    processes, kernels, JVMs, sandboxes: counted once they end)."""
+    if resource is None:
+        return time.process_time()
+    own, children = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
+_phase_cpu = pytest.StashKey[dict]()
+
+
+def _count_cpu(item, when):
+    start = cpu_seconds()
+    yield
+    item.stash.setdefault(_phase_cpu, {})[when] = cpu_seconds() - start
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    yield from _count_cpu(item, "setup")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_call(item):
+    yield from _count_cpu(item, "call")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item):
+    yield from _count_cpu(item, "teardown")
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
     """Each phase's report on the item (``item.rep_call``...), so that a fixture's teardown
-    knows whether its test failed (tests/test_browser.py keeps a screenshot then)."""
+    knows whether its test failed (tests/test_browser.py keeps a screenshot then); and the CPU
+    seconds the phase used (``report.cpu_s``, which xdist carries to the controller)."""
     outcome = yield
     report = outcome.get_result()
     setattr(item, f"rep_{report.when}", report)
+    report.cpu_s = item.stash.get(_phase_cpu, {}).pop(report.when, 0.0)
 
 
-_seconds: dict[str, float] = {}
+_seconds: dict[str, float] = {}  # wall seconds by unit of work
+_cpu: dict[str, float] = {}  # CPU seconds by unit of work
 
 
 def pytest_runtest_logreport(report):
     unit = unit_of(report.nodeid)
     _seconds[unit] = _seconds.get(unit, 0.0) + report.duration
+    _cpu[unit] = _cpu.get(unit, 0.0) + getattr(report, "cpu_s", 0.0)
+
+
+_started = time.monotonic()
+
+
+def pytest_terminal_summary(terminalreporter, config):
+    """Where the machine's time went: the units of work that used the most CPU, and how busy the
+    cores were over the run (a suite that keeps them busy gains nothing from more workers)."""
+    if hasattr(config, "workerinput") or not _cpu:
+        return
+    wall, total = time.monotonic() - _started, sum(_cpu.values())
+    cores = os.cpu_count() or 1
+    write = terminalreporter.write_line
+    terminalreporter.section("CPU by unit of work")
+    write(f"{total:.0f} CPU s over {wall:.0f} s on {cores} cores: the cores were {100 * total / (wall * cores):.0f}% busy "
+          f"with tests ({sum(_seconds.values()):.0f} s of test time over the workers)")
+    write(f"{'CPU s':>7} {'wall s':>7}  unit")
+    for unit, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:30]:
+        write(f"{seconds:7.1f} {_seconds.get(unit, 0.0):7.1f}  {unit}")
 
 
 def pytest_sessionfinish(session):
