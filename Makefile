@@ -2,7 +2,8 @@
 #   make lab    creates .venv, installs what a student needs, then JupyterLab on the repository (notebooks/ first)
 #   make check NB=exercises/01-the-log.ipynb   a student's check (what the grader will say)
 #   make test   the same install plus the test tools, runs every test (what CI runs; the browser test needs Chromium)
-#   make test-fast  the inner loop: no notebooks, no Spark, no browser, no long campaign
+#   make test-fast  the inner loop: no notebooks, no Spark, no browser, no real processes, no campaign of seconds
+#   make test-core  what CI runs on its other Pythons: test-fast plus real processes and campaigns
 #   make grade NB=submissions/ [CSV=grades.csv]  the grader (instructors)
 #   make release OUT=../minikafka-students     what students get: no solutions, no hidden checks
 #   make bench  the benchmarks (and the optional `bench` extra: Tansu, a peer broker); figures go to benchmarks/RESULTS.md
@@ -38,7 +39,7 @@ ifneq ($(and $(PYTHON),$(wildcard $(VENV))),)
   endif
 endif
 
-.PHONY: install install-dev test test-fast durations lab bench seed-sweep exercises check grade release clean FORCE
+.PHONY: install install-dev test test-fast test-core durations lab bench seed-sweep exercises check grade release clean FORCE
 
 # nbconvert in .venv saves only the widgets a notebook shows (minikafka/widget_state.py), so a
 # lecture re-executed with `jupyter nbconvert --execute` keeps no closed dashboard's widgets.
@@ -78,23 +79,32 @@ $(DEV): $(STAMP)
 	@touch $@
 
 ifneq ($(wildcard tests/conftest.py),)
+# The suite starts hundreds of Python processes (brokers, controllers, kernels, sandboxes): each
+# would compile the package again, and each pytest worker rewrite every test module again, where a
+# machine sets PYTHONDONTWRITEBYTECODE. The test targets write bytecode (__pycache__/, ignored by git).
+PYTEST := PYTHONDONTWRITEBYTECODE= $(PY) -m pytest
 # The 30 slowest steps are listed at the end of every run, so each one shows where the time goes.
 # The browser test (tests/test_browser.py) drives Debian's Chromium: only the targets that run it ensure it.
 test: $(DEV) $(NBCONVERT_CONFIG)
 	@sh .ci/ensure-chromium
-	$(PY) -m pytest -n $(JOBS) --durations=30
+	$(PYTEST) -n $(JOBS) --durations=30
 
-# The inner loop: no notebooks, no Spark, no browser, no long campaign.
+# The inner loop: no notebooks, no Spark, no browser, no real processes, no campaign of seconds.
 test-fast: $(DEV) $(NBCONVERT_CONFIG)
-	$(PY) -m pytest -n $(JOBS) -m "not notebooks and not spark and not browser and not slow"
+	$(PYTEST) -n $(JOBS) -m "not notebooks and not spark and not browser and not processes and not campaign and not slow"
+
+# What CI runs on each other supported Python: test-fast plus the real processes and the campaigns
+# (no notebooks, no Spark, no browser, no long campaign).
+test-core: $(DEV) $(NBCONVERT_CONFIG)
+	$(PYTEST) -n $(JOBS) -m "not notebooks and not spark and not browser and not slow"
 
 # The whole suite, then tests/durations.json rewritten with what each unit of work took.
 durations: $(DEV) $(NBCONVERT_CONFIG)
 	@sh .ci/ensure-chromium
-	$(PY) -m pytest -n $(JOBS) --store-durations
+	$(PYTEST) -n $(JOBS) --store-durations
 else
 # The student release has no tests/ (their fixtures hold solutions).
-test test-fast durations:
+test test-fast test-core durations:
 	@echo "this copy of the course has no tests; check an exercise with: make check NB=exercises/01-the-log.ipynb"; exit 2
 endif
 

@@ -39,11 +39,25 @@ DURATIONS = Path(__file__).with_name("durations.json")
 os.environ.setdefault("MINIKAFKA_GRADING_SEED", "20261129")
 
 
+# The modules whose tests start real processes (broker and controller processes, the `minikafka`
+# command, kernels, sandboxes, a peer broker): seconds each, so not the inner loop (`make test-fast`);
+# every one still runs in `make test` and on CI's other Pythons (`make test-core`).
+PROCESS_MODULES = {
+    "test_benchmarks", "test_bsd_ports", "test_client_tansu", "test_client_tcp", "test_cluster_up", "test_feed",
+    "test_fork_server", "test_grading_sealed", "test_launch_rules", "test_portability", "test_sandbox_limits",
+    "test_shared_machine", "test_tools", "test_widget_state", "test_widgets_wire", "test_wire", "test_wire_admin",
+    "test_wire_consumer_protocol", "test_wire_controller_pause", "test_wire_kraft", "test_wire_log_dir_failure",
+    "test_wire_security", "test_wire_static_membership", "test_wire_storage", "test_wire_transactions",
+}
+
+
 @pytest.hookimpl(tryfirst=True)  # before pytest's own -m deselection sees the items
 def pytest_collection_modifyitems(items):
     for item in items:
         if item.path.suffix == ".ipynb":
             item.add_marker(pytest.mark.notebooks)
+        elif item.path.stem in PROCESS_MODULES:
+            item.add_marker(pytest.mark.processes)
 
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -120,6 +134,8 @@ def heavy_kind(unit: str) -> str | None:
 
 
 def pytest_addoption(parser):
+    parser.addoption("--cpu-top", type=int, default=30, metavar="N",
+                     help="how many units of work the CPU report at the end lists (0: every one)")
     parser.addoption("--store-durations", action="store_true",
                      help=f"write each unit of work's seconds to {DURATIONS.name} (the scheduler's order)")
 
@@ -182,7 +198,7 @@ _started = time.monotonic()
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """Where the machine's time went: the units of work that used the most CPU, and how busy the
+    """Where the machine's time went: the units of work that used the most CPU (``--cpu-top``), and how busy the
     cores were over the run (a suite that keeps them busy gains nothing from more workers)."""
     if hasattr(config, "workerinput") or not _cpu:
         return
@@ -193,7 +209,8 @@ def pytest_terminal_summary(terminalreporter, config):
     write(f"{total:.0f} CPU s over {wall:.0f} s on {cores} cores: the cores were {100 * total / (wall * cores):.0f}% busy "
           f"with tests ({sum(_seconds.values()):.0f} s of test time over the workers)")
     write(f"{'CPU s':>7} {'wall s':>7}  unit")
-    for unit, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:30]:
+    top = config.getoption("cpu_top") or len(_cpu)
+    for unit, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:top]:
         write(f"{seconds:7.1f} {_seconds.get(unit, 0.0):7.1f}  {unit}")
 
 

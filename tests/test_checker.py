@@ -304,6 +304,7 @@ def test_acks_all_min_isr_2_rf_3_loses_nothing_over_200_schedules():
     assert report.counts["ok"] > 200 * 250
 
 
+@pytest.mark.campaign
 def test_acks_all_without_idempotence_duplicates_but_never_loses():
     # At-least-once: a retry after a lost answer writes the value again. Nothing else.
     report = fault_campaign(schedules=30, seed=5, acks="all", enable_idempotence=False)
@@ -312,6 +313,7 @@ def test_acks_all_without_idempotence_duplicates_but_never_loses():
         [LOST_WRITE, INCONSISTENT_OFFSETS, NONMONOTONIC_POLL, POLL_SKIP], 0)
 
 
+@pytest.mark.campaign
 def test_acks_1_campaign_finds_lost_writes_and_replay_reproduces_them():
     report = fault_campaign(schedules=12, seed=1, acks=1)
     assert report.anomalies[LOST_WRITE] > 0
@@ -327,12 +329,14 @@ def test_acks_1_campaign_finds_lost_writes_and_replay_reproduces_them():
     assert "failing seeds: " in report.table() and "replay: run_schedule(" in report.table()
 
 
+@pytest.mark.campaign
 def test_unclean_election_campaign_finds_lost_writes():
     report = fault_campaign(schedules=40, seed=0, acks="all", unclean_leader_election=True,
                             enable_idempotence=True, faults=8)
     assert report.anomalies[LOST_WRITE] > 0, report.table()
 
 
+@pytest.mark.campaign
 def test_power_loss_faults_are_behind_a_flag():
     def faults(**kwargs):
         return [f for seed in range(6) for _, f in run_schedule(seed=seed, faults=4, **kwargs).faults]
@@ -341,6 +345,7 @@ def test_power_loss_faults_are_behind_a_flag():
     assert not any(f.startswith("power loss") for f in faults())
 
 
+@pytest.mark.campaign
 def test_same_seed_same_report():
     a = run_schedule(seed=77, acks=1, faults=4)
     b = run_schedule(seed=77, acks=1, faults=4)
@@ -351,6 +356,7 @@ def test_same_seed_same_report():
     assert c1.table() == c2.table()
 
 
+@pytest.mark.campaign
 def test_a_campaign_in_worker_processes_reports_what_one_process_reports():
     # Schedules share nothing and are added up in seed order: jobs change the wall time only.
     alone = fault_campaign(schedules=6, seed=1, acks=1)

@@ -142,6 +142,7 @@ def test_at_most_once_loses_nothing_when_the_crash_falls_between_batches():
     assert report.lost == [] and report.duplicates == {} and report.processed == report.records
 
 
+@pytest.mark.campaign
 def test_at_most_once_never_duplicates_over_many_schedules():
     campaign = delivery_campaign("at-most-once", schedules=30, seed=0)
     assert campaign.duplicated == 0 and campaign.kept
@@ -149,6 +150,7 @@ def test_at_most_once_never_duplicates_over_many_schedules():
     assert not campaign.incomplete_seeds
 
 
+@pytest.mark.campaign
 def test_at_least_once_never_loses_and_duplicates_what_a_crash_left_uncommitted():
     campaign = delivery_campaign("at-least-once", schedules=30, seed=0)
     assert campaign.lost == 0 and not campaign.seeds_with_loss and campaign.kept
@@ -177,6 +179,7 @@ def test_auto_commit_with_a_hand_off_loses_the_queue_a_crash_takes_with_it():
     assert same.lost == [] and same.duplicated > 0
 
 
+@pytest.mark.campaign
 def test_auto_commit_with_synchronous_processing_is_at_least_once():
     # A hand-off as big as a poll: each batch is processed before the next poll, so an auto
     # commit only ever covers processed records (the module docstring's claim).
@@ -187,6 +190,7 @@ def test_auto_commit_with_synchronous_processing_is_at_least_once():
     assert handed_off.lost > 0
 
 
+@pytest.mark.campaign
 def test_exactly_once_loses_nothing_and_duplicates_nothing_over_100_crash_schedules():
     campaign = delivery_campaign("exactly-once", schedules=100, seed=0)
     assert campaign.lost == 0 and campaign.duplicated == 0, campaign.table()

@@ -220,6 +220,7 @@ def test_a_broker_whose_fsync_failed_loses_its_partitions_and_halts(tmp_path):
         c.close()
 
 
+@pytest.mark.campaign
 def test_a_campaign_with_disk_faults_finds_no_anomaly_with_acks_all():
     report = fault_campaign(20, seed=13, acks="all", enable_idempotence=True, disk_faults=True, faults=3)
     assert report.ok, report.table()

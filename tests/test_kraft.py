@@ -251,6 +251,7 @@ def test_a_cluster_without_a_controller_majority_says_so(tmp_path):
         Cluster(3, controllers=0, dir=tmp_path / "x")
 
 
+@pytest.mark.campaign
 def test_the_fault_campaign_kills_and_splits_controllers_and_loses_nothing():
     """The producer checker stays at zero with controller faults in the schedules, and the
     Raft checker judges the metadata quorum of every schedule: one leader per epoch, no

@@ -26,6 +26,7 @@ The checks read the source (``ast``), so they run nothing of the package.
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "minikafka"
@@ -41,7 +42,8 @@ IO_AND_CLOCKS = ("socket", "selectors", "ssl", "select", "asyncio", "threading",
 CLIENT_RUNTIME_DOOR = ("bootstrap.py", "cluster_for", "minikafka.wire.client_runtime")
 
 
-def imports(path: Path) -> list[tuple[str, str, tuple[str, ...]]]:
+@functools.cache  # every test walks the same files: each is parsed once
+def imports(path: Path) -> tuple[tuple[str, str, tuple[str, ...]], ...]:
     """(enclosing function or "", module, names) for every import in ``path``."""
     found = []
 
@@ -55,7 +57,7 @@ def imports(path: Path) -> list[tuple[str, str, tuple[str, ...]]]:
             visit(child, inner)
 
     visit(ast.parse(path.read_text(), str(path)), "")
-    return found
+    return tuple(found)
 
 
 def modules(*parts: str) -> list[Path]:

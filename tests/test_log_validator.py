@@ -445,6 +445,7 @@ mutated = st.one_of(mutations(uniform_batches()), mutations(batches_of_any_recor
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(any_records, st.booleans())
+@pytest.mark.campaign
 def test_the_walker_accepts_every_valid_batch_as_the_reference_does(records, compacted):
     batch = bytes(RecordBatch.build(records))
     base_ts, max_ts, count = header_of(batch)
@@ -466,12 +467,14 @@ def test_the_column_path_alone_accepts_every_batch_of_one_layout(batch):
 
 @settings(max_examples=1500, deadline=None, derandomize=True)
 @given(mutated)
+@pytest.mark.campaign
 def test_on_mutated_batches_a_fast_path_never_accepts_what_the_reference_refuses(case):
     judge(*case)
 
 
 @settings(max_examples=300, deadline=None, derandomize=True)
 @given(mutated)
+@pytest.mark.campaign
 def test_validate_answers_exactly_what_the_reference_decoder_answers(case):
     payload, count, base_ts, max_ts, compacted = case
     batch = raw_batch(payload, count, base_ts=base_ts, max_ts=max_ts)
@@ -595,6 +598,7 @@ def one_field_wrong(draw):
 
 @settings(max_examples=1500, deadline=None, derandomize=True)
 @given(one_field_wrong())
+@pytest.mark.campaign
 def test_one_field_wrong_in_a_large_batch_is_never_accepted_by_a_fast_path(case):
     payload, count, base_ts, max_ts, compacted = case
     *fast, reference = judge(payload, count, base_ts, max_ts, compacted)

@@ -417,6 +417,7 @@ def test_the_messages_fit_the_wire_codecs_private_frames():
 # --- the checker and the campaign ---------------------------------------------------------------------------
 
 
+@pytest.mark.campaign
 def test_a_seeded_fault_campaign_finds_no_violation():
     report = raft_campaign(200, seed=0, duration_ms=2_000)
     assert report.ok, report.table()

@@ -20,6 +20,7 @@ def failing():
     return verdict
 
 
+@pytest.mark.campaign
 def test_the_replay_strikes_the_schedules_faults_at_their_times_and_the_dashboard_sees_the_loss(failing):
     with failing.replay() as replay:
         assert replay.faults == [] and replay.lost == 0  # nothing has run yet: the dashboard drives the clock
@@ -31,6 +32,7 @@ def test_the_replay_strikes_the_schedules_faults_at_their_times_and_the_dashboar
         assert f"seed={failing.failure.seed}" in repr(replay)
 
 
+@pytest.mark.campaign
 def test_the_same_schedule_on_kafkas_rule_loses_nothing(failing):
     with Replay(failing, rules={}) as replay:
         replay.run()

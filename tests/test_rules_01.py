@@ -247,6 +247,7 @@ def test_retention_that_deletes_a_hole_is_refused_at_the_call():
 # --- the judge ---------------------------------------------------------------------------------------
 
 
+@pytest.mark.campaign
 def test_correct_students_rules_pass_the_log_judge():
     verdict = judge({"index_lookup": lookup_ok, "roll_reason": roll_ok, "segments_to_delete": retention_ok})
     assert verdict.ok, str(verdict)
@@ -262,6 +263,7 @@ def test_each_classic_wrong_rule_is_caught_by_what_a_user_sees(rule, fn, kind):
     assert text.startswith("FAILED: schedule ") and f"then: {kind}: " in text
 
 
+@pytest.mark.campaign
 def test_a_lookup_that_starts_earlier_than_kafkas_is_slower_not_wrong_and_passes():
     "bisect_left with the -1: an earlier entry, so reads scan further and find the same batch"
     def lookup_one_entry_early(entries, offset, base_offset):

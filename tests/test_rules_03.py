@@ -246,6 +246,7 @@ def test_kafkas_placement_keeps_the_testers_balance_properties_for_every_draw():
                 assert tester_cluster.placement_problem({tester_cluster.BIG_TOPIC: placed}, brokers) is None
 
 
+@pytest.mark.campaign
 def test_kafkas_rules_pass_the_cluster_campaign_through_the_guard():
     verdict = judge({name: (lambda name: lambda *args: RULES[name].reference(*args))(name)
                      for name in ("assign_replicas", "elect_leader")})
@@ -255,6 +256,7 @@ def test_kafkas_rules_pass_the_cluster_campaign_through_the_guard():
 
 
 @pytest.mark.parametrize("seed", [1, 2, 2024])
+@pytest.mark.campaign
 def test_kafkas_rules_pass_on_other_seeds(seed):
     assert judge({"elect_leader": lambda *args: elect_leader(*args)}, seed=seed).ok
 

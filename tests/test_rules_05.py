@@ -208,6 +208,7 @@ def test_a_rule_with_the_wrong_arguments_is_refused_before_the_run():
 # --- the judge --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.campaign
 def test_kafkas_rules_pass_the_judge_through_the_guard():
     verdict = judge({"check_batch": lambda *a: check_batch(*a), "batch_ready": lambda *a: batch_ready(*a)})
     assert verdict.ok, str(verdict)
@@ -219,6 +220,7 @@ def test_kafkas_rules_pass_the_judge_through_the_guard():
     (every_repeat_new, "duplicate"),
     (epoch_ignored, "lost-write"),
 ])
+@pytest.mark.campaign
 def test_a_classic_wrong_idempotence_check_is_caught_within_the_default_schedules(fn, kind):
     verdict = judge({"check_batch": fn})
     assert not verdict.ok

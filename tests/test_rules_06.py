@@ -264,6 +264,7 @@ def test_a_guarded_assignor_gets_copies_of_the_subscriptions():
 
 
 @pytest.mark.parametrize("name", ["range_assign", "reassign"])
+@pytest.mark.campaign
 def test_kafkas_assignors_pass_the_group_campaign_through_the_guard(name):
     verdict = judge({name: lambda *args: RULES[name].reference(*args)})
     assert verdict.ok, str(verdict)
@@ -291,6 +292,7 @@ def _wrong(fn):
 
 
 @pytest.mark.parametrize("name, fn, kind", WRONG, ids=[getattr(fn, "__name__", fn) for _, fn, _ in WRONG])
+@pytest.mark.campaign
 def test_a_classic_wrong_assignor_is_caught_within_the_default_schedules(name, fn, kind):
     verdict = judge({name: _wrong(fn)})
     assert not verdict.ok and verdict.failure.kind == kind, str(verdict)

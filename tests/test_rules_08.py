@@ -179,6 +179,7 @@ def test_a_cut_past_the_log_end_is_nonsense():
 # --- the judge --------------------------------------------------------------------------------------------
 
 
+@pytest.mark.campaign
 def test_kafkas_rules_pass_the_quorums_campaign_through_the_guard():
     yours = {"grant_vote": lambda v, r: R.grant_vote(v, r),
              "metadata_truncation_offset": lambda *args: R.metadata_truncation_offset(*args)}
@@ -208,6 +209,7 @@ def test_the_scenario_elects_a_stale_longer_log_under_a_rule_comparing_log_ends_
 
 
 @pytest.mark.parametrize("seed", range(4))
+@pytest.mark.campaign
 def test_the_scenario_catches_a_cut_at_the_leaders_end_alone(seed):
     # Random schedules line this up rarely (the judge's seed 1 passes all 80): the scenario does.
     kafka = {"metadata_truncation_offset": lambda *args: R.metadata_truncation_offset(*args)}
@@ -236,6 +238,7 @@ def test_the_verdict_shows_the_shrunk_schedule_as_a_timeline():
     assert judge({"grant_vote": vote_without_comparing_logs}).failure.timeline() == verdict.failure.timeline()
 
 
+@pytest.mark.campaign
 def test_rules_of_two_lectures_are_judged_each_by_its_campaign():
     verdict = judge({"grant_vote": vote_again_for_anyone, "high_watermark": R.high_watermark}, shrinking=False)
     assert isinstance(verdict, RaftVerdict) and verdict.failure.kind in {"double-vote", "two-leaders"}

@@ -52,6 +52,18 @@ def test_only_the_targets_that_run_the_browser_test_ensure_chromium(tmp_path, ta
     commands = dry_run(target, tmp_path / "venv")
     assert "sh .ci/ensure-chromium" in commands and "'.[course,dev,spark]'" in commands
     assert "ensure-chromium" not in dry_run("test-fast", tmp_path / "venv")
+    assert "ensure-chromium" not in dry_run("test-core", tmp_path / "venv")
+
+
+def test_the_inner_loop_leaves_out_real_processes_and_campaigns_and_ci_runs_them_on_every_python(tmp_path):
+    from conftest import PROCESS_MODULES
+
+    fast, core = dry_run("test-fast", tmp_path / "venv"), dry_run("test-core", tmp_path / "venv")
+    assert "not processes and not campaign" in fast
+    assert "not processes" not in core and "not campaign" not in core and "not slow" in core
+    assert "make test-core" in (ROOT / ".ci" / "run").read_text()
+    missing = sorted(m for m in PROCESS_MODULES if not (ROOT / "tests" / f"{m}.py").is_file())
+    assert missing == [], f"PROCESS_MODULES names modules that do not exist: {missing}"
 
 
 def fake_python(folder: Path, name: str, identity: str | None) -> Path:

@@ -208,6 +208,7 @@ def test_both_record_walks_decode_as_the_record_codec_does(monkeypatch, batches,
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(batches=st.lists(_records, min_size=2, max_size=5), data=st.data())
+@pytest.mark.campaign
 def test_both_record_walks_refuse_the_same_corrupt_bytes(monkeypatch, batches, data):
     buf = bytearray(ours([[Record(key=k, value=v, timestamp=T0 + t) for k, v, t in b] for b in batches]))
     batch_starts, pos = [], 0

@@ -96,6 +96,7 @@ WRONG = [
 ]
 
 
+@pytest.mark.campaign
 def test_kafkas_rules_pass_the_default_campaign_through_the_guard():
     rules = {name: rule.reference for name, rule in R.RULES.items() if rule.lecture == "04"}
     # The reference itself is not guarded; wrap it so the campaign runs the student's path.
@@ -116,6 +117,7 @@ def test_kafkas_rules_lose_nothing_in_a_scenario_with_the_campaigns_socket_timeo
 
 
 @pytest.mark.parametrize("seam, rule, kind", WRONG, ids=[r.__name__ for _, r, _ in WRONG])
+@pytest.mark.campaign
 def test_a_classic_wrong_rule_is_caught_within_the_default_schedules(seam, rule, kind):
     verdict = judge({seam: rule}, shrinking=False)
     assert not verdict.ok and verdict.failure.kind == kind
@@ -132,6 +134,7 @@ def test_a_classic_wrong_rule_is_caught_within_the_default_schedules(seam, rule,
     assert verdict.failure.rule_calls[seam] > 0
 
 
+@pytest.mark.campaign
 def test_the_verdict_shows_the_shrunk_schedule_as_a_timeline():
     verdict = judge({"high_watermark": hw_is_the_leaders_log_end}, schedules=5)
     f = verdict.failure

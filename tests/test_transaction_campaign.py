@@ -11,6 +11,7 @@ from minikafka.checker.campaign import fault_campaign, run_schedule
 from minikafka.errors import IllegalArgumentError
 
 
+@pytest.mark.campaign
 def test_a_seeded_transactional_campaign_finds_no_anomaly_while_every_kind_of_kill_strikes():
     report = fault_campaign(12, seed=7, workload="transactions")
     assert report.ok, report.table()
@@ -27,6 +28,7 @@ def test_a_seeded_transactional_campaign_finds_no_anomaly_while_every_kind_of_ki
     assert "transactions: " in report.table() and "kill-coordinator" in report.table()
 
 
+@pytest.mark.campaign
 def test_the_same_loop_at_least_once_under_the_same_faults_counts_inputs_twice():
     """The negative control: without transactions a crash between writing the outputs and
     committing the input offsets makes the next instance process those inputs again."""

@@ -75,6 +75,7 @@ def test_kill_the_leader_and_restart_it(make_dashboard):
 
 
 @pytest.mark.parametrize("acks, loses", [("1", True), ("all", False)])
+@pytest.mark.campaign
 def test_a_stale_leader_loses_acks1_writes_only(make_dashboard, acks, loses):
     c, d = make_dashboard(rate_per_s=50, acks=acks)
     ticks(d, 2)
@@ -92,6 +93,7 @@ def test_a_stale_leader_loses_acks1_writes_only(make_dashboard, acks, loses):
     assert d.counters["acknowledged"] > 0
 
 
+@pytest.mark.campaign
 def test_lost_is_what_the_checker_counts_and_never_goes_down(make_dashboard):
     """One history, two judges: the dashboard's live count and the checker's final read.
     A stale leader (cut off from the cluster, still reached by the producer) acknowledges
@@ -137,6 +139,7 @@ def test_lost_is_what_the_checker_counts_and_never_goes_down(make_dashboard):
     assert d.counters["lost_by_acks"] == {"1": d.counters["lost"]}
 
 
+@pytest.mark.campaign
 def test_acks_all_loses_nothing_and_shows_no_red(make_dashboard):
     c, d = make_dashboard(rate_per_s=50, acks="all")
     ticks(d, 2)
@@ -150,6 +153,7 @@ def test_acks_all_loses_nothing_and_shows_no_red(make_dashboard):
     assert d.counters["elections"] >= 2 and d.counters["acknowledged"] > 500
 
 
+@pytest.mark.campaign
 def test_switching_acks_says_which_setting_lost_what(make_dashboard):
     c, d = make_dashboard(rate_per_s=50, acks="1")
     ticks(d, 2)
@@ -320,6 +324,7 @@ def settled(d, expected):
         for c in d.counters["consumers"].values() if c["alive"])
 
 
+@pytest.mark.campaign
 def test_kill_a_consumer_its_partitions_move_restart_it_it_rejoins(make_group_dashboard):
     c, d = make_group_dashboard(consumers=2, rate_per_s=40)
     assert [k.node_id for k in d.consumers] == ["consumer-2", "consumer-3"]
@@ -367,6 +372,7 @@ def test_kill_a_consumer_its_partitions_move_restart_it_it_rejoins(make_group_da
     assert d.counters["consumers"]["consumer-2"]["lag"] is not None
 
 
+@pytest.mark.campaign
 def test_add_consumer_joins_and_gets_partitions(make_group_dashboard):
     c, d = make_group_dashboard(consumers=1, rate_per_s=20)
     tick_until(d, lambda: settled(d, {"consumer-2": [0, 1, 2, 3]}))

@@ -1202,6 +1202,7 @@ def strategy_for(hint):
 
 @settings(max_examples=60, deadline=None)
 @given(st.data())
+@pytest.mark.campaign
 def test_private_messages_round_trip_whatever_their_fields_hold(data):
     for cls in INTERNAL_API_KEYS:
         message = data.draw(strategy_for(cls), label=cls.__name__)
@@ -1296,6 +1297,7 @@ def test_random_private_bodies_are_frame_errors_only(key, body):
 
 @settings(max_examples=800, deadline=None)
 @given(st.sampled_from(range(len(INTERNAL_SAMPLES))), st.data())
+@pytest.mark.campaign
 def test_mutated_private_frames_are_frame_errors_or_decode(index, data):
     frame = bytearray(encode_internal(INTERNAL_SAMPLES[index], sender=2)[4:])
     for _ in range(data.draw(st.integers(1, 4))):
