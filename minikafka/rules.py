@@ -136,6 +136,7 @@ key of ``__consumer_offsets`` when a broker loads the groups it now coordinates.
 from __future__ import annotations
 
 import bisect
+import functools
 import inspect
 import signal
 import threading
@@ -150,6 +151,11 @@ from minikafka.errors import IllegalArgumentError
 from minikafka.partitioner import murmur2, partition_for_key, to_positive  # lecture 02's rules live there
 from minikafka.recipes import count_reports, no_record_lost, no_record_twice, on_assigned, transactional_step
 from minikafka.replicas import assign_replicas, elect_leader  # lecture 03's rules live there
+
+try:  # signal.signal without its conversions to and from enums (an exception each: the guard sets a handler per call)
+    from _signal import signal as _set_handler
+except ImportError:  # not CPython
+    _set_handler = signal.signal
 
 # --- the reference implementations (Kafka's rules) -------------------------------------------------
 
@@ -574,7 +580,7 @@ class Rule:
     effects: bool = False  # an application's step (07): acts, returns nothing; the reference never runs beside it
     budget_s: float | None = None  # its own wall-time budget, where the node's default is too short
 
-    @property
+    @functools.cached_property  # the guard names every call's arguments by them
     def parameters(self) -> tuple[str, ...]:
         return tuple(inspect.signature(self.reference).parameters)
 
@@ -755,6 +761,10 @@ class RuleTimeout(BaseException):
     the student's code cannot swallow it)."""
 
 
+def _expired(signum, frame):
+    raise RuleTimeout()
+
+
 @contextmanager
 def _deadline(seconds: float | None) -> Iterator[None]:
     """Interrupt the body after ``seconds`` of wall time, where the platform allows: a Unix
@@ -765,17 +775,14 @@ def _deadline(seconds: float | None) -> Iterator[None]:
         yield
         return
 
-    def expired(signum, frame):
-        raise RuleTimeout()
-
-    old_handler = signal.signal(signal.SIGALRM, expired)
+    old_handler = _set_handler(signal.SIGALRM, _expired)
     old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
     started = time.monotonic()
     try:
         yield
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, old_handler)
+        _set_handler(signal.SIGALRM, old_handler)
         if old_delay:
             signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3), old_interval)
 
