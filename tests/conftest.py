@@ -198,16 +198,17 @@ _started = time.monotonic()
 
 
 def pytest_terminal_summary(terminalreporter, config):
-    """Where the machine's time went: the units of work that used the most CPU (``--cpu-top``), and how busy the
-    cores were over the run (a suite that keeps them busy gains nothing from more workers)."""
+    """Where the machine's time went: the units of work that used the most CPU (``--cpu-top``), and the CPU
+    counted over the run (a suite that keeps the cores busy gains nothing from more workers)."""
     if hasattr(config, "workerinput") or not _cpu:
         return
     wall, total = time.monotonic() - _started, sum(_cpu.values())
     cores = os.cpu_count() or 1
     write = terminalreporter.write_line
     terminalreporter.section("CPU by unit of work")
-    write(f"{total:.0f} CPU s over {wall:.0f} s on {cores} cores: the cores were {100 * total / (wall * cores):.0f}% busy "
-          f"with tests ({sum(_seconds.values()):.0f} s of test time over the workers)")
+    write(f"{total:.0f} CPU s counted over {wall:.0f} s on {cores} cores ({sum(_seconds.values()):.0f} s of test time over "
+          f"the workers); counted: the workers' own and their waited-for children's, so not what escapes them (a "
+          f"sandbox's kernel, a daemon): a lower bound of how busy the cores were")
     write(f"{'CPU s':>7} {'wall s':>7}  unit")
     top = config.getoption("cpu_top") or len(_cpu)
     for unit, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:top]:
