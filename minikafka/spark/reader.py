@@ -161,13 +161,18 @@ def close_pooled_consumers() -> None:
     connected, and if its cluster goes away it keeps knocking on the old addresses (a test's
     next cluster, started on the same ports, once received its Metadata requests and
     auto-created the old topic)."""
-    from minikafka.spark.data_consumer import close_connections
-
     pooled = [consumer for free in _POOL.values() for consumer in free]
     _POOL.clear()
     for consumer in pooled:
-        close_connections(consumer)
-        consumer.close()
+        _close_consumer(consumer)
+
+
+def _close_consumer(consumer) -> None:
+    """A consumer closed for good: the Fetch connections ``data_consumer`` opened, then its own."""
+    from minikafka.spark.data_consumer import close_connections
+
+    close_connections(consumer)
+    consumer.close()
 
 
 def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
@@ -179,7 +184,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
     """
     import pyarrow as pa
 
-    from minikafka.spark.data_consumer import close_connections, fetch_range
+    from minikafka.spark.data_consumer import fetch_range
 
     if part.until_offset <= part.from_offset:
         return
@@ -218,8 +223,7 @@ def read_range(options: KafkaSourceOptions, part: OffsetRange) -> Iterator[Any]:
         if clean:
             _POOL[key].append(consumer)
         else:
-            close_connections(consumer)
-            consumer.close()
+            _close_consumer(consumer)
 
 
 def read_ranges(options: KafkaSourceOptions, task: KafkaInputPartition) -> Iterator[Any]:
