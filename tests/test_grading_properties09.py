@@ -307,14 +307,15 @@ def test_the_call_cells_reach_the_grader_s_broker_from_the_sandbox_and_the_watch
     """The grader's call cells in a sandboxed kernel, whose 127.0.0.1 is its own: api_versions
     reaches the grader's broker through the listener the launcher hands over; the solution's
     three functions pass; parse_request delegating to the codec is caught by the watch."""
-    from minikafka.course.grade import _WATCH, property_check
+    from minikafka.course import watch
+    from minikafka.course.grade import property_check
     from minikafka.course.runner import run_cells
     from minikafka.course.sandbox import Limits, Sandbox
 
     setup = "import socket, struct\nfrom minikafka.partitioner import partition_for_key\n" + SOURCES["helpers"]
     verdicts = {}
     with GraderBroker() as broker:
-        cells, judged = [], []
+        cells, judged, sealed = [], [], []
         for label, name, code in (("right", "parse_request", SOURCES["ex1"]), ("right", "api_versions", SOURCES["ex2"]),
                                   ("right", "predict", SOURCES["ex3"]), ("package", "parse_request", DELEGATED_PARSE)):
             cells.append((code, None))
@@ -322,13 +323,16 @@ def test_the_call_cells_reach_the_grader_s_broker_from_the_sandbox_and_the_watch
             for case in properties.draw(name, 11, 6):
                 slot = broker.expect(case) if properties.served(name) else None
                 args = properties.call_args(name, case, broker.address if slot is not None else None)
-                cells.append((properties.call_cell(_WATCH, name, args, specs, [name], "@n:"), slot))
+                cells.append((properties.call_cell(name, args, specs, [name], "@n:"), slot))
+                sealed += specs
                 judged.append((label, name, case, slot, len(cells) - 1))
         with Sandbox(Limits(), (), listen_port=broker.port) as box:
             assert box.listens == "own", box.listens  # the kernel has a network namespace of its own
             broker.adopt(box.listener)
             broker.start()
-            runs = run_cells(box, [setup] + [c for c, _ in cells], cell_timeout=20, budget=120,
+            secret = watch.new_key()
+            runs = run_cells(box, [watch.seal_cell(sealed, secret) + setup] + [c for c, _ in cells],
+                             cell_timeout=20, budget=120,
                              before=lambda i: broker.serve(cells[i - 1][1] if i else None))
         assert runs[0].status == "ok", runs[0]
         by: dict = {}
@@ -336,11 +340,11 @@ def test_the_call_cells_reach_the_grader_s_broker_from_the_sandbox_and_the_watch
             args = (case, broker.record(slot)) if slot is not None else case
             by.setdefault((label, name), []).append((args, "@n:", runs[at + 1]))
         for key, calls in by.items():
-            verdicts[key] = property_check(key[1], calls)
+            verdicts[key] = property_check(key[1], calls, secret)
     for name in ("parse_request", "api_versions", "predict"):
         assert verdicts[("right", name)].passed, verdicts[("right", name)].message
     package = verdicts[("package", "parse_request")]
-    assert not package.passed and "must not call the minikafka package's own implementation" in package.message
+    assert not package.passed and "the package's own implementation of the exercise ran" in package.message
     assert "minikafka.wire.codec:decode_request" in package.message
 
 

@@ -153,26 +153,41 @@ def test_kafkas_rules_pass_and_answers_are_read_as_plain_data_only():
     for name in properties.DRAWS:
         for args in properties.draw(name, 3):
             assert properties.same(name, args, properties.plain(properties.expected(name, args)))
-    assert properties.parse("debug\n@n:('ok', (1, b'x'))\n", "@n:") == ("ok", (1, b"x"))
-    assert properties.parse("@n:('ok', Segment(1, 2))", "@n:") is None
-    assert properties.parse("@n:__import__('os')", "@n:") is None
-    assert properties.parse("no nonce", "@n:") is None
+    from minikafka.course import watch
+
+    key = watch.new_key()
+
+    def line(said: str, answer: str, signed_with: bytes = key) -> str:
+        return "@n:" + repr(((said, watch.signature(signed_with, "@n:", said, answer)), answer))
+
+    assert properties.parse("debug\n" + line("ok", "(1, b'x')") + "\n", "@n:", key) == ("ok", (1, b"x"))
+    assert properties.parse(line("ok", "Segment(1, 2)"), "@n:", key) is None
+    assert properties.parse("@n:__import__('os')", "@n:", key) is None
+    assert properties.parse("no nonce", "@n:", key) is None
+    # A verdict stands only as the hook signed it: for this nonce, this answer, with this grading's key.
+    assert properties.parse(line("ok", "1", watch.new_key()), "@n:", key) == (watch.UNSIGNED, 1)
+    signed_for_1 = watch.signature(key, "@n:", "ok", "1")
+    assert properties.parse("@n:" + repr((("ok", signed_for_1), "2")), "@n:", key) == (watch.UNSIGNED, 2)
+    assert properties.parse("@n:(('ok',), '1')", "@n:", key) == (watch.UNSIGNED, 1)
 
 
 @pytest.mark.notebooks
 def test_an_endless_loop_costs_one_call_s_time_limit():
-    from minikafka.course.grade import _WATCH, property_check
+    from minikafka.course import watch
+    from minikafka.course.grade import property_check
     from minikafka.course.runner import run_cells
     from minikafka.course.sandbox import Limits, Sandbox
 
     loop = "def murmur2(data):\n    while True:\n        pass\n"
     draws = properties.draw("murmur2", 1, 4)
-    calls = [properties.call_cell(_WATCH, "murmur2", args, [], ["murmur2"], "@n:") for args in draws]
+    calls = [properties.call_cell("murmur2", args, [], ["murmur2"], "@n:") for args in draws]
+    key = watch.new_key()
     with Sandbox(Limits(), ()) as box:
-        runs = run_cells(box, [loop] + calls, cell_timeout=1, budget=30)
+        runs = run_cells(box, [watch.seal_cell([], key), loop] + calls, cell_timeout=1, budget=30)
+    runs = runs[1:]  # after the seal
     assert [r.status for r in runs] == ["ok", "timeout", "error", "error", "error"], runs
     assert "an earlier call of this function failed" in runs[2].reason
-    check = property_check("murmur2", [(args, "@n:", run) for args, run in zip(draws, runs[1:])])
+    check = property_check("murmur2", [(args, "@n:", run) for args, run in zip(draws, runs[1:])], key)
     assert not check.passed and check.label == "hidden property: murmur2"
 
 
@@ -216,7 +231,7 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
     finally:
         shutil.rmtree(folder)
     by = {r.student: r for r in results}
-    for student, how in (("wrapper", "must not call the minikafka package's own implementation"),
+    for student, how in (("wrapper", "the package's own implementation of the exercise ran"),
                          ("fitted", "answer differs from the rule's on one of the drawn inputs")):
         result = by[student]
         assert [e.earned for e in result.exercises] == [3, 0, 4], feedback(result)

@@ -14,9 +14,11 @@ exercise cells), plus any code cells the student added (run where they were, nev
 plus cells of the grader's own: after each exercise, a provenance check (the functions and
 classes its solution defines must be defined in the notebook, not taken from the minikafka
 package), where the package has its own implementation of the exercise (metadata
-`minikafka.references`) a watch over the exercise's checks (a trace function: the exercise fails
-if that implementation's code, or a copy of it, runs inside the student's functions, so a wrapper
-keeping a private reference earns nothing), and at the end a canary (a random product the kernel
+`minikafka.references`) a watch over the exercise's checks (watch.py: an audit hook installed by
+the program's first cell, before any of the notebook's; the exercise fails if that
+implementation's code, or a copy of it, runs inside the student's functions, so a wrapper keeping
+a private reference earns nothing; its verdicts are signed, so a kernel can drop one but never
+forge one), and at the end a canary (a random product the kernel
 must print: a kernel that does not run the code it is sent, e.g. an input transformer replaying
 outputs, is flagged). The program runs in a `Sandbox`
 (sandbox.py) by `run_cells` (runner.py); outputs are judged by nbval's rules (compare.py), in this
@@ -51,6 +53,7 @@ from __future__ import annotations
 
 import ast
 import copy
+import itertools
 import json
 import os
 import random
@@ -58,7 +61,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import ast_guard, properties
+from . import ast_guard, properties, watch
 from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
 from .compare import cell_options, load_sanitize, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
@@ -277,83 +280,10 @@ def references(reference) -> dict[str, list[str]]:
     return refs
 
 
-# Runs in the kernel, before an exercise's first check. A global trace function sees every Python
-# frame start; when one runs the code of the package's implementation (the very code object, or an
-# equal one: a types.FunctionType or code.replace copy) while a function the student defined for
-# the exercise is on the stack, it is recorded. Only code of that name is compared, so the cost
-# is one Python call per function call, for the exercise's checks only. Student code can switch
-# tracing off (sys.settrace(None)): the verdict cell then fails the exercise too.
-_WATCH = r"""
-import sys as _mk_sys, importlib as _mk_importlib, types as _mk_types
-class _MinikafkaGraderWatch:
-    def __init__(self, specs, names, scope):
-        self.forbidden, self.mine, self.hits, self.copies = {}, set(), [], []
-        for spec in specs:
-            module, _, qualname = spec.partition(":")
-            obj = _mk_importlib.import_module(module)
-            for part in qualname.split("."):
-                obj = getattr(obj, part)
-            for code in self._codes(obj):
-                if not code.co_name.startswith("<"):  # <listcomp>, <lambda>: alike everywhere
-                    self.forbidden.setdefault(code.co_name, {})[code] = spec
-        for name in names:
-            for code in self._codes(scope.get(name)):
-                self.mine.add(id(code))
-                if self._match(code):
-                    self.copies.append(f"{name} is a copy of {self._match(code)}")
-        self._keep = [scope.get(name) for name in names]  # ids stay valid while we look
-    def _codes(self, obj, seen=None):
-        seen = set() if seen is None else seen
-        obj = getattr(obj, "__func__", obj)
-        if isinstance(obj, type):
-            for value in vars(obj).values():
-                yield from self._codes(value, seen)
-            return
-        obj = getattr(obj, "__wrapped__", obj)
-        code = obj if isinstance(obj, _mk_types.CodeType) else getattr(obj, "__code__", None)
-        if isinstance(code, _mk_types.CodeType) and id(code) not in seen:
-            seen.add(id(code))
-            yield code
-            for const in code.co_consts:
-                if isinstance(const, _mk_types.CodeType):
-                    yield from self._codes(const, seen)
-    def _match(self, code):
-        same = self.forbidden.get(code.co_name)
-        if not same:
-            return None
-        if code in same:
-            return same[code]
-        key = (code.co_code, code.co_consts, code.co_names)
-        for ref, spec in same.items():
-            if (ref.co_code, ref.co_consts, ref.co_names) == key:
-                return spec
-        return None
-    def trace(self, frame, event, arg):
-        code = frame.f_code
-        if code.co_name in self.forbidden and id(code) not in self.mine:
-            spec = self._match(code)
-            if spec:
-                caller = frame.f_back
-                while caller is not None and id(caller.f_code) not in self.mine:
-                    caller = caller.f_back
-                if caller is not None and spec not in self.hits:
-                    self.hits.append(spec)
-        return None
-    def verdict(self):
-        off = _mk_sys.gettrace() != self.trace  # a bound method: equal, never the same object
-        _mk_sys.settrace(None)
-        if self.copies or self.hits:
-            return "runs minikafka's own code: " + ", ".join(self.copies + self.hits)
-        return "tracing was switched off" if off else "ok"
-"""
-
-
-def _watch_cells(specs: list[str], names: list[str]) -> tuple[str, str, list]:
-    """(arm cell, verdict cell, the verdict cell's expected outputs) for one exercise."""
-    arm = (_WATCH + f"_minikafka_grader_watch = _MinikafkaGraderWatch({specs!r}, {names!r}, globals())\n"
-           "_mk_sys.settrace(_minikafka_grader_watch.trace)\n")
-    verdict = "print(_minikafka_grader_watch.verdict())"
-    return arm, verdict, [{"output_type": "stream", "name": "stdout", "text": "ok\n"}]
+def _watch_cells(specs: list[str], names: list[str], nonce: str) -> tuple[str, str]:
+    """(arm cell, verdict cell) of the watch over one exercise's checks (watch.py): a run of the
+    package's implementation ``specs`` with one of ``names`` on the stack is a hit."""
+    return watch.arm_source(specs, names), watch.verdict_cell(nonce)
 
 
 # -- grading ------------------------------------------------------------------------------------
@@ -400,11 +330,13 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.seed = settings.seed if settings.seed is not None else default_seed()
     result.property_seed = settings.property_seed if settings.property_seed is not None else default_seed()
     broker = GraderBroker()  # binds only if a property asks a broker (api_versions)
+    key = watch.new_key()  # the watch's signatures, this grading's only
     steps = _with_grader_cells(reference, planned, program, lecture=_lecture(result.notebook),
-                               seed=result.property_seed, broker=broker)
+                               seed=result.property_seed, broker=broker, key=key)
     steps = [(_seeded(source, result.seed) if cell is not None and HIDDEN_TAG in cell_tags(cell) else source,
               cell, extra) for source, cell, extra in steps]
-    slots = [extra[2][4] if extra and isinstance(extra[2], tuple) else None for _, _, extra in steps]
+    slots = [extra[2][4] if extra and isinstance(extra[2], tuple) and extra[2][0] == "call" else None
+             for _, _, extra in steps]
     with broker, Sandbox(limits, settings.hide, env=_kernel_env(reference),
                          listen_port=broker.port if broker.bound else None) as box:
         if broker.bound:
@@ -414,8 +346,9 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
                                     f"the properties that ask it fail")
             broker.start()
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget,
-                         before=(lambda i: broker.serve(slots[i])) if broker.bound else None)
-    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker)
+                         before=(lambda i: broker.serve(slots[i])) if broker.bound else None,
+                         unrecorded={i for i, (_, _, own) in enumerate(steps) if own is not None})
+    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker, key)
     flagged = flagged or cheated
     # Name the exercise where time ran out or the kernel died, whichever cell it was in.
     where = _sections(reference)
@@ -465,7 +398,8 @@ def _sections(reference) -> dict[int, str]:
 
 
 def _with_grader_cells(reference, planned, program, lecture: str | None = None, seed: int = 0,
-                       broker: GraderBroker | None = None) -> list[tuple[str, dict | None, tuple | None]]:
+                       broker: GraderBroker | None = None,
+                       key: bytes = b"") -> list[tuple[str, dict | None, tuple | None]]:
     """The program plus the grader's own cells: [(source, reference cell, (expected, exercise, kind))].
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
@@ -474,9 +408,14 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
     read after the last one; then, where the exercise defines one of the package's rules of its
     lecture (``properties.rules_of``), one call cell per input drawn from ``seed`` (the hidden
     properties: the verdict is the grader's, see properties.py); at the very end the canary, a
-    product of two random numbers that a kernel running the code it is sent must print.
+    product of two random numbers that a kernel running the code it is sent must print. Where
+    anything is watched, the program starts with the watch's seal (watch.py), which reads the
+    package's code of every watched implementation before the notebook's first cell and signs
+    each verdict with ``key``; each verdict has a nonce of its own.
     """
-    nonce = f"@minikafka-{random.SystemRandom().randrange(10**12, 10**13)}:"
+    base = f"@minikafka-{random.SystemRandom().randrange(10**12, 10**13)}-"
+    nonces = (f"{base}{n}:" for n in itertools.count())
+    sealed: list[str] = []  # every watched implementation, for the seal
     refs = references(reference)
     after: dict[int, list[tuple[str, list, Exercise, str]]] = {}
     before: dict[int, list[tuple[str, list, Exercise, str]]] = {}
@@ -486,12 +425,14 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
         if names and checks:
             code, want = _provenance_cell(names)
             after.setdefault(id(checks[-1]), []).append((code, want, exercise, "provenance"))
-            key = exercise_heading("## " + exercise.name)
-            specs = refs.get(key[0], []) if key else []
+            heading = exercise_heading("## " + exercise.name)
+            specs = refs.get(heading[0], []) if heading else []
             if specs:
-                arm, verdict, want = _watch_cells(specs, names)
+                nonce = next(nonces)
+                arm, verdict = _watch_cells(specs, names, nonce)
+                sealed += specs
                 before.setdefault(id(checks[0]), []).append((arm, [], exercise, "arm"))
-                after[id(checks[-1])].append((verdict, want, exercise, "watch"))
+                after[id(checks[-1])].append((verdict, [], exercise, ("watch", nonce)))
             for rule in properties.rules_of(lecture, names):
                 watched = list(dict.fromkeys(specs + properties.reference_specs(rule)
                                              + properties.package_specs(names)))
@@ -502,9 +443,13 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
                             raise ValueError(f"the property of {rule} asks a broker: pass a GraderBroker")
                         slot, address = broker.expect(case), broker.address
                     args = properties.call_args(rule, case, address)
-                    call = properties.call_cell(_WATCH, rule, args, watched, names, nonce)
+                    nonce = next(nonces)
+                    sealed += watched
+                    call = properties.call_cell(rule, args, watched, names, nonce)
                     after[id(checks[-1])].append((call, [], exercise, ("call", rule, case, nonce, slot)))
     steps: list[tuple[str, dict | None, tuple | None]] = []
+    if sealed:
+        steps.append((watch.seal_cell(sealed, key), None, ([], None, "seal")))
     for source, cell in program:
         for code, want, exercise, kind in before.get(id(cell), []) if cell is not None else []:
             steps.append((code, None, (want, exercise, kind)))
@@ -518,7 +463,19 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
     return steps
 
 
-def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBroker | None = None) -> str | None:
+def watch_message(said: str) -> str:
+    """A watch's verdict (watch.py), in words for the student: what the watch saw, no accusation."""
+    if said.startswith("runs minikafka's own code"):
+        return (f"the package's own implementation of the exercise ran while your code was checked "
+                f"({said.split(': ', 1)[-1]}); the exercise asks for code of your own")
+    if said == watch.UNSIGNED:
+        return ("the grader's watch gave no signed verdict: the line it prints was changed or not printed "
+                "(print, stdout or the cell replaced?)")
+    return f"the grader could not watch your code: {said}"
+
+
+def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBroker | None = None,
+           key: bytes = b"") -> str | None:
     """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
     for exercise, cells in planned:
@@ -542,6 +499,19 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
         if own is None:
             continue
         want, exercise, kind = own
+        if kind == "seal":
+            if run.status != "ok":  # the grader's own cell, run before any of the notebook's
+                raise RuntimeError(f"the grader's watch could not start in the kernel: {run.reason}")
+            continue
+        if isinstance(kind, tuple) and kind[0] == "watch":
+            text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream")
+            said = watch.read(text, kind[1], key) if run.status == "ok" else None
+            passed = said is not None and said[0] == "ok"
+            exercise.checks.append(Check("your own code", None, True, passed,
+                                         "does not run the package's implementation" if passed else
+                                         watch_message(said[0] if said else watch.UNSIGNED)
+                                         if run.status == "ok" else run.reason))
+            continue
         if isinstance(kind, tuple):
             _, rule, args, nonce, slot = kind
             if slot is not None:  # judged with what the grader's broker received in that call
@@ -554,13 +524,6 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
                                          "defined in the notebook" if passed else
                                          "its functions must be defined in the notebook, not taken "
                                          "from the minikafka package" if run.status == "ok" else message))
-        elif kind == "watch":
-            said = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream").strip()
-            exercise.checks.append(Check("your own code", None, True, passed,
-                                         "does not run the package's implementation" if passed else
-                                         f"your functions must not call the minikafka package's own "
-                                         f"implementation of the exercise ({said})" if run.status == "ok"
-                                         else message))
         elif kind == "arm":
             if run.status != "ok":
                 exercise.checks.append(Check("your own code", None, True, False,
@@ -569,11 +532,11 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
             flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
                        "a patched kernel?)")
     for (_, rule), (exercise, runs_of_rule) in calls.items():
-        exercise.checks.append(property_check(rule, runs_of_rule))
+        exercise.checks.append(property_check(rule, runs_of_rule, key))
     return flagged
 
 
-def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]]) -> Check:
+def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]], key: bytes) -> Check:
     """The grader's verdict on one hidden property: every call's answer equals the answer of the
     package's reference, computed here, on the drawn inputs. The message names the property in
     words and how the code failed it, never an input or an expected value."""
@@ -586,16 +549,14 @@ def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]]) -> Check:
                        run.status, run.reason)
             return Check(f"hidden property: {rule}", None, True, False, f"{what}; {how}")
         text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream")
-        said = properties.parse(text, nonce)
+        said = properties.parse(text, nonce, key)
         if said is None:
             return Check(f"hidden property: {rule}", None, True, False,
                          f"{what}; your function's answer is not plain data (numbers, strings, bytes, "
                          f"None, tuples, lists, dicts)")
-        watch, answer = said
-        if watch != "ok":
-            return Check(f"hidden property: {rule}", None, True, False,
-                         f"{what}; your functions must not call the minikafka package's own "
-                         f"implementation of the exercise ({watch})")
+        seen, answer = said
+        if seen != "ok":
+            return Check(f"hidden property: {rule}", None, True, False, f"{what}; {watch_message(seen)}")
         try:
             wrong = properties.judge(rule, args, answer)
         except Exception:  # noqa: BLE001 - an answer of the wrong shape is a wrong answer

@@ -27,15 +27,14 @@ the rule's reference, run in the grader's own process, returns (``expected``/``s
 verdict is the grader's: a student's code that patches ``print``, the judge or the checks can
 only print an answer, and the answer must be Kafka's on inputs drawn after it ran.
 
-Each call also watches the call (the grader's watch, armed around that one call only): running
-the package's own implementation of the rule (the rule's reference, found from ``RULES``, and
-the notebook's ``minikafka.references``) inside the student's function is reported, so
-delegating to the package fails the property (``call_cell``'s first value).
+Each call also watches the call (``watch.py``: an audit hook installed before the notebook's
+first cell, armed around that one call only): running the package's own implementation of the
+rule (the rule's reference, found from ``RULES``, and the notebook's ``minikafka.references``)
+during the call is reported, so delegating to the package fails the property. The hook signs its
+verdict with the answer's text, so a forged or replayed "ok" line fails too (``parse``).
 
-What this does not reach. The answers are the grader's to judge, but the watch runs in the
-kernel, as the student's code does: a function that reads its caller's frame (the call cell's
-nonce), prints a forged "ok" line and silences stdout, runs the package's code in a thread of its
-own, or re-types it, is not caught by the watch (its answers must still be Kafka's).
+What this does not reach: the package's code run in a thread or process of the function's own,
+or re-typed (its answers must still be Kafka's).
 ``reassign`` (the sticky assignor) has many right answers, so its property is Kafka's contract,
 balance, and "moves no more than Kafka's".
 
@@ -64,7 +63,7 @@ from collections import namedtuple
 from pathlib import Path
 from typing import Any, Callable
 
-from minikafka.course import ast_guard, standins, wire_properties
+from minikafka.course import ast_guard, standins, watch, wire_properties
 from minikafka.rules import RULES, Request, Voter
 
 CALLS = 20  # inputs drawn per rule and grading run
@@ -625,7 +624,9 @@ def source(value: Any) -> str:
     return repr(value)
 
 
-# Sent once per call. _mk_plain mirrors plain(); the watch is grade.py's, armed around this call only.
+# Sent once per call. _mk_plain mirrors plain(); the watch (watch.py) is armed around this call only,
+# strictly (the package's implementation must not run at all), and its verdict is signed with the
+# answer's text, which is worked out while the watch is armed (a lazy object's repr runs watched).
 # Once a call of a rule failed (raised, was interrupted at its time limit), the rule's later calls
 # stop at once: an endless loop costs one cell's time limit, not the notebook's budget. (The flag
 # is the kernel's: clearing it only runs more calls, which must answer right.)
@@ -645,13 +646,13 @@ def _mk_plain(v):
         return {_mk_plain(k): _mk_plain(x) for k, x in v.items()}
     return v
 _mk_args = %(args)s
-_mk_w = _MinikafkaGraderWatch(%(specs)r, %(names)r, globals())
-_mk_sys.settrace(_mk_w.trace)
-try:
+_mk_out, _mk_text = [], ""
+%(arm)stry:
     _mk_r = %(name)s(*_mk_args)
+    _mk_text = repr(_mk_plain(_mk_r))
 finally:
-    _mk_v = _mk_w.verdict()
-print(%(nonce)r + repr((_mk_v, _mk_plain(_mk_r))))
+    __import__("sys").audit(%(event)r, "verdict", _mk_out, %(nonce)r, _mk_text)
+print(%(nonce)r + repr((tuple(_mk_out), _mk_text)))
 globals()[%(flag)r] = False
 """
 
@@ -672,34 +673,34 @@ _REFUSING = _CALL.replace("    _mk_r = %(name)s(*_mk_args)\n", """    try:
 assert _REFUSING != _CALL
 
 
-def call_cell(watch: str, name: str, args: tuple, specs: list[str], names: list[str], nonce: str) -> str:
-    """The source of one call: the student's ``name`` on ``args``, watched, its answer printed
-    after ``nonce`` as ``(watch verdict, plain answer)``; for a rule with effects, the student's
+def call_cell(name: str, args: tuple, specs: list[str], names: list[str], nonce: str) -> str:
+    """The source of one call: the student's ``name`` on ``args``, watched (``specs`` must not
+    run; the program's first cell is ``watch.seal_cell`` with them), its answer printed after
+    ``nonce`` with the watch's signed verdict (``parse``); for a rule with effects, the student's
     functions run on the stand-ins with the case ``args``, and the answer is what they did."""
-    fields = {"args": source(tuple(args)), "specs": specs, "names": names,
-              "name": name, "nonce": nonce, "flag": f"_mk_property_failed_{name}"}
+    fields = {"args": source(tuple(args)), "name": name, "nonce": nonce, "event": watch.EVENT,
+              "arm": watch.arm_source(specs, names, strict=True), "flag": f"_mk_property_failed_{name}"}
     if name in RULES and RULES[name].effects:
         functions = (name,) + WITH.get(name, ())
         fields.update(standins=Path(standins.__file__).read_text(encoding="utf-8"),
                       functions=", ".join(f"{f!r}: {f}" for f in functions))
-        return watch + _ACT % fields
+        return _ACT % fields
     if name in wire_properties.EXERCISES and wire_properties.EXERCISES[name].refusals:
-        return watch + _REFUSING % fields
-    return watch + _CALL % fields
+        return _REFUSING % fields
+    return _CALL % fields
 
 
-def parse(text: str, nonce: str) -> tuple[str, Any] | None:
-    """(watch verdict, answer) from a call's stdout; None if it printed no plain answer."""
-    for line in reversed(text.splitlines()):
-        if line.startswith(nonce):
-            try:
-                said = ast_guard.literal_eval(line[len(nonce):])
-            except (ValueError, SyntaxError, MemoryError, RecursionError):
-                return None
-            if isinstance(said, tuple) and len(said) == 2 and isinstance(said[0], str):
-                return said
-            return None
-    return None
+def parse(text: str, nonce: str, key: bytes) -> tuple[str, Any] | None:
+    """(the watch's verdict, the answer) from a call's stdout; None if it printed no plain answer.
+    The verdict is ``watch.UNSIGNED`` unless the grader's hook signed it for this call and answer."""
+    said = watch.read(text, nonce, key)
+    if said is None:
+        return None
+    verdict, answer = said
+    try:
+        return verdict, ast_guard.literal_eval(answer)
+    except (ValueError, SyntaxError, MemoryError, RecursionError):
+        return None
 
 
 PACKAGE = Path(__file__).resolve().parents[1]

@@ -32,7 +32,7 @@ import os
 import time
 from dataclasses import dataclass, field
 from queue import Empty
-from typing import Callable
+from typing import Callable, Collection
 
 from nbformat import NotebookNode
 from nbval.plugin import coalesce_streams
@@ -143,8 +143,11 @@ def _seconds(n: float) -> str:
 
 
 def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float,
-              before: Callable[[int], None] | None = None) -> list[CellRun]:
+              before: Callable[[int], None] | None = None,
+              unrecorded: Collection[int] = ()) -> list[CellRun]:
     """One CellRun per source, in order. Never raises for anything the submission does.
+    The cells whose index is in `unrecorded` (the grader's own) stay out of the kernel's input
+    history (`In`, `_ih`): a submission cannot read their source back.
 
     `cell_timeout` and `budget` are CPU seconds where the kernel's CPU time can be read (the clock
     stops a cell after WALL_FACTOR times as long), else seconds on the clock. `before(i)`, if
@@ -176,7 +179,7 @@ def run_cells(box, sources: list[str], *, cell_timeout: float, budget: float,
         if before is not None:
             before(index)
         try:
-            msg_id = box.client.execute(source, allow_stdin=False, store_history=True)
+            msg_id = box.client.execute(source, allow_stdin=False, store_history=index not in unrecorded)
             hit = _collect(box, msg_id, limit, run)
             if hit:
                 run.status = "timeout"
