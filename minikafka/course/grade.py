@@ -34,7 +34,9 @@ runs the package's own implementation of the rule (a watch armed around that cal
 Lecture 09's exercises, which are not rules, are found the same way (``wire_properties.py``);
 ``api_versions`` is called with the address of a broker the grader serves meanwhile
 (``grader_broker.py``: the runner tells it which call runs, the sandbox hands it a socket in the
-kernel's network), and its verdict also reads what that broker received.
+kernel's network), and its verdict also reads what that broker received. Lecture 10's Spark
+functions likewise (``capstone_properties.py``): each call runs the student's function on a drawn
+fleet in the kernel's Spark session and prints the rows.
 
 A failed hidden check is reported by the property it checks, in words (its first line,
 `# Checks: ...`), and how the code failed it, never by its inputs, expected output or source

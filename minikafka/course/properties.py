@@ -11,9 +11,10 @@ them, as plain data and namedtuples.
 
 An exercise whose function is not one of the rules (lecture 09's ``parse_request``,
 ``api_versions``, ``predict``: the wire protocol, which has no seam in the nodes) is found the
-same way, by the name of a function its solution defines, in ``wire_properties.EXERCISES``
-(keyed by name and lecture; its theory of operation says what each draws and where its answer
-comes from). It is judged by the same call cells; ``api_versions`` is called with the address of
+same way, by the name of a function its solution defines, in ``EXERCISES`` (keyed by name and
+lecture: ``wire_properties.py``, and lecture 10's Spark functions in ``capstone_properties.py``,
+called on drawn fleets and printed as plain rows; each module's theory of operation says what
+it draws and where its answer comes from). It is judged by the same call cells; ``api_versions`` is called with the address of
 a broker the grader serves in its own process (``grader_broker.py``), whose drawn answer the
 kernel never holds before the student's code reads it.
 
@@ -63,10 +64,13 @@ from collections import namedtuple
 from pathlib import Path
 from typing import Any, Callable
 
-from minikafka.course import ast_guard, standins, watch, wire_properties
+from minikafka.course import ast_guard, capstone_properties, standins, watch, wire_properties
 from minikafka.rules import RULES, Request, Voter
 
-CALLS = 20  # inputs drawn per rule and grading run
+CALLS = 20  # inputs drawn per rule and grading run (a Spark exercise's: capstone_properties.CALLS)
+
+# The exercise functions that are not rules: lecture 09's wire protocol, lecture 10's Spark pipeline.
+EXERCISES = {**wire_properties.EXERCISES, **capstone_properties.EXERCISES}
 
 # The 01 rules' arguments, as the exercises' namedtuples have them (the rules read the fields).
 Segment = namedtuple("Segment", "base_offset size first_timestamp")
@@ -367,8 +371,8 @@ def rules_of(lecture: str | None, names: list[str]) -> list[str]:
     lecture and that have a property, in the order given: found from ``RULES``, not from a list of
     exercises. A rule with effects counts when the exercise defines every function its property
     runs (``WITH``). An exercise function that is not a rule counts when
-    ``wire_properties.EXERCISES`` has a property for it in that lecture."""
-    exercises = wire_properties.EXERCISES
+    ``EXERCISES`` has a property for it in that lecture."""
+    exercises = EXERCISES
     return [n for n in names if (n in RULES and RULES[n].lecture == lecture
             and (not RULES[n].effects or (n in ACTS and all(w in names for w in WITH.get(n, ())))))
             or (n in exercises and exercises[n].lecture == lecture)]
@@ -376,28 +380,30 @@ def rules_of(lecture: str | None, names: list[str]) -> list[str]:
 
 def statement(name: str) -> str:
     """What the property of ``name`` checks, in words (a rule's statement)."""
-    return RULES[name].statement if name in RULES else wire_properties.EXERCISES[name].statement
+    return RULES[name].statement if name in RULES else EXERCISES[name].statement
 
 
 def served(name: str) -> bool:
     """Is ``name`` called with the address of the grader's broker (``grader_broker.py``)?"""
-    return name in wire_properties.EXERCISES and wire_properties.EXERCISES[name].served is not None
+    return name in EXERCISES and EXERCISES[name].served is not None
 
 
 def call_args(name: str, case: Any, address: tuple[str, int] | None = None) -> tuple:
     """The arguments a call cell passes for ``case``: the case itself, or, for a property
     served by the grader's broker, the call's part of it with the broker's ``address``."""
     if served(name):
-        return wire_properties.EXERCISES[name].served(case, address)
+        return EXERCISES[name].served(case, address)
     return tuple(case)
 
 
-def draw(name: str, seed: int, n: int = CALLS) -> list[tuple]:
+def draw(name: str, seed: int, n: int | None = None) -> list[tuple]:
     """``n`` argument tuples (for a rule with effects: cases) for rule ``name``, from the grading
-    run's ``seed``."""
+    run's ``seed``; by default ``CALLS``, or the exercise's own number (a Spark call costs seconds)."""
+    if n is None:
+        n = (EXERCISES[name].calls if name in EXERCISES else None) or CALLS
     generator = DRAWS.get(name) or ACTS.get(name)
-    if generator is None and name in wire_properties.EXERCISES:
-        generator = wire_properties.EXERCISES[name].draw
+    if generator is None and name in EXERCISES:
+        generator = EXERCISES[name].draw
     if generator is None:
         raise KeyError(f"no hidden property for rule {name!r}: add a generator to properties.DRAWS")
     rng = random.Random(f"{seed}/{name}")
@@ -418,7 +424,9 @@ def plain(value: Any) -> Any:
 def expected(name: str, args: tuple) -> Any:
     """The rule's answer, by the package's reference, in the grader's process (for a rule with
     effects: what Kafka's recipe does on the stand-ins)."""
-    if name in wire_properties.EXERCISES:
+    if name in capstone_properties.EXERCISES:
+        raise ValueError(f"{name}'s property is judged by its guarantee (capstone_properties), not one answer")
+    if name in EXERCISES:
         return wire_properties.expected(name, args)
     if RULES[name].effects:
         return plain(standins.act(name, args, {n: RULES[n].reference for n in (name,) + WITH.get(name, ())}))
@@ -429,8 +437,8 @@ def judge(name: str, args: tuple, theirs: Any) -> str | None:
     """Why the student's plain answer ``theirs`` breaks Kafka's rule on ``args``, in words that
     name the call and what Kafka's rule does but never the input; None if it keeps the rule.
     (For a property served by the grader's broker, ``args`` is (case, what the broker received).)"""
-    if name in wire_properties.EXERCISES:
-        return wire_properties.EXERCISES[name].judge(args, theirs)
+    if name in EXERCISES:
+        return EXERCISES[name].judge(args, theirs)
     if RULES[name].effects:
         return _JUDGES[name](args, theirs)
     return None if same(name, args, theirs) else "your code's answer differs from the rule's on one of the drawn inputs"
@@ -438,7 +446,7 @@ def judge(name: str, args: tuple, theirs: Any) -> str | None:
 
 def same(name: str, args: tuple, theirs: Any) -> bool:
     """Does the student's plain answer ``theirs`` agree with Kafka's rule on ``args``?"""
-    if name in wire_properties.EXERCISES:
+    if name in EXERCISES:
         return judge(name, args, theirs) is None
     rule = RULES[name]
     if rule.effects:
@@ -685,8 +693,11 @@ def call_cell(name: str, args: tuple, specs: list[str], names: list[str], nonce:
         fields.update(standins=Path(standins.__file__).read_text(encoding="utf-8"),
                       functions=", ".join(f"{f!r}: {f}" for f in functions))
         return _ACT % fields
-    if name in wire_properties.EXERCISES and wire_properties.EXERCISES[name].refusals:
+    if name in EXERCISES and EXERCISES[name].refusals:
         return _REFUSING % fields
+    if name in EXERCISES and EXERCISES[name].kernel:  # a call of its own (lecture 10: Spark rows as plain data)
+        block = "".join(f"    {line}\n" for line in EXERCISES[name].kernel.strip().splitlines())
+        return _CALL.replace("    _mk_r = %(name)s(*_mk_args)\n", block.replace("%", "%%")) % fields
     return _CALL % fields
 
 
@@ -747,8 +758,8 @@ def _importable(spec: str) -> bool:
 def reference_specs(name: str) -> list[str]:
     """The package's own code that must not run inside the student's ``name``: the rule's
     reference, or what ``wire_properties.forbidden`` finds for an exercise that is not a rule."""
-    if name in wire_properties.EXERCISES:
-        return [spec for spec in wire_properties.forbidden(name) if _importable(spec)]
+    if name in EXERCISES:
+        return [spec for spec in wire_properties.forbidden(EXERCISES[name]) if _importable(spec)]
     return [reference_spec(name)]
 
 

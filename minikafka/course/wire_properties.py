@@ -332,6 +332,9 @@ class ExerciseProperty:
     classes_only: bool = False                # forbid their classes only (their functions are given)
     refusals: bool = False                    # ValueError is an answer ("raised", "ValueError")
     served: Callable[[Any, tuple[str, int]], tuple] | None = None  # call args with the broker's address
+    calls: int | None = None                  # drawn calls per grading (None: properties.CALLS)
+    kernel: str | None = None                 # the call in the kernel, setting _mk_r (None: name(*_mk_args))
+    forbid: Callable[[], tuple[str, ...]] | None = None  # the package's code it must not run (None: modules')
 
 
 EXERCISES: dict[str, ExerciseProperty] = {
@@ -377,9 +380,10 @@ def module_specs(module: str, classes_only: bool = False) -> tuple[str, ...]:
     return tuple(f"{module}:{node.name}" for node in tree.body if isinstance(node, kinds))
 
 
-def forbidden(name: str) -> list[str]:
-    """The package's code that must not run inside the student's ``name``."""
-    prop = EXERCISES[name]
+def forbidden(prop: ExerciseProperty) -> list[str]:
+    """The package's code that must not run inside the exercise's function."""
+    if prop.forbid is not None:
+        return list(prop.forbid())
     return [s for module in prop.modules for s in module_specs(module, prop.classes_only)]
 
 

@@ -35,6 +35,8 @@ __all__ = [
     "REPORT_SCHEMA",
     "windowed_reference",
     "speeding_reference",
+    "sliding_reference",
+    "positions_reference",
     "checkpoint_batches",
     "batch_offsets",
     "forget_last_commit",
@@ -71,6 +73,35 @@ def speeding_reference(reports: Iterable[Any], limit_kmh: float) -> list[tuple[s
     """The reports strictly above ``limit_kmh``, as sorted (truck_id, timestamp_ms, speed_kmh)."""
     return sorted((r["truck_id"], r["timestamp_ms"], float(r["speed_kmh"]))
                   for r in _reports(reports) if r["speed_kmh"] > limit_kmh)
+
+
+def sliding_reference(reports: Iterable[Any], size_ms: int = 300_000,
+                      slide_ms: int = 60_000) -> dict[tuple[int, str], tuple[int, float]]:
+    """``{(window_start_ms, truck_id): (reports, top speed_kmh)}`` over sliding windows of
+    ``size_ms`` every ``slide_ms``: a report is in every window whose start is a multiple of
+    ``slide_ms`` in ``(t - size_ms, t]``.
+
+    >>> sliding_reference([{"truck_id": "t", "timestamp_ms": 125_000, "speed_kmh": 50.0}], 180_000, 60_000)
+    {(120000, 't'): (1, 50.0), (60000, 't'): (1, 50.0), (0, 't'): (1, 50.0)}
+    """
+    windows: dict[tuple[int, str], tuple[int, float]] = {}
+    for r in _reports(reports):
+        t = r["timestamp_ms"]
+        for start in range(t // slide_ms * slide_ms, t - size_ms, -slide_ms):  # every window holding t
+            n, top = windows.get((start, r["truck_id"]), (0, float("-inf")))
+            windows[(start, r["truck_id"])] = (n + 1, max(top, float(r["speed_kmh"])))
+    return windows
+
+
+def positions_reference(reports: Iterable[Any]) -> dict[str, dict[str, Any]]:
+    """Each truck's newest report (the largest ``timestamp_ms``) as ``{truck_id: {timestamp_ms,
+    lat, lon}}``: the table a compacted topic keyed by truck holds."""
+    newest: dict[str, Mapping[str, Any]] = {}
+    for r in _reports(reports):
+        if r["truck_id"] not in newest or r["timestamp_ms"] > newest[r["truck_id"]]["timestamp_ms"]:
+            newest[r["truck_id"]] = r
+    return {truck: {"timestamp_ms": r["timestamp_ms"], "lat": r["lat"], "lon": r["lon"]}
+            for truck, r in sorted(newest.items())}
 
 
 def _log_ids(directory: Path) -> list[int]:
