@@ -350,7 +350,7 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget,
                          before=(lambda i: broker.serve(slots[i])) if broker.bound else None,
                          unrecorded={i for i, (_, _, own) in enumerate(steps) if own is not None})
-    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker, key)
+    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker, key=key)
     flagged = flagged or cheated
     # Name the exercise where time ran out or the kernel died, whichever cell it was in.
     where = _sections(reference)
@@ -400,8 +400,8 @@ def _sections(reference) -> dict[int, str]:
 
 
 def _with_grader_cells(reference, planned, program, lecture: str | None = None, seed: int = 0,
-                       broker: GraderBroker | None = None,
-                       key: bytes = b"") -> list[tuple[str, dict | None, tuple | None]]:
+                       broker: GraderBroker | None = None, *,
+                       key: bytes) -> list[tuple[str, dict | None, tuple | None]]:
     """The program plus the grader's own cells: [(source, reference cell, (expected, exercise, kind))].
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
@@ -438,6 +438,7 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
             for rule in properties.rules_of(lecture, names):
                 watched = list(dict.fromkeys(specs + properties.reference_specs(rule)
                                              + properties.package_specs(names)))
+                sealed += watched
                 for case in properties.draw(rule, seed):
                     slot = address = None
                     if properties.served(rule):  # the call asks the grader's broker, which answers case
@@ -446,7 +447,6 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
                         slot, address = broker.expect(case), broker.address
                     args = properties.call_args(rule, case, address)
                     nonce = next(nonces)
-                    sealed += watched
                     call = properties.call_cell(rule, args, watched, names, nonce)
                     after[id(checks[-1])].append((call, [], exercise, ("call", rule, case, nonce, slot)))
     steps: list[tuple[str, dict | None, tuple | None]] = []
@@ -476,8 +476,8 @@ def watch_message(said: str) -> str:
     return f"the grader could not watch your code: {said}"
 
 
-def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBroker | None = None,
-           key: bytes = b"") -> str | None:
+def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBroker | None = None, *,
+           key: bytes) -> str | None:
     """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
     for exercise, cells in planned:
@@ -506,13 +506,14 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
                 raise RuntimeError(f"the grader's watch could not start in the kernel: {run.reason}")
             continue
         if isinstance(kind, tuple) and kind[0] == "watch":
-            text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream")
-            said = watch.read(text, kind[1], key) if run.status == "ok" else None
-            passed = said is not None and said[0] == "ok"
-            exercise.checks.append(Check("your own code", None, True, passed,
-                                         "does not run the package's implementation" if passed else
-                                         watch_message(said[0] if said else watch.UNSIGNED)
-                                         if run.status == "ok" else run.reason))
+            if run.status != "ok":
+                passed, message = False, run.reason
+            else:
+                said = watch.read(run.stream_text, kind[1], key)
+                seen = said[0] if said else watch.UNSIGNED
+                passed = seen == "ok"
+                message = "does not run the package's implementation" if passed else watch_message(seen)
+            exercise.checks.append(Check("your own code", None, True, passed, message))
             continue
         if isinstance(kind, tuple):
             _, rule, args, nonce, slot = kind
@@ -550,8 +551,7 @@ def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]], key: byte
                    "died": "the kernel died while it ran (os._exit, a crash or a resource limit)"}.get(
                        run.status, run.reason)
             return Check(f"hidden property: {rule}", None, True, False, f"{what}; {how}")
-        text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream")
-        said = properties.parse(text, nonce, key)
+        said = properties.parse(run.stream_text, nonce, key)
         if said is None:
             return Check(f"hidden property: {rule}", None, True, False,
                          f"{what}; your function's answer is not plain data (numbers, strings, bytes, "
@@ -589,7 +589,7 @@ def hidden_message(cell, run: CellRun) -> str:
     said = checked_property(cell)
     what = f"it checks that {said}" if said else "it checks what the visible checks do not show"
     if GRADING_SEED_CALL in source_text(cell):
-        text = "".join(o.get("text", "") for o in run.outputs if o.get("output_type") == "stream").strip()
+        text = run.stream_text.strip()
         found = _ANOMALY.match(text) if run.status == "ok" else None
         if found:
             return f"{what}: the fault campaign on a grading seed found a '{found.group(1)}' anomaly"

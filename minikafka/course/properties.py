@@ -14,9 +14,10 @@ An exercise whose function is not one of the rules (lecture 09's ``parse_request
 same way, by the name of a function its solution defines, in ``EXERCISES`` (keyed by name and
 lecture: ``wire_properties.py``, and lecture 10's Spark functions in ``capstone_properties.py``,
 called on drawn fleets and printed as plain rows; each module's theory of operation says what
-it draws and where its answer comes from). It is judged by the same call cells; ``api_versions`` is called with the address of
-a broker the grader serves in its own process (``grader_broker.py``), whose drawn answer the
-kernel never holds before the student's code reads it.
+it draws and where its answer comes from). It is judged by the same call cells;
+``api_versions`` is called with the address of a broker the grader serves in its own process
+(``grader_broker.py``), whose drawn answer the kernel never holds before the student's code
+reads it.
 
 The grader (``grade.py``) draws ``CALLS`` inputs per rule from ``random.Random`` seeded by the
 grading run's seed (new per run, unknown to the submission) and the rule's name, and sends them to
@@ -372,10 +373,9 @@ def rules_of(lecture: str | None, names: list[str]) -> list[str]:
     exercises. A rule with effects counts when the exercise defines every function its property
     runs (``WITH``). An exercise function that is not a rule counts when
     ``EXERCISES`` has a property for it in that lecture."""
-    exercises = EXERCISES
     return [n for n in names if (n in RULES and RULES[n].lecture == lecture
             and (not RULES[n].effects or (n in ACTS and all(w in names for w in WITH.get(n, ())))))
-            or (n in exercises and exercises[n].lecture == lecture)]
+            or (n in EXERCISES and EXERCISES[n].lecture == lecture)]
 
 
 def statement(name: str) -> str:

@@ -52,6 +52,11 @@ class CellRun:
     seconds: float = 0.0             # on the clock
     cpu_seconds: float | None = None  # of the kernel and what it started; None: not measured
 
+    @property
+    def stream_text(self) -> str:
+        """Everything the cell printed (its stdout and stderr streams), in order."""
+        return "".join(o.get("text", "") for o in self.outputs if o.get("output_type") == "stream")
+
 
 def _output(msg) -> NotebookNode | None:
     kind, content = msg["msg_type"], msg["content"]

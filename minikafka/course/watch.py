@@ -224,8 +224,8 @@ def _minikafka_seal(specs, key):
         interrupted = False
         try:
             if event == "object.__getattr__":
-                if armed and len(args) == 2 and args[1] is not None and type(args[1]) is str \
-                        and args[1] == "f_code" and type(args[0]) is Frame:
+                if armed and len(args) == 2 and type(args[1]) is str and args[1] == "f_code" \
+                        and type(args[0]) is Frame:
                     inside.add(tid)
                     try:
                         judge(args[0])
