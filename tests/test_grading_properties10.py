@@ -110,3 +110,7 @@ def test_the_draws_hold_the_cases_the_exercises_name():
     # Shuffled: the last record of a truck is often not its newest.
     assert sum(positions_answer(f, last_record=True)[1] != positions_reference(f) for f in positions) >= len(positions) // 2
     assert all(speeding_reference(c[0], c[1]) is not None for c in cases)
+    for fleet in fleets:  # each grading's one fleet holds every case: a lone truck, records out of time order
+        assert [r["truck_id"] for r in fleet].count("truck-999") == 1
+        times = [r["timestamp_ms"] for r in fleet]
+        assert times != sorted(times)
