@@ -243,3 +243,33 @@ def test_the_seal_watches_calls_refuses_what_would_switch_it_off_and_signs_its_v
             assert sig != watch.signature(watch.new_key(), "@n:", verdict, answer)
     assert said["right True"][2] == "42" and said["wrapper True"][2] == "479470107"  # Kafka's murmur2(b"abc")
     assert said["unarmed"] == ["the grader's watch was not armed"]
+
+
+def test_the_grader_arms_the_watch_around_each_check_that_calls_a_function_without_a_property():
+    """A property's calls are watched strictly and an exercise is all or nothing, so a check that
+    calls only functions with a property of their own runs untraced (a traced fault campaign takes
+    twice as long); a check of a function without one, or of none of the exercise's names, is
+    watched, and each watched check gets a verdict of its own."""
+    from minikafka.course import watch
+    from minikafka.course.grade import _needs_watch, _with_grader_cells, build_program, plan, source_text
+
+    assert not _needs_watch("print(index_lookup([], 7, 0))", ["index_lookup", "find_batch"], ["index_lookup"])
+    assert _needs_watch("print(find_batch(data, 0, 20))", ["index_lookup", "find_batch"], ["index_lookup"])
+    assert _needs_watch("print(read_position(seg, 3))", ["index_lookup", "find_batch"], ["index_lookup"])
+    assert _needs_watch("print(summary, index_lookup_v2)", ["index_lookup"], ["index_lookup"])  # names none of them
+
+    reference = json.loads((ROOT / "solutions" / "01-the-log.ipynb").read_text())
+    planned = plan(reference, True)
+    program, _, _ = build_program(reference, reference)
+    steps = _with_grader_cells(reference, planned, program, lecture="01", seed=1, key=watch.new_key())
+    armed = [steps[i + 1][1] for i, (_, _, own) in enumerate(steps) if own and own[2] == "arm"]
+    verdicts = [own[2] for _, _, own in steps if own and isinstance(own[2], tuple) and own[2][0] == "watch"]
+    # Exercise 1 (index_lookup has a property, find_batch none): its three checks of find_batch.
+    assert [cell.get("id") for cell in armed] == [c.get("id") for c in planned[0][1]
+                                                  if "find_batch" in source_text(c) or "read_position" in source_text(c)]
+    assert len(armed) == 3 and all("Cluster(" not in source_text(c) and "judge(" not in source_text(c) for c in armed)
+    # One verdict per watched check, right after it; only the last makes the exercise's Check.
+    assert [last for *_, last in verdicts] == [False, False, True]
+    for i, (_, _, own) in enumerate(steps):
+        if own and own[2] == "arm":
+            assert steps[i + 2][2][2][0] == "watch"

@@ -283,9 +283,23 @@ def references(reference) -> dict[str, list[str]]:
 
 
 def _watch_cells(specs: list[str], names: list[str], nonce: str) -> tuple[str, str]:
-    """(arm cell, verdict cell) of the watch over one exercise's checks (watch.py): a run of the
-    package's implementation ``specs`` with one of ``names`` on the stack is a hit."""
+    """(arm cell, verdict cell) of the watch over one of an exercise's checks (watch.py): a run of
+    the package's implementation ``specs`` with one of ``names`` on the stack is a hit."""
     return watch.arm_source(specs, names), watch.verdict_cell(nonce)
+
+
+def _needs_watch(check: str, names: list[str], proven: list[str]) -> bool:
+    """Whether the watch is armed around a check of an exercise that defines ``names``, ``proven``
+    those with a hidden property. A property's drawn calls are watched strictly (every frame: the
+    package's implementation must not run at all), and an exercise is all or nothing, so a check
+    that calls only proven functions needs no watch of its own: a function that runs the package
+    fails its property. Any other check is watched: one naming a function without a property, or
+    none of the exercise's names (what it reaches is not known from its source). The watch's trace
+    doubles the time of the code it watches (CPython 3.11 runs every instruction on its tracing
+    path while a trace function is set), which for a check that runs a cluster or a fault
+    campaign on the student's rule is seconds."""
+    named = {n for n in names if re.search(rf"\b{re.escape(n)}\b", check)}
+    return not named or not named <= set(proven)
 
 
 # -- grading ------------------------------------------------------------------------------------
@@ -406,8 +420,8 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
     by killing the kernel later); where the package has its own implementation of the exercise
-    (metadata `minikafka.references`), a watch is armed before the first check and its verdict
-    read after the last one; then, where the exercise defines one of the package's rules of its
+    (metadata `minikafka.references`), a watch is armed before each check that needs one
+    (``_needs_watch``) and its verdict read right after it; then, where the exercise defines one of the package's rules of its
     lecture (``properties.rules_of``), one call cell per input drawn from ``seed`` (the hidden
     properties: the verdict is the grader's, see properties.py); at the very end the canary, a
     product of two random numbers that a kernel running the code it is sent must print. Where
@@ -429,13 +443,16 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
             after.setdefault(id(checks[-1]), []).append((code, want, exercise, "provenance"))
             heading = exercise_heading("## " + exercise.name)
             specs = refs.get(heading[0], []) if heading else []
-            if specs:
+            rules = properties.rules_of(lecture, names)
+            guarded = [c for c in checks if _needs_watch(source_text(c), names, rules)] if specs else []
+            sealed += specs if guarded else []
+            for check in guarded:
                 nonce = next(nonces)
                 arm, verdict = _watch_cells(specs, names, nonce)
-                sealed += specs
-                before.setdefault(id(checks[0]), []).append((arm, [], exercise, "arm"))
-                after[id(checks[-1])].append((verdict, [], exercise, ("watch", nonce)))
-            for rule in properties.rules_of(lecture, names):
+                before.setdefault(id(check), []).append((arm, [], exercise, "arm"))
+                after.setdefault(id(check), []).insert(
+                    0, (verdict, [], exercise, ("watch", nonce, check is guarded[-1])))
+            for rule in rules:
                 watched = list(dict.fromkeys(specs + properties.reference_specs(rule)
                                              + properties.package_specs(names)))
                 sealed += watched
@@ -497,6 +514,7 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
     flagged = None
     grader_options = {"check": True, "skip": False, "check_exception": False}
     calls: dict[tuple[int, str], tuple[Exercise, list]] = {}
+    watched: dict[int, str | None] = {}  # each watched exercise's first failed verdict, or None
     for (_, _, own), run in zip(steps, runs):
         if own is None:
             continue
@@ -505,15 +523,17 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
             if run.status != "ok":  # the grader's own cell, run before any of the notebook's
                 raise RuntimeError(f"the grader's watch could not start in the kernel: {run.reason}")
             continue
-        if isinstance(kind, tuple) and kind[0] == "watch":
+        if isinstance(kind, tuple) and kind[0] == "watch":  # a verdict per check, one Check per exercise
             if run.status != "ok":
-                passed, message = False, run.reason
+                failed = run.reason
             else:
                 said = watch.read(run.stream_text, kind[1], key)
                 seen = said[0] if said else watch.UNSIGNED
-                passed = seen == "ok"
-                message = "does not run the package's implementation" if passed else watch_message(seen)
-            exercise.checks.append(Check("your own code", None, True, passed, message))
+                failed = None if seen == "ok" else watch_message(seen)
+            first_failure = watched[id(exercise)] = watched.get(id(exercise)) or failed
+            if kind[2]:
+                exercise.checks.append(Check("your own code", None, True, first_failure is None,
+                                             first_failure or "does not run the package's implementation"))
             continue
         if isinstance(kind, tuple):
             _, rule, args, nonce, slot = kind

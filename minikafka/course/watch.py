@@ -15,8 +15,9 @@ state lives only in its closure:
   module. A later ``minikafka.partitioner.murmur2 = ...`` changes nothing the watch holds.
 - **Seeing calls.** The trace function the hook installs is ``lambda frame, event, arg:
   frame.f_code and None``: it holds nothing. Reading a frame's ``f_code`` raises the audit event
-  ``object.__getattr__``, so the hook sees every Python call while armed (around the checks,
-  every call running in the globals of a module that holds watched code), and records a *hit*
+  ``object.__getattr__``, so the hook sees every Python call while armed (around a check,
+  every call running in the globals of a module that holds watched code; the grader arms it
+  around the checks that need it, ``grade._needs_watch``), and records a *hit*
   when the call runs the package's implementation (the code object, or an equal one: a
   ``FunctionType`` copy). Around a check, a hit counts when a function the exercise defines is on
   the stack (the checks themselves run the package); around a property's call cell (``strict``)
