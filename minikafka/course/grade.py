@@ -421,10 +421,11 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
     by killing the kernel later); where the package has its own implementation of the exercise
     (metadata `minikafka.references`), a watch is armed before each check that needs one
-    (``_needs_watch``) and its verdict read right after it; then, where the exercise defines one of the package's rules of its
-    lecture (``properties.rules_of``), one call cell per input drawn from ``seed`` (the hidden
-    properties: the verdict is the grader's, see properties.py); at the very end the canary, a
-    product of two random numbers that a kernel running the code it is sent must print. Where
+    (``_needs_watch``) and its verdict read right after it; then, where the exercise defines one
+    of the package's rules of its lecture (``properties.rules_of``), one call cell per input
+    drawn from ``seed`` (the hidden properties: the verdict is the grader's, see properties.py);
+    at the very end the canary, a product of two random numbers that a kernel running the code it
+    is sent must print. Where
     anything is watched, the program starts with the watch's seal (watch.py), which reads the
     package's code of every watched implementation before the notebook's first cell and signs
     each verdict with ``key``; each verdict has a nonce of its own.
@@ -530,8 +531,9 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
                 said = watch.read(run.stream_text, kind[1], key)
                 seen = said[0] if said else watch.UNSIGNED
                 failed = None if seen == "ok" else watch_message(seen)
-            first_failure = watched[id(exercise)] = watched.get(id(exercise)) or failed
-            if kind[2]:
+            first_failure = watched.get(id(exercise)) or failed
+            watched[id(exercise)] = first_failure
+            if kind[2]:  # the exercise's last watched check
                 exercise.checks.append(Check("your own code", None, True, first_failure is None,
                                              first_failure or "does not run the package's implementation"))
             continue
