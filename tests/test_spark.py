@@ -39,6 +39,9 @@ def spark():
     yield session
     for query in session.streams.active:
         query.stop()
+    # Stopped, not left active: a later module in this worker (test_spark_standalone) starts a
+    # session of its own and asserts that no other one is running in the process.
+    session.stop()
 
 
 @pytest.fixture(scope="module")
