@@ -194,7 +194,18 @@ def pytest_runtest_logreport(report):
     _cpu[unit] = _cpu.get(unit, 0.0) + getattr(report, "cpu_s", 0.0)
 
 
-_started = time.monotonic()
+def machine_busy_seconds() -> float | None:
+    """CPU seconds every process on the machine has used since boot, from /proc/stat (Linux; None
+    elsewhere): what the workers' own count misses (kernels, daemons, JVMs still running)."""
+    try:
+        with open("/proc/stat") as f:
+            user, nice, system, idle, iowait, *rest = (int(t) for t in f.readline().split()[1:])
+    except (OSError, ValueError):
+        return None
+    return (user + nice + system + sum(rest[:2])) / os.sysconf("SC_CLK_TCK")  # + irq and softirq
+
+
+_started, _machine_at_start = time.monotonic(), machine_busy_seconds()
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -209,6 +220,11 @@ def pytest_terminal_summary(terminalreporter, config):
     write(f"{total:.0f} CPU s counted over {wall:.0f} s on {cores} cores ({sum(_seconds.values()):.0f} s of test time over "
           f"the workers); counted: the workers' own and their waited-for children's, so not what escapes them (a "
           f"sandbox's kernel, a daemon): a lower bound of how busy the cores were")
+    machine = machine_busy_seconds()
+    if machine is not None and _machine_at_start is not None:
+        busy = machine - _machine_at_start
+        write(f"the whole machine (/proc/stat, every process, this run's or not): {busy:.0f} CPU s busy of the "
+              f"{wall * cores:.0f} its {cores} cores had ({100 * busy / (wall * cores):.0f}%)")
     write(f"{'CPU s':>7} {'wall s':>7}  unit")
     top = config.getoption("cpu_top") or len(_cpu)
     for unit, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:top]:
