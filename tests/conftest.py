@@ -30,6 +30,7 @@ except ImportError:  # Windows: this process's own CPU only
     resource = None
 
 import pytest
+from cpu_census import Census
 
 DURATIONS = Path(__file__).with_name("durations.json")
 
@@ -206,6 +207,14 @@ def machine_busy_seconds() -> float | None:
 
 
 _started, _machine_at_start = time.monotonic(), machine_busy_seconds()
+_census = None  # the controller's CPU census (tests/cpu_census.py), where /proc exists
+
+
+def pytest_sessionstart(session):
+    global _census
+    if not hasattr(session.config, "workerinput") and Census.available():
+        _census = Census()
+        _census.start()
 
 
 def pytest_terminal_summary(terminalreporter, config):
@@ -225,6 +234,11 @@ def pytest_terminal_summary(terminalreporter, config):
         busy = machine - _machine_at_start
         write(f"the whole machine (/proc/stat, every process, this run's or not): {busy:.0f} CPU s busy of the "
               f"{wall * cores:.0f} its {cores} cores had ({100 * busy / (wall * cores):.0f}%)")
+    if _census is not None:
+        kinds = _census.stop()
+        write(f"... by kind of process (tests/cpu_census.py, sampled twice a second): {sum(kinds.values()):.0f} CPU s seen")
+        for kind, seconds in kinds.items():
+            write(f"{seconds:7.1f}  {kind}")
     write(f"{'CPU s':>7} {'wall s':>7}  unit")
     top = config.getoption("cpu_top") or len(_cpu)
     for unit, seconds in sorted(_cpu.items(), key=lambda kv: -kv[1])[:top]:
