@@ -440,7 +440,7 @@ def test_sandboxes_running_at_once_never_share_a_user():
         os.close(second[2])
 
 
-# Dave's write_positions: the last row of each truck in collection order, not the newest report.
+# Bob's write_positions: the last row of each truck in collection order, not the newest report.
 LAST_ROW_WINS = """def write_positions(batch_df, producer, topic):
     newest = {}
     for r in parse_reports(batch_df).collect():
