@@ -348,7 +348,8 @@ def test_plain_pytest_collects_lectures_and_solutions_but_not_exercises(tmp_path
         (tmp_path / folder).mkdir(parents=True)
         shutil.copy(SAMPLE, tmp_path / folder / "00-x.ipynb")
     shutil.copy(ROOT / "pyproject.toml", tmp_path)
-    shutil.copy(ROOT / "tests" / "conftest.py", tmp_path / "tests")
+    for name in ("conftest.py", "cpu_census.py"):  # the conftest and the module it imports
+        shutil.copy(ROOT / "tests" / name, tmp_path / "tests")
     (tmp_path / "tests" / "test_plain.py").write_text("def test_plain():\n    pass\n")
 
     def collected(*args):
