@@ -154,6 +154,9 @@ def test_every_hidden_check_says_what_it_checks_in_words():
     campaigns = [(name, cell) for name, cell in cells if "grading_seed()" in _source(cell)]
     assert len(campaigns) >= 15
     assert all("campaign_outcome(" in _source(cell) for _, cell in campaigns)
+    # ... and never shrinks the failing schedule: nobody sees it (the kind is all it prints), and
+    # shrinking reruns the campaign up to 12 times (a wrong truncation rule: 26 CPU s, not 8).
+    assert [(name, cell["id"]) for name, cell in campaigns if "shrinking=False" not in _source(cell)] == []
     assert checked_property({"cell_type": "code", "source": "# Grader only: other cases.\nprint(1)"}) is None
 
 

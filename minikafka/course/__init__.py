@@ -55,7 +55,9 @@ def grading_seed(seed: int = GRADING_SEED) -> int:
 def campaign_outcome(verdict) -> str:
     """What a hidden check prints for a fault campaign's verdict: ``True``, or ``False: found
     <kind>`` with the kind of anomaly (``lost-write``, ``stuck``, ``rule-error``, ...) and nothing
-    of the schedule. The grader tells the student that kind, never the schedule (``grade.py``)."""
+    of the schedule. The grader tells the student that kind, never the schedule (``grade.py``), so
+    a hidden cell calls ``judge(..., shrinking=False)``: shrinking a schedule nobody sees reruns
+    the campaign up to 12 times (for a wrong truncation rule, 26 CPU s instead of 8)."""
     if verdict.ok:
         return "True"
     kind = getattr(getattr(verdict, "failure", None), "kind", None) or "an anomaly"
