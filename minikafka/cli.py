@@ -16,6 +16,7 @@ one upwards, that holds a `pyproject.toml` or a `solutions/` folder (else the cu
 from __future__ import annotations
 
 import argparse
+import os
 import random
 import sys
 from pathlib import Path
@@ -108,6 +109,19 @@ def run_check(args) -> int:
     return 0 if ok else 1
 
 
+def _writable_folder(folder: Path) -> str | None:
+    """Make ``folder`` (and its parents) if need be; why it cannot hold the grader's files, or None."""
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+    except FileExistsError:
+        return f"{folder} is a file, not a folder"
+    except OSError as e:
+        return f"cannot make the folder {folder} ({e.strerror or e})"
+    if not os.access(folder, os.W_OK | os.X_OK):
+        return f"the folder {folder} is not writable"
+    return None
+
+
 def run_grade(args) -> int:
     from .course.gradebook import (default_jobs, format_json, format_table, grade_all, write_csv,
                                    write_feedback)
@@ -120,6 +134,15 @@ def run_grade(args) -> int:
         if not path.exists():
             print(f"error: {label} {path} does not exist", file=sys.stderr)
             return 2
+    # Where the gradebook and the feedback go, made (or refused) before hours of grading, not after.
+    for option, folder in (("--csv", args.csv and args.csv.parent), ("--feedback", args.feedback)):
+        problem = folder is not None and _writable_folder(folder)
+        if problem:
+            print(f"error: {option} {args.csv if option == '--csv' else args.feedback}: {problem}", file=sys.stderr)
+            return 2
+    if args.csv is not None and args.csv.is_dir():
+        print(f"error: --csv {args.csv} is a folder; give a file name, e.g. {args.csv / 'grades.csv'}", file=sys.stderr)
+        return 2
     # The project's own solutions/ stay hidden from the sandbox too, whatever --reference says.
     hide = tuple(p for p in (root / "solutions",) if p.is_dir())
     seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1, 2**31)

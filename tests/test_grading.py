@@ -228,7 +228,7 @@ def test_the_gradebook_cli(tmp_path, capsys):
     (folder / "alice" / "whatever-the-lms-called-it.ipynb").write_text(json.dumps(exercise(GOOD_LOOKUP, GOOD_START)))
     (folder / "mia").mkdir()
     (folder / "mia" / "99-sample.ipynb").write_text("{")
-    gradebook, notes = tmp_path / "grades.csv", tmp_path / "feedback"
+    gradebook, notes = tmp_path / "term" / "grades.csv", tmp_path / "term" / "feedback"  # folders made as needed
     code = main(["grade", str(folder), "--reference", str(REFERENCES), "--assignment", "99-sample",
                  "--csv", str(gradebook), "--feedback", str(notes), "--jobs", "2", "--quiet"])
     assert code == 1  # mia's file could not be graded
@@ -241,6 +241,23 @@ def test_the_gradebook_cli(tmp_path, capsys):
         ("mia", "Exercise 2: the first byte to read", "0", "1", "error")]
     assert (notes / "alice.md").read_text().startswith("# 99-sample.ipynb: 3 / 3 points")
     assert "invalid JSON" in (notes / "mia.md").read_text()
+
+
+def test_the_gradebook_cli_refuses_an_output_it_cannot_write_before_grading(tmp_path, capsys):
+    # Grading a class takes an hour: an output path that cannot be written is said at once, not
+    # after the grading (a traceback in write_csv, every grade lost).
+    folder = tmp_path / "class"
+    (folder / "alice").mkdir(parents=True)
+    (folder / "alice" / "99-sample.ipynb").write_text(json.dumps(exercise(GOOD_LOOKUP, GOOD_START)))
+    (tmp_path / "taken").write_text("a file where a folder should be")
+    args = ["grade", str(folder), "--reference", str(REFERENCES), "--quiet"]
+    for extra, said in ((["--csv", str(tmp_path / "taken" / "grades.csv")], "error: --csv "),
+                        (["--feedback", str(tmp_path / "taken")], "is a file, not a folder"),
+                        (["--csv", str(tmp_path)], "is a folder; give a file name")):
+        assert main(args + extra) == 2
+        err = capsys.readouterr().err
+        assert said in err and "seed" not in err, err  # nothing graded: no seed was even drawn
+    assert not (tmp_path / "taken").is_dir()
 
 
 def run_and_save(nb: dict, path: Path) -> Path:
