@@ -83,3 +83,10 @@ def test_the_guide_lists_each_exercise_with_its_title_and_points(solution):
     text = " ".join(guide_sections()[solution.name[:2]].split())      # one line, single spaces
     for exercise, title in titles.items():
         assert f"{exercise}: {title} ({points[exercise]}" in text, f"{solution.name}: {exercise}"
+
+
+def test_the_readme_counts_the_rules_the_package_holds():
+    from minikafka.rules import RULES
+
+    said = re.findall(r"`minikafka\.rules\.RULES`: (\d+) rules", (ROOT / "README.md").read_text(encoding="utf-8"))
+    assert said == [str(len(RULES))], f"README.md says {said} rules; minikafka.rules.RULES holds {len(RULES)}"
