@@ -22,6 +22,7 @@ from minikafka import messages as m  # noqa: E402
 from minikafka.errors import (  # noqa: E402
     KafkaConfigurationError,
     KafkaConnectionError,
+    KafkaTimeoutError,
     TopicAlreadyExistsError,
     UnknownTopicOrPartitionError,
 )
@@ -232,6 +233,26 @@ def test_producer_with_acks_all_writes_what_kafka_python_reads(cluster):
         by_partition.setdefault(md.partition, []).append(md.offset)
     assert all(offsets == list(range(len(offsets))) for offsets in by_partition.values())  # in order, no gaps
     assert sorted(witness_values(cluster.bootstrap_servers, topic), key=int) == [b"%d" % i for i in range(40)]
+
+
+def test_a_producer_over_tcp_asks_the_brokers_to_create_a_topic_they_do_not_know(cluster):
+    # As kafka-python's and Java's producers do (allow_auto_create_topics, default on), and the
+    # brokers' auto.create.topics.enable (on, as in Kafka) lets them: the first send waits for it.
+    topic = unique("auto")
+    producer = KafkaProducer(bootstrap_servers=cluster, acks="all")
+    try:
+        assert producer.send(topic, value=b"first").get(timeout=30).offset == 0
+    finally:
+        producer.close()
+    assert witness_values(cluster.bootstrap_servers, topic) == [b"first"]
+    # Told not to ask, it waits max_block_ms for a topic nobody creates, then says how to create it.
+    producer = KafkaProducer(bootstrap_servers=cluster, allow_auto_create_topics=False, max_block_ms=500)
+    try:
+        with pytest.raises(KafkaTimeoutError, match=r"allow_auto_create_topics=False: create it first: "
+                                                    r"KafkaAdminClient\(...\)\.create_topics"):
+            producer.send(unique("not-auto"), value=b"never")
+    finally:
+        producer.close()
 
 
 @pytest.mark.parametrize("acks", [0, 1])

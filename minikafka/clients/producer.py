@@ -60,7 +60,8 @@ from minikafka.topic import TopicPartition, validate_topic_name
 log = logging.getLogger(__name__)
 
 
-# Keys kafka-python accepts that only matter for real sockets: taken, kept in .config, unused.
+# Keys kafka-python accepts that only matter for real sockets: taken, kept in .config, unused (but
+# allow_auto_create_topics, which a producer over TCP asks its Metadata requests with).
 _NETWORK_ONLY = {
     "connections_max_idle_ms": 9 * 60 * 1000, "allow_auto_create_topics": True,
     "client_dns_lookup": "use_all_dns_ips", "receive_message_max_bytes": 100_000_000,
@@ -219,9 +220,10 @@ class KafkaProducer:
                                         rules=self._cluster.client_rules(node_id), **c)
         metadata = ClusterMetadata(list(self._cluster.broker_ids))
         order = not c["enable_idempotence"] and c["max_in_flight_requests_per_connection"] == 1
+        skip = ("client_id", "allow_auto_create_topics")
         sender = Sender(node_id, accumulator, metadata, transaction_manager=tm,
-                        guarantee_message_order=order, **{k: v for k, v in c.items() if k != "client_id"},
-                        client_id=c["client_id"] or str(node_id))
+                        guarantee_message_order=order, **{k: v for k, v in c.items() if k not in skip},
+                        client_id=c["client_id"] or str(node_id), allow_auto_create_topics=self._asks_auto_create())
         if c["transactional_id"] is not None:
             tm.transactional = True
             sender.transactions = TransactionalRequests(sender, c["transactional_id"], c["transaction_timeout_ms"])
@@ -366,9 +368,20 @@ class KafkaProducer:
             return partitions
         # Nobody waits for it any more: stop asking the cluster about it.
         self._call(lambda s: s.metadata.remove_topic(topic))
+        if not getattr(self._cluster, "auto_create_topics", False):
+            how = "create it first: cluster.create_topic(...)"
+        else:
+            how = ("the brokers did not create it (their auto.create.topics.enable is false?); "
+                   if self._asks_auto_create() else "allow_auto_create_topics=False: ")
+            how += f"create it first: KafkaAdminClient(...).create_topics([NewTopic({topic!r}, ...)])"
         raise KafkaTimeoutError(
             f"Failed to update metadata after {max_wait_ms / 1000:.1f} secs: topic {topic!r} is not in the "
-            "cluster's metadata (create it first: cluster.create_topic(...))")
+            f"cluster's metadata ({how})")
+
+    def _asks_auto_create(self) -> bool:
+        """Do this producer's Metadata requests ask the brokers to create an unknown topic? Over
+        TCP, as ``allow_auto_create_topics`` says; in the simulated world never."""
+        return bool(self.config["allow_auto_create_topics"]) and getattr(self._cluster, "auto_create_topics", False)
 
     def _partition(self, topic: str, partition: int | None, key_bytes: bytes | None, partitions: set[int]) -> int:
         if partition is not None:

@@ -224,6 +224,7 @@ class Sender(StateMachine):
         "socket_connection_setup_timeout_ms": 10000,
         "guarantee_message_order": False,
         "client_id": None,
+        "allow_auto_create_topics": False,  # Metadata asks the brokers to create unknown topics (TCP only)
     }
 
     def __init__(self, node_id: NodeId, accumulator: RecordAccumulator, metadata: ClusterMetadata, *,
@@ -479,7 +480,7 @@ class Sender(StateMachine):
         corr = next(self._correlation)
         md.last_attempt_ms = self.now
         self.sensors["metadata-request-total"] += 1
-        self.send(node, MetadataRequest(corr, tuple(md.topics())))
+        self.send(node, MetadataRequest(corr, tuple(md.topics()), self.config["allow_auto_create_topics"]))
         self._in_flight[corr] = InFlightRequest(corr, node, "metadata", self.now)
         return None
 

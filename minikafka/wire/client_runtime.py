@@ -424,6 +424,10 @@ class WireCluster:
     ``client_rules``, ``topics``), for a real Kafka cluster at ``addresses``."""
 
     _ids = itertools.count(1)
+    # A producer here asks the brokers to create a topic they do not know, as kafka-python's and
+    # Java's do (allow_auto_create_topics, default on; the brokers' auto.create.topics.enable
+    # decides). The simulated world's clients never ask: its topics are the lecture's own.
+    auto_create_topics = True
 
     def __init__(self, addresses: list[tuple[str, int]], *, client: str = "client",
                  bootstrap_timeout_ms: int = BOOTSTRAP_TIMEOUT_MS) -> None:
