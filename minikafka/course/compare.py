@@ -85,6 +85,25 @@ def _first_difference(expected: str, got: str) -> str:
     return "the outputs differ in kind (e.g. printed text vs a displayed value)"
 
 
+TESTER_FAILED = "FAILED: "  # how a fault campaign's failing verdict starts (minikafka.course.tester*)
+REPORT_LINES = 40
+
+
+def tester_report(run) -> str:
+    """The fault campaign's failing verdict that a check cell printed (the tester run on the
+    student's own rule), from its ``FAILED: `` line on, at most REPORT_LINES lines; "" if none.
+    A one-line difference cannot show what it holds: which node called the rule with what, what
+    the rule returned, what Kafka's rule returns, and what a user of the cluster saw."""
+    lines = _text(run.outputs).splitlines()
+    for start, line in enumerate(lines):
+        if line.startswith(TESTER_FAILED):
+            block = lines[start:]
+            if len(block) > REPORT_LINES:
+                block = block[:REPORT_LINES] + [f"(... {len(block) - REPORT_LINES} more lines: run the cell to see them)"]
+            return "\n".join(block)
+    return ""
+
+
 def verdict(run, options: dict, expected: list, patterns: OrderedDict) -> tuple[bool, str]:
     """(passed, message) for one check cell, by nbval's rules, against the `expected` outputs."""
     if options["skip"]:

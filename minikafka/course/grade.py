@@ -65,7 +65,7 @@ from pathlib import Path
 
 from . import ast_guard, properties, watch
 from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
-from .compare import cell_options, load_sanitize, verdict
+from .compare import cell_options, load_sanitize, tester_report, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
                         source_text, stub_source)
 from .grader_broker import GraderBroker
@@ -87,6 +87,9 @@ class Check:
     hidden: bool = False
     passed: bool = False
     message: str = ""
+    # A failed visible check's fault-campaign verdict, as the student's code printed it
+    # (compare.tester_report): in their check and feedback, not in the gradebook's one line.
+    detail: str = ""
 
 
 @dataclass
@@ -511,7 +514,8 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
                                       patterns)
             if is_hidden and not passed:
                 message = hidden_message(cell, run)
-            exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message))
+            detail = "" if passed or is_hidden else tester_report(run)
+            exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message, detail))
     flagged = None
     grader_options = {"check": True, "skip": False, "check_exception": False}
     calls: dict[tuple[int, str], tuple[Exercise, list]] = {}

@@ -135,6 +135,8 @@ def feedback(result: Result) -> str:
         lines += [f"## {e.name}: {_number(e.earned if result.status == 'graded' else 0)} / {_number(e.points)}", ""]
         for c in e.checks:
             lines.append(f"- {'passed' if c.passed else 'FAILED'}: {c.label}: {c.message}")
+            if c.detail:
+                lines += ["", "  ```"] + [f"  {line}" for line in c.detail.splitlines()] + ["  ```", ""]
         if e.checks and not e.passed and result.status == "graded":
             lines.append("- (an exercise earns its points when all its checks pass, hidden ones included)")
         lines.append("")
@@ -184,7 +186,10 @@ def format_check(result: Result) -> str:
                      f"point{'' if e.points == 1 else 's'})")
         for c in visible:
             if not c.passed:
-                lines.append(f"        {c.label}: {c.message}")
+                first, *more = c.message.splitlines() or [""]
+                lines.append(f"        {c.label}: {first}")
+                lines += [f"          {line.strip()}" for line in more] + \
+                         [f"          {line}" for line in c.detail.splitlines()]
     for note in result.notes:
         lines.append(f"note: {note}")
     if result.status == "flagged":
