@@ -141,3 +141,8 @@ def test_a_missing_folder_or_notebook_is_said_plainly(tmp_path):
     mine = my_rules(tmp_path / "ex")
     assert mine.origin["high_watermark"] == YOURS
     assert mine.origin["grant_vote"] == f"reference (no 08-*.ipynb in {tmp_path / 'ex'})"
+    # The lectures' folder, named by mistake: its notebooks have the exercises' names, not their cells.
+    lectures = my_rules(ROOT / "notebooks")
+    assert len(lectures) == 0
+    assert lectures.origin["index_lookup"] == (f"reference ({ROOT / 'notebooks' / '01-the-log.ipynb'} has no "
+                                               "exercise cells: a lecture? give the exercises folder)")

@@ -119,6 +119,9 @@ def _gather(path: Path, wanted: list[str]) -> tuple[dict[str, Callable], dict[st
     namespace: dict = {"__name__": f"<{path.name}>", "__builtins__": __builtins__}
     cells = [(i, _python(source_text(c)), EXERCISE_TAG in cell_tags(c))
              for i, c in enumerate(nb.cells) if c.cell_type == "code"]
+    if not any(exercise for _, _, exercise in cells):  # notebooks/ (the lectures) named by mistake
+        return {}, {name: f"reference ({path} has no exercise cells: a lecture? give the exercises folder)"
+                    for name in wanted}
     for i, source, exercise in cells:  # what the exercise cells may use without defining it
         if exercise:
             continue
