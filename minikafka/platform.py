@@ -329,6 +329,22 @@ def sandbox_missing() -> list[str]:
     return missing
 
 
+def user_namespaces() -> bool:
+    """Can a process of this (unprivileged) user enter namespaces of its own here (Linux's
+    unprivileged user namespaces, which some distributions and containers switch off)? Tried in
+    a throwaway child, as the sandbox's launcher does for each kernel; False off Linux."""
+    import subprocess
+
+    if not sys.platform.startswith("linux"):
+        return False
+    probe = ("import ctypes, sys; libc = ctypes.CDLL(None, use_errno=True); "
+             "sys.exit(libc.unshare(0x10000000 | 0x00020000) != 0)")  # CLONE_NEWUSER | CLONE_NEWNS
+    try:
+        return subprocess.run([sys.executable, "-I", "-S", "-c", probe], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.SubprocessError):
+        return False
+
+
 def real_processes_missing() -> str | None:
     """Why real broker processes cannot run here, or None."""
     if os.name != "posix":
@@ -351,4 +367,4 @@ def require_real_processes(what: str = "real broker processes") -> None:
 __all__ = ["O_BINARY", "PlatformNotSupported", "WSL_HINT", "cpu_seconds_of_tree", "current_uid", "fsync_dir", "is_root", "lock",
            "open_files", "raise_open_files_limit", "ram_dir",
            "pause", "pread", "real_processes_missing", "require_real_processes", "resume",
-           "sandbox_missing", "threads_of", "try_lock", "user_ids", "writev"]
+           "sandbox_missing", "threads_of", "try_lock", "user_ids", "user_namespaces", "writev"]

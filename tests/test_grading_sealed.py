@@ -341,3 +341,30 @@ def test_a_hidden_folder_the_seal_failed_to_cover_gets_a_mount_of_its_own(monkey
         [run] = run_cells(box, [probe], cell_timeout=60, budget=60)
     assert run.status == "ok", run.reason
     assert "".join(o.get("text", "") for o in run.outputs).strip() == "PermissionError"
+
+
+def test_the_grader_says_which_isolation_a_grader_that_is_not_root_gets(monkeypatch):
+    # Without root, what the kernel gets depends on whether this OS allows unprivileged user
+    # namespaces (probed, as the launcher tries for each kernel): the line says which.
+    from minikafka import platform
+    from minikafka.course import sandbox
+
+    monkeypatch.setattr(sandbox, "is_root", lambda: False)
+    monkeypatch.setattr(platform, "sandbox_missing", lambda: [])
+    monkeypatch.setattr(platform, "user_namespaces", lambda: True)
+    said = sandbox.isolation()
+    assert "namespaces of its own" in said and "/tmp, /var/tmp and /dev/shm of its own" in said
+    assert "the repository sealed" in said and "not sealed" not in said
+    monkeypatch.setattr(platform, "user_namespaces", lambda: False)
+    said = sandbox.isolation()
+    assert "refuses unprivileged user namespaces" in said and "the repository is not sealed" in said
+
+
+def test_the_namespace_probe_agrees_with_util_linux_unshare():
+    # The probe answers in a child process, for this user, as util-linux's `unshare` does.
+    from minikafka import platform
+
+    unshare = shutil.which("unshare")
+    assert unshare, "util-linux's unshare is on every Linux this suite runs on"
+    done = subprocess.run([unshare, "--user", "--mount", "true"], capture_output=True)
+    assert platform.user_namespaces() is (done.returncode == 0)

@@ -137,9 +137,20 @@ with launch(brokers=3) as cluster:
 """
 
 
+# A helper cell of the student's own that leaves files in the machine's temporary folders: the
+# check's kernel has folders of its own there (the sandbox's private /tmp, /var/tmp, /dev/shm),
+# so nothing of it stays behind, as without root nothing did before.
+LITTER = ("import os\nfor _folder in ('/tmp', '/var/tmp', '/dev/shm'):\n"
+          "    if os.path.isdir(_folder):\n"
+          "        open(os.path.join(_folder, 'litter-of-' + os.environ.get('USER', 'a-kernel')), 'w').write('x')\n")
+
+
 def _solved(exercise: Path, solution: Path) -> str:
-    """The exercise notebook with the reference's code in its exercise cells: a student's PASS."""
+    """The exercise notebook with the reference's code in its exercise cells: a student's PASS
+    (and a helper cell that litters the temporary folders)."""
     nb = json.loads(exercise.read_text())
+    nb["cells"].insert(1, {"cell_type": "code", "execution_count": None, "id": "litter", "metadata": {},
+                           "outputs": [], "source": LITTER})
     reference = {cell.get("id"): cell for cell in json.loads(solution.read_text())["cells"]}
     for cell in nb["cells"]:
         if "exercise" in cell.get("metadata", {}).get("tags", []):
@@ -150,14 +161,15 @@ def _solved(exercise: Path, solution: Path) -> str:
 
 
 def _leftovers(uids: set[int]) -> list[str]:
-    """What the students own at the top of the shared temporary folder."""
+    """What the students own at the top of the shared temporary folders."""
     found = []
-    for entry in Path(tempfile.gettempdir()).iterdir():
-        try:
-            if entry.lstat().st_uid in uids:
-                found.append(entry.name)
-        except OSError:
-            pass
+    for folder in {Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path("/dev/shm")}:
+        for entry in folder.iterdir() if folder.is_dir() else ():
+            try:
+                if entry.lstat().st_uid in uids:
+                    found.append(str(entry))
+            except OSError:
+                pass
     return sorted(found)
 
 

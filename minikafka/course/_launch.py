@@ -164,22 +164,25 @@ def _hand_over_listener(listen, problems, network):
 
 
 def _private_tmp(path, config):
-    """A fresh tmpfs on `path`. What must stay reachable under it (the project and its
-    virtualenv, when the repository was cloned into /tmp) is bind-mounted aside first, hidden
-    folders included, and moved back into place on the new tmpfs."""
+    """A fresh tmpfs on `path`. What must stay reachable under it (the scratch folder, which a
+    grader that is not root makes in /tmp; the project and its virtualenv, when the repository was
+    cloned into /tmp) is held open first and bind-mounted back onto the new tmpfs from that handle
+    (``/proc/self/fd/N`` names the folder even once the tmpfs hides its path), hidden folders
+    included: the same folder, so what the kernel writes there the grader sees."""
     prefix = path.rstrip("/") + "/"
-    kept = []
-    for number, keep in enumerate(p for p in config.get("keep", []) if p.startswith(prefix)):
-        stash = os.path.join(config["scratch"], f".keep{number}")
-        os.mkdir(stash, 0o700)
-        _mount(keep, stash, None, MS_BIND | MS_REC, None)
-        kept.append((stash, keep))
-    _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
-           f"size={config['limits'].get('file_bytes') or 1 << 30},mode=1777")
-    for stash, keep in kept:
-        os.makedirs(keep, mode=0o755, exist_ok=True)
-        _mount(stash, keep, None, MS_MOVE, None)
-        os.rmdir(stash)
+    held = []
+    try:
+        for keep in config.get("keep", []):
+            if keep.startswith(prefix):
+                held.append((os.open(keep, os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC), keep))
+        _mount("tmpfs", path, "tmpfs", MS_NOSUID | MS_NODEV,
+               f"size={config['limits'].get('file_bytes') or 1 << 30},mode=1777")
+        for fd, keep in held:
+            os.makedirs(keep, mode=0o755, exist_ok=True)
+            _mount(f"/proc/self/fd/{fd}", keep, None, MS_BIND | MS_REC, None)
+    finally:
+        for fd, _ in held:
+            os.close(fd)
 
 
 def _expose(path, stash):

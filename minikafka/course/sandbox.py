@@ -161,11 +161,17 @@ def isolation() -> str:
         return ("sandbox: an unprivileged user per submission, own PID/mount/network namespaces, "
                 "the repository sealed (only the package and its virtualenv visible, read-only), "
                 "references and other submissions hidden, rlimits")
-    return ("sandbox (not root): own process group and rlimits; namespaces only if this OS "
-            "allows unprivileged user namespaces, and without them the repository is not sealed: "
-            "its .git history (solutions and hidden checks), exercises/ and notebooks/ are readable; "
-            "the kernel runs as your user, so files it can read you can read (run the grader as "
-            "root for full isolation)")
+    if platform.user_namespaces():
+        return ("sandbox (not root): the kernel runs as your user, in namespaces of its own (this OS allows "
+                "unprivileged user namespaces): own PID/mount/network namespaces, /tmp, /var/tmp and /dev/shm "
+                "of its own, the repository sealed (only the package and its virtualenv visible, "
+                "read-only), references and other submissions hidden, rlimits; but no user of its own: "
+                "your processes count against its process limit, and what your user can read in the "
+                "system's folders it can read (run the grader as root for a user per submission)")
+    return ("sandbox (not root, and this OS refuses unprivileged user namespaces): own process group and "
+            "rlimits only; the repository is not sealed: its .git history (solutions and hidden checks), "
+            "exercises/ and notebooks/ are readable, and the shared /tmp too; the kernel runs as your user, "
+            "so files it can read you can read (run the grader as root for full isolation)")
 
 
 def weaker_isolation(missing: list[str]) -> str:
@@ -355,7 +361,8 @@ class Sandbox:
         if taken:
             uid, gid, self._lock = taken
             self.user = (uid, gid)
-        # As root the scratch folder lives outside /tmp, which the sandbox gets a private copy of.
+        # As root the scratch folder lives outside /tmp (RUN_DIR); without root it is made in /tmp. Either
+        # way the kernel gets a /tmp of its own (PRIVATE_TMP) with the scratch folder kept in it.
         base = RUN_DIR if self.user else None
         if base is not None:
             base.mkdir(mode=0o711, exist_ok=True)
@@ -386,10 +393,11 @@ class Sandbox:
             config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                       "scratch": str(self.scratch), "env": env, "limits": limits,
                       "network": self.limits.network,
-                      "private_tmp": [p for p in PRIVATE_TMP if not self.scratch.is_relative_to(p)],
-                      # Kept reachable inside a private /tmp: the project and its virtualenv (a CI
-                      # clone may live in /tmp); solutions/ stays covered (hidden before this).
-                      "keep": sorted({str(PROJECT_ROOT.resolve()), str(Path(sys.prefix).resolve())}),
+                      "private_tmp": list(PRIVATE_TMP),
+                      # Kept reachable inside a private /tmp: the scratch folder (where a grader
+                      # that is not root makes it), the project and its virtualenv (a CI clone may
+                      # live in /tmp); solutions/ stays covered (hidden before this).
+                      "keep": sorted({str(self.scratch), str(PROJECT_ROOT.resolve()), str(Path(sys.prefix).resolve())}),
                       # The interpreter may live where the sandbox user cannot go (pyenv under /root).
                       "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                         str(Path(sys.executable).resolve().parent)}),
