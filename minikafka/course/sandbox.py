@@ -168,7 +168,7 @@ def isolation() -> str:
                 "read-only), references and other submissions hidden, rlimits; but no user of its own: "
                 "your processes count against its process limit, and what your user can read in the "
                 "system's folders it can read (run the grader as root for a user per submission)")
-    return ("sandbox (not root, and this OS refuses unprivileged user namespaces): own process group and "
+    return ("sandbox (not root, and no unprivileged user namespaces on this OS): own process group and "
             "rlimits only; the repository is not sealed: its .git history (solutions and hidden checks), "
             "exercises/ and notebooks/ are readable, and the shared /tmp too; the kernel runs as your user, "
             "so files it can read you can read (run the grader as root for full isolation)")
