@@ -135,10 +135,11 @@ def run_grade(args) -> int:
             print(f"error: {label} {path} does not exist", file=sys.stderr)
             return 2
     # Where the gradebook and the feedback go, made (or refused) before hours of grading, not after.
-    for option, folder in (("--csv", args.csv and args.csv.parent), ("--feedback", args.feedback)):
+    for option, path, folder in (("--csv", args.csv, args.csv and args.csv.parent),
+                                 ("--feedback", args.feedback, args.feedback)):
         problem = folder is not None and _writable_folder(folder)
         if problem:
-            print(f"error: {option} {args.csv if option == '--csv' else args.feedback}: {problem}", file=sys.stderr)
+            print(f"error: {option} {path}: {problem}", file=sys.stderr)
             return 2
     if args.csv is not None and args.csv.is_dir():
         print(f"error: --csv {args.csv} is a folder; give a file name, e.g. {args.csv / 'grades.csv'}", file=sys.stderr)
