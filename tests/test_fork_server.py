@@ -42,15 +42,45 @@ TARGET = textwrap.dedent("""
 
 
 
-@pytest.fixture
-def server(tmp_path):
+# The fork server, but the SIGTERM a test sends arrives while the server is adopting the child
+# it has just forked (registering its launcher's connection): the server says when it is there
+# (a file), then waits, up to a minute, until the signal has come.
+SLOW_ADOPTION = textwrap.dedent("""
+    import pathlib, selectors, signal, sys, time
+
+    from minikafka.spark import fork_server
+
+
+    class SlowToAdopt(selectors.DefaultSelector):
+        def register(self, fileobj, events, data=None):
+            if isinstance(data, int):  # a child's pid: its launcher's connection
+                pathlib.Path("adopting").touch()
+                deadline = time.monotonic() + 60
+                while signal.SIGTERM not in signal.sigpending() and time.monotonic() < deadline:
+                    time.sleep(0.01)  # (a handler, if the signal is not held, raises in here)
+            return super().register(fileobj, events, data)
+
+
+    selectors.DefaultSelector = SlowToAdopt
+    fork_server.main()
+""")
+
+
+def _start_server(tmp_path: Path, module: str = "minikafka.spark.fork_server"):
     (tmp_path / "fork_target.py").write_text(TARGET)
+    (tmp_path / "slow_adoption.py").write_text(SLOW_ADOPTION)
     sock = tmp_path / "fork.sock"
     env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONHASHSEED": "0"}
-    proc = subprocess.Popen([sys.executable, "-m", "minikafka.spark.fork_server", str(sock), "--serve", "fork_target",
+    proc = subprocess.Popen([sys.executable, "-m", module, str(sock), "--serve", "fork_target",
                              "--preload", "json"], stdin=subprocess.PIPE, stderr=subprocess.PIPE, env=env, cwd=tmp_path)
     wait_until(lambda: sock.exists() or proc.poll() is not None, 60, "the fork server's socket")
     assert proc.poll() is None, proc.stderr.read()
+    return proc, sock
+
+
+@pytest.fixture
+def server(tmp_path):
+    proc, sock = _start_server(tmp_path)
     yield proc, sock
     if proc.poll() is None:
         proc.stdin.close()
@@ -150,6 +180,24 @@ def test_the_server_leaves_with_the_process_that_started_it(server, tmp_path):
     assert not sock.exists()
     assert _gone(child)
     assert p.wait(timeout=30) == -signal.SIGKILL
+
+
+def test_a_sigterm_while_the_server_adopts_a_child_still_ends_that_child_and_its_launcher(tmp_path):
+    # A clean-clone CI run once sent the SIGTERM above in this window: the server exited 1
+    # (a KeyError in its cleanup) instead of 143, and a child could have outlived it.
+    proc, sock = _start_server(tmp_path, "slow_adoption")
+    try:
+        p, child = _start_waiting(sock, tmp_path)
+        wait_until(lambda: (tmp_path / "adopting").exists(), 60, "the server adopting its child")
+        proc.terminate()
+        assert proc.wait(timeout=90) == 128 + signal.SIGTERM, proc.stderr.read().decode()
+        assert not sock.exists()
+        assert _gone(child)
+        assert p.wait(timeout=30) == -signal.SIGKILL  # told its child's pid first, then its end
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait(timeout=30)
 
 
 def test_the_server_refuses_interpreter_options_and_anything_but_three_descriptors(server, tmp_path):

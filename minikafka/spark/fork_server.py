@@ -35,6 +35,7 @@ into the server's loop.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import json
 import os
@@ -52,6 +53,7 @@ _PARENT = 0  # stdin: a pipe from the session's process, closed when that proces
 # What a fresh interpreter reads from its environment before running anything (PYTHONPATH
 # aside: the child builds its sys.path from the request's).
 _STARTUP_SETTING = re.compile(r"PYTHON[A-Z]|LANG$|LC_")
+_LEAVING = {signal.SIGTERM, signal.SIGINT}  # the signals that end the server through its cleanup
 
 
 def startup_settings(env: dict[str, str]) -> dict[str, str]:
@@ -76,6 +78,7 @@ class ForkServer:
         signal.set_wakeup_fd(self._wake_w.fileno())
         signal.signal(signal.SIGCHLD, lambda *_: None)
         signal.signal(signal.SIGTERM, _leave)
+        self._mask = signal.pthread_sigmask(signal.SIG_BLOCK, [])  # what a child starts with
         self.selector = selectors.DefaultSelector()
         self.selector.register(self._wake_r, selectors.EVENT_READ, "reap")
         self.selector.register(_PARENT, selectors.EVENT_READ, "parent")
@@ -132,7 +135,11 @@ class ForkServer:
                 conn.sendall(f"refused {refusal}\n".encode())
                 conn.close()
                 return
-            pid = self._fork(request, fds, conn)
+            # A SIGTERM between the fork and the bookkeeping would leave a child that the
+            # cleanup cannot find (or a launcher never told its pid): it waits until both are done.
+            with _signals_held():
+                pid = self._fork(request, fds, conn)
+                self._adopt(pid, conn)
         except (OSError, ValueError) as e:
             _say(f"refused a request: {e}")
             try:
@@ -145,6 +152,8 @@ class ForkServer:
             for fd in fds:
                 os.close(fd)
         _say(f"forked {pid} to run {request['argv'][1]}")
+
+    def _adopt(self, pid: int, conn: socket.socket) -> None:
         self.children[pid] = conn
         conn.setblocking(False)
         self.selector.register(conn, selectors.EVENT_READ, pid)
@@ -171,11 +180,11 @@ class ForkServer:
     def _launcher_closed(self, pid: int) -> None:
         # The launcher died (Spark's destroyForcibly, or any SIGKILL): nobody is left to
         # stop its child, so we do.
-        conn = self.children.pop(pid, None)
-        if conn is not None:
+        if pid in self.children:
+            _kill(pid, signal.SIGKILL)  # (first: a SIGTERM from here on finds it in children still)
+            conn = self.children.pop(pid)
             self.selector.unregister(conn)
             conn.close()
-            _kill(pid, signal.SIGKILL)
             self._reap()
 
     def _reap(self) -> None:
@@ -231,6 +240,7 @@ class ForkServer:
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGHUP):
             signal.signal(sig, signal.SIG_DFL)
         signal.signal(signal.SIGINT, signal.default_int_handler)
+        signal.pthread_sigmask(signal.SIG_SETMASK, self._mask)  # (held since before the fork)
         for s in (self.listener, self._wake_r, self._wake_w, conn, *self.children.values()):
             s.close()
         self.selector.close()
@@ -277,6 +287,15 @@ def _read_up_to(conn: socket.socket, data: bytes, size: int) -> bytes:
 
 def _leave(number: int, _frame) -> None:
     raise SystemExit(128 + number)  # through serve()'s cleanup: the socket goes, the children too
+
+
+@contextlib.contextmanager
+def _signals_held():
+    old = signal.pthread_sigmask(signal.SIG_BLOCK, _LEAVING)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, old)  # one that came meanwhile is handled now
 
 
 def _say(what: str) -> None:
