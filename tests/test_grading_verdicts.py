@@ -181,9 +181,10 @@ def test_an_endless_loop_costs_one_call_s_time_limit():
     loop = "def murmur2(data):\n    while True:\n        pass\n"
     draws = properties.draw("murmur2", 1, 4)
     calls = [properties.call_cell("murmur2", args, [], ["murmur2"], "@n:") for args in draws]
-    key = watch.new_key()
+    handshake = watch.Handshake()
     with Sandbox(Limits(), ()) as box:
-        runs = run_cells(box, [watch.seal_cell([], key), loop] + calls, cell_timeout=1, budget=30)
+        runs = run_cells(box, [watch.seal_cell([], handshake.public), loop] + calls, cell_timeout=1, budget=30)
+    key = handshake.key(runs[0].stream_text)
     runs = runs[1:]  # after the seal
     assert [r.status for r in runs] == ["ok", "timeout", "error", "error", "error"], runs
     assert "an earlier call of this function failed" in runs[2].reason
@@ -206,6 +207,34 @@ FITTED = ("def roll_reason(segment, batch, config):\n"
           "    return None\n")
 
 
+# A helper cell, run first (after the grader's seal): it looks for the key of the watch's signatures
+# wherever the kernel keeps the source of a cell it ran (linecache, In, the last execution's info),
+# then signs "ok" for every verdict line printed after it. The key is never in a cell's source.
+FORGER = r"""
+import linecache as _lc, re as _re, hmac as _hm, hashlib as _hl, builtins as _bi, ast as _ast
+_texts = ["".join(v[2]) for v in list(_lc.cache.values()) if len(v) > 2 and v[2]] + list(In)
+_info = getattr(get_ipython().last_execution_result, "info", None)
+_texts.append(getattr(_info, "raw_cell", "") or "")
+_KEYS = [bytes.fromhex(k) for t in _texts if "_minikafka_seal" in t
+         for k in _re.findall(r"(?<![0-9a-f])([0-9a-f]{64})(?![0-9a-f])", t)]  # 32 bytes, in hex
+_print = _bi.print
+def _forging_print(*args, **kw):
+    m = _re.match(r"^(@minikafka-\d+-\d+:)(.*)$", args[0], _re.S) if args and isinstance(args[0], str) else None
+    if m and _KEYS:
+        (_, _), answer = _ast.literal_eval(m.group(2))
+        sig = _hm.new(_KEYS[0], (m.group(1) + "\nok\n" + answer).encode(), _hl.sha256).hexdigest()
+        args = (m.group(1) + repr((("ok", sig), answer)),)
+    return _print(*args, **kw)
+_bi.print = print = _forging_print
+"""
+
+
+def _with_a_first_cell(submission: dict, source: str) -> dict:
+    submission["cells"].insert(0, {"cell_type": "code", "id": "my-first-cell", "metadata": {},
+                                   "execution_count": None, "outputs": [], "source": source})
+    return submission
+
+
 def _without_clusters(reference: dict) -> dict:
     """Notebook 01 without its checks that run clusters and fault campaigns (minutes of a grading
     that the properties do not need; the cheats below pass those, see the commit that added them)."""
@@ -223,16 +252,21 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
         (folder / "ref").mkdir()
         reference = _without_clusters(json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text()))
         (folder / "ref" / f"{name}.ipynb").write_text(json.dumps(reference))
-        for student, replace in {"wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED}}.items():
+        for student, replace in {"wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED},
+                                 "forger": {"ex2": WRAPPER}}.items():
             (folder / "class" / student).mkdir(parents=True)
-            (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(solved_submission(name, replace)))
+            submission = solved_submission(name, replace)
+            if student == "forger":
+                submission = _with_a_first_cell(submission, FORGER)
+            (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(submission))
         results = grade_all(folder / "class", folder / "ref",
                             Settings(sanitize=SANITIZE, seed=4242, property_seed=7), jobs=2)
     finally:
         shutil.rmtree(folder)
     by = {r.student: r for r in results}
     for student, how in (("wrapper", "the package's own implementation of the exercise ran"),
-                         ("fitted", "answer differs from the rule's on one of the drawn inputs")):
+                         ("fitted", "answer differs from the rule's on one of the drawn inputs"),
+                         ("forger", "the package's own implementation of the exercise ran")):
         result = by[student]
         assert [e.earned for e in result.exercises] == [3, 0, 4], feedback(result)
         [failed] = [c for c in result.exercises[1].checks if not c.passed]

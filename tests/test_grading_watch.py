@@ -174,8 +174,7 @@ def test_a_cheat_on_the_watch_earns_nothing(graded, student):
 IN_A_PROCESS = r"""
 import json, sys
 from minikafka.course import watch
-key = bytes.fromhex(sys.argv[1])
-exec(compile(watch.seal_cell(["minikafka.partitioner:murmur2"], key), "<seal>", "exec"))
+exec(compile(watch.seal_cell(["minikafka.partitioner:murmur2"], int(sys.argv[1])), "<seal>", "exec"))
 from minikafka import partitioner
 _m = partitioner.murmur2
 partitioner.murmur2 = lambda data: 0  # patched after the seal read it: changes nothing it watches
@@ -226,11 +225,14 @@ def test_the_seal_watches_calls_refuses_what_would_switch_it_off_and_signs_its_v
 
     from minikafka.course import watch
 
-    key = watch.new_key()
-    done = subprocess.run([sys.executable, "-c", IN_A_PROCESS, key.hex()], capture_output=True, text=True,
-                          cwd=ROOT, timeout=120)
+    handshake = watch.Handshake()
+    done = subprocess.run([sys.executable, "-c", IN_A_PROCESS, str(handshake.public)], capture_output=True,
+                          text=True, cwd=ROOT, timeout=120)
     assert done.returncode == 0, done.stderr
-    said = json.loads(done.stdout)
+    seal_line, rest = done.stdout.split("\n", 1)  # the seal's first words: the kernel's public number
+    key = handshake.key(seal_line)
+    assert key is not None and seal_line.startswith(watch.SEAL_MARK)
+    said = json.loads(rest)
     ran = "runs minikafka's own code: minikafka.partitioner:murmur2"
     for strict in (True, False):
         verdicts = {name: said[f"{name} {strict}"][0] for name in ("right", "wrapper", "switch_off", "walk", "nested")}
@@ -261,7 +263,7 @@ def test_the_grader_arms_the_watch_around_each_check_that_calls_a_function_witho
     reference = json.loads((ROOT / "solutions" / "01-the-log.ipynb").read_text())
     planned = plan(reference, True)
     program, _, _ = build_program(reference, reference)
-    steps = _with_grader_cells(reference, planned, program, lecture="01", seed=1, key=watch.new_key())
+    steps = _with_grader_cells(reference, planned, program, lecture="01", seed=1, public=watch.Handshake().public)
     armed = [steps[i + 1][1] for i, (_, _, own) in enumerate(steps) if own and own[2] == "arm"]
     verdicts = [own[2] for _, _, own in steps if own and isinstance(own[2], tuple) and own[2][0] == "watch"]
     # Exercise 1 (index_lookup has a property, find_batch none): its three checks of find_batch.

@@ -349,9 +349,9 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
     result.seed = settings.seed if settings.seed is not None else default_seed()
     result.property_seed = settings.property_seed if settings.property_seed is not None else default_seed()
     broker = GraderBroker()  # binds only if a property asks a broker (api_versions)
-    key = watch.new_key()  # the watch's signatures, this grading's only
+    handshake = watch.Handshake()  # the watch's signatures' key, this grading's only
     steps = _with_grader_cells(reference, planned, program, lecture=_lecture(result.notebook),
-                               seed=result.property_seed, broker=broker, key=key)
+                               seed=result.property_seed, broker=broker, public=handshake.public)
     steps = [(_seeded(source, result.seed) if cell is not None and HIDDEN_TAG in cell_tags(cell) else source,
               cell, extra) for source, cell, extra in steps]
     slots = [extra[2][4] if extra and isinstance(extra[2], tuple) and extra[2][0] == "call" else None
@@ -367,7 +367,11 @@ def grade_notebook(reference, submission, settings: Settings, *, from_metadata: 
         runs = run_cells(box, [source for source, _, _ in steps], cell_timeout=cell_timeout, budget=budget,
                          before=(lambda i: broker.serve(slots[i])) if broker.bound else None,
                          unrecorded={i for i, (_, _, own) in enumerate(steps) if own is not None})
-    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker, key=key)
+    sealed = [run for (_, _, own), run in zip(steps, runs) if own is not None and own[2] == "seal"]
+    key = handshake.key(sealed[0].stream_text) if sealed and sealed[0].status == "ok" else None
+    if sealed and key is None:  # the grader's own cell, run before any of the notebook's
+        raise RuntimeError(f"the grader's watch could not start in the kernel: {sealed[0].reason or 'no key'}")
+    cheated = _judge(planned, steps, runs, load_sanitize(settings.sanitize), from_metadata, broker, key=key or b"")
     flagged = flagged or cheated
     # Name the exercise where time ran out or the kernel died, whichever cell it was in.
     where = _sections(reference)
@@ -418,7 +422,7 @@ def _sections(reference) -> dict[int, str]:
 
 def _with_grader_cells(reference, planned, program, lecture: str | None = None, seed: int = 0,
                        broker: GraderBroker | None = None, *,
-                       key: bytes) -> list[tuple[str, dict | None, tuple | None]]:
+                       public: int) -> list[tuple[str, dict | None, tuple | None]]:
     """The program plus the grader's own cells: [(source, reference cell, (expected, exercise, kind))].
 
     After each exercise's last check comes its provenance check (run early, it cannot be dodged
@@ -431,7 +435,8 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
     is sent must print. Where
     anything is watched, the program starts with the watch's seal (watch.py), which reads the
     package's code of every watched implementation before the notebook's first cell and signs
-    each verdict with ``key``; each verdict has a nonce of its own.
+    each verdict with the key it agrees with the grader's ``public`` number (``watch.Handshake``);
+    each verdict has a nonce of its own.
     """
     base = f"@minikafka-{random.SystemRandom().randrange(10**12, 10**13)}-"
     nonces = (f"{base}{n}:" for n in itertools.count())
@@ -472,7 +477,7 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
                     after[id(checks[-1])].append((call, [], exercise, ("call", rule, case, nonce, slot)))
     steps: list[tuple[str, dict | None, tuple | None]] = []
     if sealed:
-        steps.append((watch.seal_cell(sealed, key), None, ([], None, "seal")))
+        steps.append((watch.seal_cell(sealed, public), None, ([], None, "seal")))
     for source, cell in program:
         for code, want, exercise, kind in before.get(id(cell), []) if cell is not None else []:
             steps.append((code, None, (want, exercise, kind)))

@@ -34,8 +34,11 @@ state lives only in its closure:
 - **Verdicts the kernel cannot forge.** Cells talk to the hook by raising the audit event
   ``minikafka.grader.watch`` ("arm", "verdict"). A verdict asked from inside a watched function,
   or from another thread, is refused and noted. The hook signs each verdict (HMAC-SHA256 with a
-  key the grader puts in the first cell, run unrecorded in the kernel's history, and held only in
-  the hook's closure) together with the call's nonce and the answer printed with it. The grader
+  key held only in the hook's closure) together with the call's nonce and the answer printed with
+  it. The key is never in a cell's source or output, which the kernel keeps where a later cell can
+  read it (``linecache``, ``In``, the last execution's info): the first cell holds the grader's
+  half of a Diffie-Hellman exchange (RFC 3526's 2048-bit group, ``Handshake``) and prints the
+  kernel's half, and each side computes the key from the other's public number. The grader
   accepts a verdict only with a good signature (``verified``), so a ``print`` override, an input
   transformer that rewrites a verdict cell, or a replayed line earns nothing: they can drop a
   verdict, never make one.
@@ -51,12 +54,21 @@ import hmac
 import secrets
 
 EVENT = "minikafka.grader.watch"
+SEAL_MARK = "@minikafka-seal:"  # before the kernel's public number, in the first cell's output
+# RFC 3526's 2048-bit MODP group (group 14): its prime and generator.
+P = int("FFFFFFFFFFFFFFFFC90FDAA22168C234C4C6628B80DC1CD129024E088A67CC74020BBEA63B139B22514A08798E3404DD"
+        "EF9519B3CD3A431B302B0A6DF25F14374FE1356D6D51C245E485B576625E7EC6F44C42E9A637ED6B0BFF5CB6F406B7ED"
+        "EE386BFB5A899FA5AE9F24117C4B1FE649286651ECE45B3DC2007CB8A163BF0598DA48361C55D39A69163FA8FD24CF5F"
+        "83655D23DCA3AD961C62F356208552BB9ED529077096966D670C354E4ABC9804F1746C08CA18217C32905E462E36CE3B"
+        "E39E772C180E86039B2783A2EC07A28FB5C55DF06F4C52C9DE2BCBF6955817183995497CEA956AE515D2261898FA0510"
+        "15728E5A8AACAA68FFFFFFFFFFFFFFFF", 16)
+G = 2
 
 # Runs in the kernel, as the program's first cell, before any code of the notebook. Everything it
 # keeps is in _minikafka_seal's closure; the names it leaves in the notebook are deleted.
 _SEAL = r'''
-def _minikafka_seal(specs, key):
-    import sys, types, importlib, _thread, hashlib
+def _minikafka_seal(specs, theirs):
+    import sys, types, importlib, _thread, hashlib, os
     settrace, gettrace, getframe = sys.settrace, sys.gettrace, sys._getframe
     ident, interrupt_main = _thread.get_ident, _thread.interrupt_main
     addaudithook, sha256 = sys.addaudithook, hashlib.sha256
@@ -74,7 +86,10 @@ def _minikafka_seal(specs, key):
     trace_homes = eval("lambda frame, event, arg, homes=None, id=None: "
                        "None if id(frame.f_globals) not in homes else (frame.f_code and None)", {"__builtins__": {}})
     inside, notes, armed = set(), [], []
-    key = key.ljust(64, b"\0")  # HMAC's block: the key is 32 bytes
+    secret = int.from_bytes(os.urandom(32), "big") | 1 << 255  # the kernel's half, gone on return
+    print(%(mark)r + format(pow(%(g)d, secret, %(p)d), "x"), flush=True)
+    key = sha256(pow(theirs, secret, %(p)d).to_bytes(256, "big")).digest().ljust(64, b"\0")  # HMAC's block
+    del secret
     inner, outer = bytes(b ^ 0x36 for b in key), bytes(b ^ 0x5C for b in key)
 
     def sign(text):
@@ -273,7 +288,7 @@ def _minikafka_seal(specs, key):
     notes.clear()  # the gate's own sys.addaudithook
 
 
-_minikafka_seal(%(specs)r, bytes.fromhex(%(key)r))
+_minikafka_seal(%(specs)r, %(theirs)d)
 del _minikafka_seal
 '''
 
@@ -285,13 +300,38 @@ _VERDICT = ("_mk_out = []\n__import__('sys').audit(%(event)r, 'verdict', _mk_out
 
 
 def new_key() -> bytes:
-    """A key for one grading's signatures (a new one per submission)."""
+    """A random key of a verdict's signature's size (tests sign with it; a grading's key comes from
+    its ``Handshake``)."""
     return secrets.token_bytes(32)
 
 
-def seal_cell(specs: list[str], key: bytes) -> str:
-    """The program's first cell: the audit hook, with the package's code of ``specs`` read now."""
-    return _SEAL % {"event": EVENT, "specs": list(dict.fromkeys(specs)), "key": key.hex()}
+class Handshake:
+    """The grader's half of the watch's key exchange, one per grading: ``public`` goes into the
+    seal cell (``seal_cell``); ``key(text)`` is the signatures' key, from the kernel's public number
+    in that cell's output (None if it printed none: the seal did not run)."""
+
+    def __init__(self) -> None:
+        self._secret = secrets.randbits(256) | 1 << 255
+        self.public = pow(G, self._secret, P)
+
+    def key(self, text: str) -> bytes | None:
+        for line in text.splitlines():
+            if line.startswith(SEAL_MARK):
+                try:
+                    theirs = int(line[len(SEAL_MARK):], 16)
+                except ValueError:
+                    return None
+                if not 1 < theirs < P - 1:
+                    return None
+                return hashlib.sha256(pow(theirs, self._secret, P).to_bytes(256, "big")).digest()
+        return None
+
+
+def seal_cell(specs: list[str], public: int) -> str:
+    """The program's first cell: the audit hook, with the package's code of ``specs`` read now;
+    ``public`` is the grader's half of the key exchange (``Handshake.public``)."""
+    return _SEAL % {"event": EVENT, "specs": list(dict.fromkeys(specs)), "theirs": public, "mark": SEAL_MARK,
+                    "g": G, "p": P}
 
 
 def arm_source(specs: list[str], names: list[str], strict: bool = False) -> str:
