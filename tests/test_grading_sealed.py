@@ -368,3 +368,48 @@ def test_the_namespace_probe_agrees_with_util_linux_unshare():
     assert unshare, "util-linux's unshare is on every Linux this suite runs on"
     done = subprocess.run([unshare, "--user", "--mount", "true"], capture_output=True)
     assert platform.user_namespaces() is (done.returncode == 0)
+
+
+# Leaves what it can for the next submission: a file in every folder anyone may write, and a
+# System V shared-memory segment; then says what it found of the same left by an earlier kernel.
+LEAVE_AND_LOOK = r"""
+import ctypes, json, os
+libc = ctypes.CDLL(None, use_errno=True)
+KEY, IPC_CREAT = 0x4D4B5452, 0o1000
+found = {"files": [], "shm": libc.shmget(KEY, 0, 0) != -1}
+for folder in FOLDERS:
+    path = os.path.join(folder, "minikafka-left-for-the-next")
+    if os.path.exists(path):
+        found["files"].append(path)
+    try:
+        with open(path, "w") as f:
+            f.write("left by a submission")
+    except OSError:
+        pass
+libc.shmget(KEY, 4096, IPC_CREAT | 0o666)
+print(json.dumps(found))
+"""
+
+
+@pytest.mark.notebooks
+def test_nothing_a_submission_writes_outlives_its_kernel():
+    """Sandbox users are reused from one submission to the next: a folder anyone may write that
+    is not the kernel's own (/run/lock was one), or System V shared memory (no IPC namespace),
+    carried a file from one submission to the one graded after it (which scored 10 for 7)."""
+    import ctypes
+
+    from minikafka.course.sandbox import shared_folders
+
+    folders = shared_folders()
+    assert "/run/lock" in folders or not os.path.isdir("/run/lock")
+    cell = f"FOLDERS = {list(folders)!r}\n" + LEAVE_AND_LOOK
+    seen = []
+    for _ in range(2):
+        with Sandbox(Limits(), ()) as box:
+            [run] = run_cells(box, [cell], cell_timeout=30, budget=30)
+        assert run.status == "ok", run.reason
+        seen.append(json.loads(run.stream_text))
+    assert seen[1] == {"files": [], "shm": False}, seen[1]
+    # ... nor on the machine: no file in those folders, no segment.
+    assert not [f for f in folders if os.path.exists(os.path.join(f, "minikafka-left-for-the-next"))]
+    assert ctypes.CDLL(None, use_errno=True).shmget(0x4D4B5452, 0, 0) == -1

@@ -7,11 +7,14 @@ This process, still with the grader's privileges, builds the cage and then execs
 2. new namespaces where the OS allows them: PID (the kernel is process 1 of its namespace, so when
    it dies the OS kills everything the submission started, daemons and `setsid` included), mount
    (the reference solutions and the other submissions are covered by empty read-only tmpfs mounts,
-   /tmp, /var/tmp and /dev/shm by fresh private ones, and /proc is remounted to show only the
+   /tmp, /var/tmp, /dev/shm and every other folder anyone may write, such as /run/lock, by fresh
+   private ones, and /proc is remounted to show only the
    sandbox's processes; the folder holding the repository is sealed: an empty read-only tmpfs
    on which only the package's folder and the virtualenv are bind-mounted back, read-only, so
    no .git, exercises/, notebooks/ or folders beside it are readable) and network (only a loopback
-   interface: notebooks can still talk to brokers they start themselves, nothing outside).
+   interface: notebooks can still talk to brokers they start themselves, nothing outside) and IPC
+   (System V shared memory, semaphores and message queues die with the kernel: none is left for
+   the next submission).
    Asked for a listener (`listen`: a port and an inherited socket), it opens a TCP socket listening
    on 127.0.0.1 at that port *in the kernel's network namespace* and hands it to the grader over
    that socket (SCM_RIGHTS), then closes both: the grader serves on it from its own process (a
@@ -48,6 +51,7 @@ import struct
 import sys
 
 CLONE_NEWNS, CLONE_NEWUSER, CLONE_NEWPID, CLONE_NEWNET = 0x00020000, 0x10000000, 0x20000000, 0x40000000
+CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 MS_REMOUNT, MS_BIND, MS_MOVE = 32, 4096, 8192
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
@@ -79,7 +83,7 @@ def _loopback_up():
 def _isolate(config) -> list[str]:
     """Enter the namespaces; returns what could not be done (empty: full isolation)."""
     missing = []
-    flags = CLONE_NEWPID | CLONE_NEWNS | (0 if config["network"] else CLONE_NEWNET)
+    flags = CLONE_NEWPID | CLONE_NEWNS | CLONE_NEWIPC | (0 if config["network"] else CLONE_NEWNET)
     uid, gid = os.getuid(), os.getgid()
     try:
         _call("unshare", flags | (0 if uid == 0 else CLONE_NEWUSER))

@@ -56,8 +56,10 @@ or expected output in reach of the student's code.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
+import stat
 import shutil
 import signal
 import socket
@@ -79,6 +81,9 @@ USER_PREFIX = "minikafka-sandbox"
 MAX_USERS = 256
 RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, see _start)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
+# Where else a folder anyone may write can be (/run/lock, /var/crash, a spool): each gets a tmpfs of
+# its own too (`shared_folders`), or one submission could leave a file there for the next.
+SHARED_UNDER = ("/var", "/run", "/srv", "/opt", "/home", "/mnt", "/media")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the repository: minikafka/course/sandbox.py
 GiB = 1024 ** 3
 # Windows needs these to start a Python at all (sockets, randomness); passed on where they exist.
@@ -230,6 +235,32 @@ def covered(path: Path, config: dict) -> bool:
         if path.is_relative_to(tmp):
             return not any(path.is_relative_to(p) or Path(p).is_relative_to(path) for p in config.get("keep", []))
     return False
+
+
+@functools.cache
+def shared_folders(roots: tuple[str, ...] = SHARED_UNDER, depth: int = 3) -> tuple[str, ...]:
+    """PRIVATE_TMP, then every folder that anyone may write (mode o+w, not a symlink) found at most
+    `depth` levels under `roots` and not inside one already found: what the launcher covers with a
+    private tmpfs, so that nothing a submission writes outlives its kernel. Read once per process."""
+    found = list(PRIVATE_TMP)
+    for root in roots:
+        for top, dirs, _ in os.walk(root, onerror=lambda _: None):
+            level = top[len(root):].count(os.sep)
+            keep = []
+            for name in dirs:
+                path = os.path.join(top, name)
+                try:
+                    mode = os.lstat(path).st_mode
+                except OSError:
+                    continue
+                if any(path == f or path.startswith(f + os.sep) for f in found):
+                    continue
+                if stat.S_ISDIR(mode) and mode & stat.S_IWOTH:
+                    found.append(path)
+                elif stat.S_ISDIR(mode) and level < depth - 1:
+                    keep.append(name)
+            dirs[:] = keep
+    return tuple(found)
 
 
 def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, int | None]:
@@ -393,7 +424,7 @@ class Sandbox:
             config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
                       "scratch": str(self.scratch), "env": env, "limits": limits,
                       "network": self.limits.network,
-                      "private_tmp": list(PRIVATE_TMP),
+                      "private_tmp": list(shared_folders()),
                       # Kept reachable inside a private /tmp: the scratch folder (where a grader
                       # that is not root makes it), the project and its virtualenv (a CI clone may
                       # live in /tmp); solutions/ stays covered (hidden before this).
