@@ -32,7 +32,9 @@ from __future__ import annotations
 
 import copy
 import json
+import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -197,10 +199,36 @@ def make_exercise(nb, name: str = "notebook"):
     return result
 
 
+MAX_NOTEBOOK_BYTES = 50 * 1024 * 1024  # a notebook larger than this is refused unread
+
+
 def read_notebook(path: Path):
-    """A v4 notebook as nbformat holds it in memory (multi-line strings joined), unvalidated."""
+    """A v4 notebook as nbformat holds it in memory (multi-line strings joined), unvalidated.
+
+    Only a regular file of at most MAX_NOTEBOOK_BYTES is read (ValueError otherwise): a FIFO named
+    like a notebook would block `open` forever, and a device or a huge file would fill memory. It
+    is opened without blocking and checked again once open, so a swap after the check is caught."""
     # Not nbformat.read: its validation invents random ids for cells that lack them.
-    nb = json.loads(path.read_text(encoding="utf-8"))
+    def refuse(mode: int, size: int) -> None:
+        if not stat.S_ISREG(mode):
+            kind = next((kind for test, kind in (
+                (stat.S_ISFIFO, "named pipe (FIFO)"), (stat.S_ISDIR, "folder"), (stat.S_ISCHR, "character device"),
+                (stat.S_ISBLK, "block device"), (stat.S_ISSOCK, "socket")) if test(mode)), "special file")
+            raise ValueError(f"{path} is not a regular file (it is a {kind}): only a saved .ipynb "
+                             "file can be read as a notebook")
+        if size > MAX_NOTEBOOK_BYTES:
+            raise ValueError(f"{path} is larger than any notebook should be (more than "
+                             f"{MAX_NOTEBOOK_BYTES:,} bytes): clear its outputs, save it and submit it again")
+
+    found = os.stat(path)
+    refuse(found.st_mode, found.st_size)
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0))
+    with os.fdopen(fd, "rb") as file:
+        opened = os.fstat(file.fileno())
+        refuse(opened.st_mode, opened.st_size)
+        data = file.read(MAX_NOTEBOOK_BYTES + 1)
+    refuse(stat.S_IFREG, len(data))  # it may have grown since
+    nb = json.loads(data.decode("utf-8"))
     if not isinstance(nb, dict) or nb.get("nbformat") != 4:
         raise ValueError(f"{path} is not a version 4 Jupyter notebook")
     return rejoin_lines(nbformat.from_dict(nb))

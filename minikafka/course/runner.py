@@ -21,13 +21,22 @@ run, and every later cell is reported not run with the reason. Where an error or
 that a sandbox limit was hit (a fork refused with EAGAIN under the process limit, a MemoryError
 under the memory limit), the reason names that limit (`Sandbox.limit_hit`, `Sandbox.death_note`).
 
+The grader keeps at most MAX_CELL_OUTPUT characters of one cell's outputs (stream text, an error's
+name, value and traceback, displayed data and its metadata): a cell that prints gigabytes must not
+take the grader's memory, which every kernel of a `--jobs N` run shares. Past the cap the cell's
+messages are still read until it is idle, and dropped; the CellRun says so (`truncated`), and a
+compared check's verdict says its output was cut (compare.py). An error past the cap still makes
+the cell's status "error", its reason clipped to REASON_CHARS.
+
 The outcome of a cell is a `CellRun`: outputs (nbformat output dicts, streams coalesced as nbval
 does), `status`: "ok", "error", "timeout", "died" or "not run", with `reason` in words (which limit
-was hit, in a student's words), and the clock and CPU seconds it took.
+was hit, in a student's words), `truncated` (outputs past MAX_CELL_OUTPUT were dropped), and the
+clock and CPU seconds it took.
 """
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from dataclasses import dataclass, field
@@ -42,6 +51,8 @@ WALL_FACTOR = 10      # the clock's backstop: this many times a CPU limit, for a
 POLL = 0.5            # seconds between two readings of the kernel's CPU time, far from its limit
 MIN_POLL = 0.02       # ... and near it: CPU accrues at most `CORES` seconds a second
 CORES = os.cpu_count() or 1
+MAX_CELL_OUTPUT = 1 << 20  # characters of one cell's outputs the grader keeps (1 MiB of text)
+REASON_CHARS = 200         # of an error's value quoted in a cell's reason
 
 
 @dataclass
@@ -51,6 +62,7 @@ class CellRun:
     reason: str = ""
     seconds: float = 0.0             # on the clock
     cpu_seconds: float | None = None  # of the kernel and what it started; None: not measured
+    truncated: bool = False          # outputs past MAX_CELL_OUTPUT characters were dropped
 
     @property
     def stream_text(self) -> str:
@@ -71,6 +83,31 @@ def _output(msg) -> NotebookNode | None:
         return NotebookNode(output_type="error", ename=content["ename"], evalue=content["evalue"],
                             traceback=content.get("traceback", []))
     return None
+
+
+def _length(value) -> int:
+    """Characters in a message's value: its strings' lengths, without copying them."""
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, dict):
+        return sum(_length(k) + _length(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return sum(_length(v) for v in value)
+    return len(json.dumps(value, default=str))
+
+
+def _size(out: NotebookNode) -> int:
+    """What one output holds, in characters, as counted against MAX_CELL_OUTPUT."""
+    if out.output_type == "stream":
+        return _length(out.text)
+    if out.output_type == "error":
+        return _length(out.ename) + _length(out.evalue) + _length(out.traceback)
+    return _length(out.data) + _length(out.metadata)
+
+
+def _clip(text, limit: int = REASON_CHARS) -> str:
+    text = str(text)
+    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 class _Limit:
@@ -103,7 +140,8 @@ class _Limit:
 
 def _collect(box, msg_id: str, limit: _Limit, run: CellRun) -> str | None:
     """Read iopub messages of request `msg_id` until idle (None); or the limit reached first:
-    'cpu' or 'clock'."""
+    'cpu' or 'clock'. Keeps at most MAX_CELL_OUTPUT characters of outputs in `run`."""
+    kept = 0  # characters in run.outputs
     while True:
         hit = limit.hit()
         if hit:
@@ -118,18 +156,31 @@ def _collect(box, msg_id: str, limit: _Limit, run: CellRun) -> str | None:
             continue
         if msg["msg_type"] == "status" and msg["content"]["execution_state"] == "idle":
             return None
-        if msg["msg_type"] == "clear_output":
+        if msg["msg_type"] == "clear_output":  # what was cut is gone too: the cap starts again
             run.outputs.clear()
+            kept, run.truncated = 0, False
             continue
         out = _output(msg)
-        if out is not None:
-            run.outputs.append(out)
-            if out.output_type == "error":
-                run.status = "error"
-                run.reason = f"{out.ename}: {out.evalue}"
-                hit = box.limit_hit(run.reason)
-                if hit:
-                    run.reason += f" ({hit})"
+        if out is None:
+            continue
+        if out.output_type == "error":  # an error counts even where its output is not kept
+            run.status = "error"
+            run.reason = f"{_clip(out.ename, 100)}: {_clip(out.evalue)}"
+            hit = box.limit_hit(f"{str(out.ename)[:100]}: {str(out.evalue)[:10_000]}")
+            if hit:
+                run.reason += f" ({hit})"
+        if run.truncated:
+            continue
+        size = _size(out)
+        if kept + size > MAX_CELL_OUTPUT:
+            run.truncated = True
+            room = MAX_CELL_OUTPUT - kept
+            if out.output_type == "stream" and isinstance(out.text, str) and room > 0:
+                out.text = out.text[:room]  # what fits of a printed text; other outputs whole or not at all
+                run.outputs.append(out)
+            continue
+        kept += size
+        run.outputs.append(out)
 
 
 class _KernelDied(Exception):
