@@ -229,6 +229,20 @@ _bi.print = print = _forging_print
 """
 
 
+# Its first call (exercise 2's first visible check, after exercise 1's hidden ones) answers with the
+# source of every hidden cell the kernel ran so far, read back from linecache: a visible check's
+# feedback quoted it ("your code gave '# Checks: index_lookup ... E = [(100, 0), ...'").
+LEAKER = (
+    "_leaked = []\n"
+    "def roll_reason(segment, batch, config):\n"
+    "    if not _leaked:\n"
+    "        import linecache\n"
+    "        _leaked.append(' || '.join(''.join(v[2]) for v in list(linecache.cache.values())\n"
+    "                                   if len(v) > 2 and v[2] and 'Grader only' in ''.join(v[2])))\n"
+    "        return _leaked[0]\n"
+    + FITTED.split("\n", 1)[1])
+
+
 def _with_a_first_cell(submission: dict, source: str) -> dict:
     submission["cells"].insert(0, {"cell_type": "code", "id": "my-first-cell", "metadata": {},
                                    "execution_count": None, "outputs": [], "source": source})
@@ -253,7 +267,7 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
         reference = _without_clusters(json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text()))
         (folder / "ref" / f"{name}.ipynb").write_text(json.dumps(reference))
         for student, replace in {"wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED},
-                                 "forger": {"ex2": WRAPPER}}.items():
+                                 "forger": {"ex2": WRAPPER}, "leaker": {"ex2": LEAKER}}.items():
             (folder / "class" / student).mkdir(parents=True)
             submission = solved_submission(name, replace)
             if student == "forger":
@@ -272,6 +286,13 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
         [failed] = [c for c in result.exercises[1].checks if not c.passed]
         assert failed.label == "hidden property: roll_reason" and how in failed.message, failed
         assert "Segment(" not in failed.message and "segment_bytes=" not in failed.message
+    # What the leaker's function returned after the hidden checks ran is not in its feedback.
+    leaked = feedback(by["leaker"])
+    assert [e.earned for e in by["leaker"].exercises] == [3, 0, 4], leaked
+    hidden = [line.strip() for c in reference["cells"] if "hidden" in c.get("metadata", {}).get("tags", [])
+              for line in "".join(c["source"]).split("\n") if len(line.strip()) > 12]
+    assert "Grader only" not in leaked and not [line for line in hidden if line in leaked], leaked
+    assert "is not shown for a check that runs after a hidden one" in leaked
     # Exercises 1 and 3 are the solutions': their properties pass, found from the package by name.
     labels = [[(c.label, c.passed) for c in e.checks if c.label.startswith("hidden property")]
               for e in by["fitted"].exercises]

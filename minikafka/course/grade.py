@@ -40,7 +40,10 @@ fleet in the kernel's Spark session and prints the rows.
 
 A failed hidden check is reported by the property it checks, in words (its first line,
 `# Checks: ...`), and how the code failed it, never by its inputs, expected output or source
-(`hidden_message`).
+(`hidden_message`). Nor can they leave through a visible check that runs after one: the student's
+function has seen a hidden input by then (and ``linecache`` holds the hidden cells' source), so
+such a check's failure says how it failed and nothing the submission printed or raised
+(`sealed_message`); `minikafka check`, which runs no hidden check, shows the rest.
 
 The student's check (`minikafka check`) is the same code with the student's file as its own
 reference: the expected outputs then come from each cell's `minikafka.expected` metadata, which
@@ -506,6 +509,7 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
            key: bytes) -> str | None:
     """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
+    after_hidden = _after_a_hidden_input(steps)
     for exercise, cells in planned:
         visible = hidden = 0
         for cell in cells:
@@ -519,7 +523,9 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
                                       patterns)
             if is_hidden and not passed:
                 message = hidden_message(cell, run)
-            detail = "" if passed or is_hidden else tester_report(run)
+            elif not passed and id(cell) in after_hidden and run.status not in ("timeout", "not run"):
+                message = sealed_message(run)  # (a timeout's reason is the grader's words only)
+            detail = "" if passed or is_hidden or id(cell) in after_hidden else tester_report(run)
             exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message, detail))
     flagged = None
     grader_options = {"check": True, "skip": False, "check_exception": False}
@@ -630,6 +636,33 @@ def hidden_message(cell, run: CellRun) -> str:
            "died": "the kernel died while it ran (os._exit, a crash or a resource limit)",
            "ok": "your code's output differs from the reference's"}.get(run.status, run.reason)
     return f"{what}; {how}"
+
+
+def _after_a_hidden_input(steps) -> set[int]:
+    """The ids of the reference cells that run after the first hidden check or property call: by
+    then the kernel has held a hidden input, and a student's function may have kept it (it is
+    called with it; ``linecache`` and ``In`` hold the hidden cells' source). What such a cell printed
+    or raised must not reach the student's feedback, or it could carry the hidden checks out."""
+    seen, after = False, set()
+    for _, cell, own in steps:
+        if cell is not None:
+            if seen:
+                after.add(id(cell))
+            seen = seen or HIDDEN_TAG in cell_tags(cell)
+        elif own is not None and isinstance(own[2], tuple) and own[2][0] == "call":
+            seen = True
+    return after
+
+
+def sealed_message(run: CellRun) -> str:
+    """Why a visible check that ran after a hidden input failed, without a word the submission
+    chose: its output, its exception's name and message, and a dying kernel's last lines stay out
+    (``_after_a_hidden_input``); ``minikafka check``, which runs no hidden check, shows them."""
+    how = {"error": "your code raised an exception",
+           "died": "the kernel died while it ran (os._exit, a crash or a resource limit)",
+           }.get(run.status, "your code's output differs from the expected output")
+    return (f"{how}. What your code printed or raised is not shown for a check that runs after a "
+            f"hidden one: `minikafka check` on your notebook shows it")
 
 
 def _exercise_cells_of(reference, exercise: Exercise) -> list[dict]:
