@@ -51,8 +51,14 @@ def test_a_wrong_index_lookup_is_shown_its_cluster_s_verdict_by_the_check(tmp_pa
     cell["source"] = ("import bisect\n\ndef index_lookup(entries, offset, base_offset):\n"
                       "    i = bisect.bisect_right([o for o, _ in entries], offset)\n"
                       "    return entries[i] if i < len(entries) else (entries[-1] if entries else (base_offset, 0))\n")
+    [rolls] = [c for c in nb["cells"] if c.get("id") == "ex2"]
+    rolls["source"] = "def roll_reason(segment, batch, config):\n    return None\n"  # never rolls
     (tmp_path / "01-the-log.ipynb").write_text(json.dumps(nb))
     result = check_file(tmp_path / "01-the-log.ipynb", Settings(sanitize=ROOT / "tests" / "nbval-sanitize.cfg"))
+    # After exercise 1's hidden properties (the check draws them too), the check still shows what
+    # the code gave: only the grader keeps that from a student, who could carry hidden inputs out.
+    rolled = [c for c in result.exercises[1].checks if not c.passed and c.label.startswith("check ")]
+    assert rolled and all("your code gave" in c.message for c in rolled), rolled
     [judged] = [c for c in result.exercises[0].checks if c.detail]
     assert judged.detail.startswith("FAILED: schedule ") and not judged.passed
     assert "index_lookup(entries=" in judged.detail and "Kafka's rule: " in judged.detail

@@ -509,7 +509,8 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
            key: bytes) -> str | None:
     """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
-    after_hidden = _after_a_hidden_input(steps)
+    # The student's own check (`check_file`, expectations from metadata) hides nothing from its student.
+    after_hidden = set() if from_metadata else _after_a_hidden_input(steps)
     for exercise, cells in planned:
         visible = hidden = 0
         for cell in cells:
