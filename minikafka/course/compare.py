@@ -79,7 +79,7 @@ def _text(outputs) -> str:
 
 EXCERPT = 200  # characters of one line (or of an exception's message) that a verdict quotes
 BEFORE = 40    # ... of them before the first difference
-REASON = 1000  # of a run's reason (runner.py clips an error's value in it; a death adds the kernel's last words)
+REASON = 2500  # of a run's reason (runner.py clips an error's value in it; a death adds the kernel's last words)
 
 
 def excerpt(text: str, start: int = 0, limit: int = EXCERPT) -> str:

@@ -39,7 +39,7 @@ from .grade import Check, Result, Settings, grade_file, plan
 
 CSV_FIELDS = ["student", "notebook", "exercise", "points", "max_points", "status", "message"]
 SKIPPED_FOLDERS = frozenset({".ipynb_checkpoints", ".virtual_documents", ".git", "__pycache__"})
-MESSAGE_CHARS = 2000  # of one message in the gradebook, the feedback or the table
+MESSAGE_CHARS = 4000  # of one message in the gradebook, the feedback or the table
 
 
 def find_submissions(path: Path) -> list[Path]:

@@ -52,7 +52,7 @@ POLL = 0.5            # seconds between two readings of the kernel's CPU time, f
 MIN_POLL = 0.02       # ... and near it: CPU accrues at most `CORES` seconds a second
 CORES = os.cpu_count() or 1
 MAX_CELL_OUTPUT = 1 << 20  # characters of one cell's outputs the grader keeps (1 MiB of text)
-REASON_CHARS = 200         # of an error's value quoted in a cell's reason
+REASON_CHARS = 2000        # of an error's value quoted in a cell's reason (a RuleError names rule, call, answer and Kafka's)
 
 
 @dataclass
