@@ -258,14 +258,14 @@ class Cluster:
         try:
             self.world.advance(ms)
         except RuleError as e:
-            raise self._stopped(e) from None
+            raise self._stopped(e) from e.__cause__  # (the student's line, where it raised)
         return self
 
     def run_until(self, done: Callable[[], bool], timeout_ms: int) -> bool:
         try:
             return self.world.run_until(done, timeout_ms)
         except RuleError as e:
-            raise self._stopped(e) from None
+            raise self._stopped(e) from e.__cause__  # (the student's line, where it raised)
 
     def _stopped(self, error: RuleError) -> RuleError:
         """A student's rule broke: the cluster is closed (the guard did it), and the error goes

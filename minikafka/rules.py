@@ -811,21 +811,22 @@ class _Guarded:
         named = dict(zip(rule.parameters, args))
         self.trace.calls[rule.name] = self.trace.calls.get(rule.name, 0) + 1
         reference = None if rule.effects else rule.reference(*args)  # a step acts: never twice
-        raised, value, problem = None, None, None
+        raised, value, problem, cause = None, None, None, None
         try:
             with _deadline(self.budget_s):
                 value = self.fn(*(_copy(a) for a in args))
-        except RuleTimeout:
-            raised = f"nothing: still running after {self.budget_s} s"
+        except RuleTimeout as e:
+            raised, cause = f"nothing: still running after {self.budget_s} s", e
             problem = f"it was still running after {self.budget_s} s of wall time (a loop that never ends?)"
         except Exception as e:  # the student's code: anything it raises is reported
-            raised = f"raised {type(e).__name__}: {e}"
+            raised, cause = f"raised {type(e).__name__}: {e}", e
             problem = f"it {raised}"
         call = RuleCall(self.clock(), self.node, rule.name, named, value, reference, raised)
         if problem is None:
             problem = rule.check(named, value)
         if problem is not None:
             error = RuleError(call, problem)
+            error.__cause__ = cause  # (its traceback: the student's line where it raised or was stopped)
             error.trace = self.trace  # what the rules did before: the judge's timeline
             self.trace.error = error
             if self.trace.on_error is not None:

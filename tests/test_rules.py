@@ -100,6 +100,13 @@ def test_bad_rules_are_refused_by_name(rules, message):
 # --- the guard ------------------------------------------------------------------------------------------
 
 
+def _tracebacks(error):
+    tb = error.__traceback__
+    while tb is not None:
+        yield tb
+        tb = tb.tb_next
+
+
 def test_a_rule_that_raises_stops_the_cluster_with_one_message_naming_the_call():
     def hw(hw, leader, leader_leo, follower_leos, isr, pending_isr):
         return min(follower_leos[b] for b in isr)  # KeyError: the leader is in the ISR, not a follower
@@ -114,6 +121,9 @@ def test_a_rule_that_raises_stops_the_cluster_with_one_message_naming_the_call()
     assert "  it returned: (raised KeyError: " in text
     assert "  Kafka's rule returns: 0 (the least log end offset among the leader" in text
     assert e.value.call.node in cluster.broker_ids and e.value.call.reference == 0
+    # ... and the traceback reaches the student's line: the KeyError is its cause.
+    assert isinstance(e.value.__cause__, KeyError) and e.value.__cause__.__traceback__.tb_next is not None
+    assert any(t.tb_frame.f_code is hw.__code__ for t in _tracebacks(e.value.__cause__))
     assert not any(cluster.world.alive(n) for n in cluster.broker_ids + cluster.controller_ids)
     cluster.close()
 
