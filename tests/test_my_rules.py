@@ -76,6 +76,10 @@ def test_a_filled_folder_gives_the_students_functions_and_says_which_fell_back(t
             cell.source = "undefined_helper()\n" + cell.source  # the cell raises before defining it
         if notebook.startswith("06-") and "def reassign(" in cell.source:
             cell.source = cell.source.replace("def reassign(", "def reassign(extra, ", 1)  # wrong arguments
+        if notebook.startswith("04-") and "def high_watermark(" in cell.source:  # calls a helper of theirs
+            cell.source = ("def high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr):\n"
+                           "    return max(hw, smallest_leo(leader, leader_leo, follower_leos,\n"
+                           "                                set(isr) | set(pending_isr or ())))\n")
         if notebook.startswith("02-") and "def murmur2(" in cell.source:  # back to the stub
             cell.source = ("def murmur2(data):\n    \"Kafka's murmur2\"\n"
                            "    raise NotImplementedError(\"exercise: implement murmur2()\")\n")
@@ -85,6 +89,13 @@ def test_a_filled_folder_gives_the_students_functions_and_says_which_fell_back(t
     nb = nbformat.read(folder / "01-the-log.ipynb", as_version=4)
     nb.cells.insert(1, nbformat.v4.new_code_cell("raise SystemExit('setup ran')\nimport bisect as _bisect"))
     nbformat.write(nb, folder / "01-the-log.ipynb")
+    # A helper the student wrote in a cell of their own (no tag), which their rule calls.
+    nb = nbformat.read(folder / "04-replication-and-isr.ipynb", as_version=4)
+    nb.cells.insert(2, nbformat.v4.new_code_cell(
+        "def smallest_leo(leader, leader_leo, follower_leos, members):\n"
+        "    return min(leader_leo if b == leader else follower_leos[b] for b in members)\n"
+        "print(smallest_leo(1, 8, {2: 3}, {1, 2}))\n"))
+    nbformat.write(nb, folder / "04-replication-and-isr.ipynb")
 
     mine = my_rules(folder)
     assert mine.origin["truncation_offset"] == ("reference (your notebook raised NameError: "

@@ -7,9 +7,10 @@ for ``high_watermark``), written as a function of the same name in a cell tagged
 of that lecture's exercise notebook (``exercises/04-*.ipynb``). ``my_rules`` reads those
 notebooks, not the student's kernel: for each notebook it makes a fresh namespace of its own
 (named after the notebook, so that cloudpickle ships the functions by value to the processes
-of ``launch(rules=...)``), runs there the imports of the notebook's other code cells (the
-setup cell's ``bisect``, ``Voter``...: what an exercise cell may use without defining it; never
-their other statements, which build logs and clusters), then every exercise cell in order
+of ``launch(rules=...)``), runs there the imports and the function and class definitions of
+the notebook's other code cells (the setup cell's ``bisect``, ``Voter``..., a helper the student
+wrote in a cell of their own: what an exercise cell may use without defining it; never their
+other statements, which build logs and clusters), then every exercise cell in order
 (a rule may call a helper another exercise cell defines, as ``partition_for_key`` calls
 ``murmur2``). Then, rule by rule:
 
@@ -87,9 +88,12 @@ class MyRules(Mapping):
         printer.text(self.summary())
 
 
-def _imports(tree: ast.Module) -> ast.Module:
-    """The top-level import statements of a cell."""
-    return ast.Module(body=[n for n in tree.body if isinstance(n, (ast.Import, ast.ImportFrom))], type_ignores=[])
+_DEFINITIONS = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _definitions(tree: ast.Module) -> list[ast.Module]:
+    """The top-level imports and definitions (functions, classes) of a cell, one module each."""
+    return [ast.Module(body=[n], type_ignores=[]) for n in tree.body if isinstance(n, _DEFINITIONS)]
 
 
 def _python(source: str) -> str:
@@ -126,10 +130,14 @@ def _gather(path: Path, wanted: list[str]) -> tuple[dict[str, Callable], dict[st
         if exercise:
             continue
         try:
-            imports = _imports(ast_guard.parse(source))
-            exec(compile(imports, f"<{path.name} cell {i}>", "exec"), namespace)
-        except Exception:  # a broken import line: the exercise cell that needs it says so
-            pass
+            statements = _definitions(ast_guard.parse(source))
+        except SyntaxError:
+            continue
+        for statement in statements:
+            try:
+                exec(compile(statement, f"<{path.name} cell {i}>", "exec"), namespace)
+            except Exception:  # a broken import or definition: the exercise cell that needs it says so
+                pass
     defined: dict[str, ast.FunctionDef] = {}  # rule name -> its def in the last exercise cell that has one
     failed: dict[str, BaseException] = {}  # rule name -> what running its cell raised
     for i, source, exercise in cells:
