@@ -156,6 +156,28 @@ def test_a_rule_that_breaks_its_contract_is_the_verdict_with_its_call():
     assert str(verdict).splitlines()[-1].startswith("then: rule-error: it moved the high watermark backwards")
 
 
+def lcu_forgets_a_return(last_caught_up_ms, fetch, previous_fetch):
+    "No return on the last path: None where Kafka's rule keeps last_caught_up_ms."
+    time_ms, fetch_offset, leader_leo = fetch
+    if fetch_offset >= leader_leo:
+        return max(time_ms, last_caught_up_ms)
+    if previous_fetch is not None and fetch_offset >= previous_fetch[2]:
+        return max(previous_fetch[0], last_caught_up_ms)
+
+
+def test_a_rule_that_breaks_after_faults_shows_them_before_its_call():
+    # A student trial: the timeline showed the one call, none of the faults that struck first
+    # (the replay did); a rule error stops the schedule before its report holds them.
+    verdict = judge({"last_caught_up": lcu_forgets_a_return})
+    f = verdict.failure
+    assert f.kind == "rule-error" and "it returned NoneType None" in f.what
+    assert f.faults and all(t <= f.calls[-1].time_ms for t, _ in f.faults), f.faults
+    lines = str(verdict).splitlines()
+    nemesis = [i for i, line in enumerate(lines) if " nemesis: " in line]
+    call = next(i for i, line in enumerate(lines) if "last_caught_up(last_caught_up_ms=" in line)
+    assert len(nemesis) == len(f.faults) and max(nemesis) < call, lines
+
+
 @pytest.mark.parametrize("kwargs, message", [
     (dict(rules={"high_water": hw_never_moves}), "no rule named 'high_water'"),
     (dict(rules={"high_watermark": hw_never_moves}, schedules=0), "schedules must be an int >= 1, not 0"),

@@ -97,6 +97,7 @@ from minikafka.checker.reader import Reader, final_read, start_reader
 from minikafka.clients.producer import KafkaProducer
 from minikafka.cluster import Cluster
 from minikafka.errors import IllegalArgumentError, KafkaError, KafkaTimeoutError
+from minikafka.rules import RuleError
 
 # Kafka's timeouts, scaled down about ten-fold: a schedule lasts seconds, not minutes.
 CAMPAIGN_BROKER_CONFIG: dict[str, Any] = {
@@ -676,20 +677,32 @@ def _run(seed: int, params: ScheduleParams, record_history: bool = False,
                      controllers=params.controllers, rules=dict(params.rules)) as cluster, \
             _quiet_clients(params.disk_faults):
         workload, nemesis = stage(cluster, params, rng, partitions, n_faults, producer_config)
-        workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
-        nemesis.stop()
-        repair_disks(cluster)
-        report = workload.finish()
-        report.raft = judge_quorum(cluster)
-        report.seed = seed
-        report.faults = nemesis.log
-        report.fault_counts = Counter(nemesis.applied)
-        report.params = params
-        if epilogue is not None:  # the judge's own checks, on the settled cluster
-            epilogue(cluster, report)
+        with _faults_told(nemesis):
+            workload.run(QUIET_MS + params.duration_ms + TAIL_MS, params.interval_ms)
+            nemesis.stop()
+            repair_disks(cluster)
+            report = workload.finish()
+            report.raft = judge_quorum(cluster)
+            report.seed = seed
+            report.faults = nemesis.log
+            report.fault_counts = Counter(nemesis.applied)
+            report.params = params
+            if epilogue is not None:  # the judge's own checks, on the settled cluster
+                epilogue(cluster, report)
         if record_history:
             report.cluster = cluster
         return report
+
+
+@contextmanager
+def _faults_told(nemesis) -> Iterator[None]:
+    """A student's rule that stops the cluster (``RuleError``) carries the faults that struck
+    before it (``error.faults``): the judge's timeline shows them."""
+    try:
+        yield
+    except RuleError as error:
+        error.faults = list(nemesis.log)
+        raise
 
 
 def _draw(seed: int, params: ScheduleParams) -> tuple[random.Random, int, int, dict, dict]:

@@ -220,6 +220,7 @@ def _finding(seed: int, report: Report | None, error: RuleError | None, trace: R
     if error is not None:
         trace = getattr(error, "trace", trace)
         return Finding("rule-error", str(error).splitlines()[0].split(": ", 1)[1], seed,
+                       faults=list(getattr(error, "faults", [])),  # what struck before (campaign._run)
                        calls=list(trace.differing) + [error.call] if trace else [error.call],
                        differing=(trace.differing_count if trace else 0) + 1,
                        rule_calls=dict(trace.calls) if trace else {})
