@@ -246,6 +246,19 @@ def test_rules_of_two_lectures_are_judged_each_by_its_campaign():
         judge({"grant_votes": student_vote})
 
 
+@pytest.mark.campaign
+def test_rules_of_two_lectures_that_pass_are_both_in_the_verdict():
+    # A student trial: judge(mine) with 04's and 08's rules, both right, said only "your rules:
+    # grant_vote"; with no rule at all it answered None.
+    verdict = judge({"grant_vote": R.grant_vote, "high_watermark": R.high_watermark}, schedules=1)
+    assert verdict.ok and verdict.failure is None and set(verdict.rules) == {"grant_vote", "high_watermark"}
+    lines = str(verdict).splitlines()
+    assert any("your rules: high_watermark" in line for line in lines), lines
+    assert any("your rules: grant_vote" in line for line in lines), lines
+    with pytest.raises(IllegalArgumentError, match="no rules to judge"):
+        judge({})
+
+
 def test_a_raft_schedule_with_kafkas_rules_is_the_same_run_as_without_rules():
     a = run_raft_schedule(5)
     b = run_raft_schedule(5, rules={"grant_vote": student_vote})

@@ -491,11 +491,14 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
     from minikafka.rules import validate
 
     rules = validate(rules)
+    if not rules:
+        raise IllegalArgumentError("no rules to judge: give {rule name: your function}, e.g. my_rules('exercises/') "
+                                   "once it lists a rule as yours (with none, every rule is Kafka's)")
     if schedules is not None and (not isinstance(schedules, int) or isinstance(schedules, bool) or schedules < 1):
         raise IllegalArgumentError(f"schedules must be an int >= 1, not {schedules!r}")
     if not isinstance(seed, int) or isinstance(seed, bool):
         raise IllegalArgumentError(f"seed must be an int, not {seed!r}")
-    verdict = None
+    passed = []
     for lecture in sorted({RULES[name].lecture for name in rules}):
         module, function = JUDGES[lecture].split(":")
         campaign = getattr(importlib.import_module(module), function)
@@ -504,7 +507,31 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
         verdict = campaign(mine, *(() if schedules is None else (schedules,)), seed=seed, **options)
         if not verdict.ok:
             return verdict
-    return verdict
+        passed.append(verdict)
+    return passed[0] if len(passed) == 1 else Verdicts(tuple(passed))
+
+
+@dataclass
+class Verdicts:
+    """What ``judge`` answers when the rules of several lectures all passed: each lecture's
+    verdict, in lecture order (a failure is answered by its own lecture's verdict alone)."""
+
+    each: tuple
+
+    ok = True
+    failure = None
+
+    @property
+    def rules(self) -> tuple[str, ...]:
+        return tuple(name for verdict in self.each for name in verdict.rules)
+
+    def __str__(self) -> str:
+        return "\n".join(str(verdict) for verdict in self.each)
+
+    __repr__ = __str__
+
+    def _repr_pretty_(self, printer, cycle: bool) -> None:
+        printer.text(str(self))
 
 
 def judge_replication(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, seed: int = 0, *,
@@ -530,4 +557,4 @@ def judge_replication(rules: Mapping[str, Callable], schedules: int = DEFAULT_SC
     return verdict
 
 
-__all__ = ["judge", "judge_replication", "Verdict", "Finding", "run_judged", "shrink", "RULES"]
+__all__ = ["judge", "judge_replication", "Verdict", "Verdicts", "Finding", "run_judged", "shrink", "RULES"]
