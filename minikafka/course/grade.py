@@ -43,7 +43,8 @@ A failed hidden check is reported by the property it checks, in words (its first
 (`hidden_message`). Nor can they leave through a visible check that runs after one: the student's
 function has seen a hidden input by then (and ``linecache`` holds the hidden cells' source), so
 such a check's failure says how it failed and nothing the submission printed or raised
-(`sealed_message`); `minikafka check`, which runs no hidden check, shows the rest.
+(`sealed_message`); `minikafka check`, which hides nothing from its student (the properties it
+draws are no secret there), shows the rest.
 
 The student's check (`minikafka check`) is the same code with the student's file as its own
 reference: the expected outputs then come from each cell's `minikafka.expected` metadata, which
@@ -658,7 +659,7 @@ def _after_a_hidden_input(steps) -> set[int]:
 def sealed_message(run: CellRun) -> str:
     """Why a visible check that ran after a hidden input failed, without a word the submission
     chose: its output, its exception's name and message, and a dying kernel's last lines stay out
-    (``_after_a_hidden_input``); ``minikafka check``, which runs no hidden check, shows them."""
+    (``_after_a_hidden_input``); ``minikafka check``, which hides nothing from its student, shows them."""
     how = {"error": "your code raised an exception",
            "died": "the kernel died while it ran (os._exit, a crash or a resource limit)",
            }.get(run.status, "your code's output differs from the expected output")
