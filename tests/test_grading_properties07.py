@@ -240,7 +240,8 @@ def test_the_call_cells_run_the_student_s_loop_on_the_stand_ins_in_the_kernel():
                              cell_timeout=10, budget=60)
         assert runs[0].status == "ok", runs[0]
         key = handshake.key(runs[0].stream_text)
-        verdicts[label] = property_check("no_record_lost", [(c, "@n:", r) for c, r in zip(draws, runs[1:])], key)
+        verdicts[label] = property_check("no_record_lost", [(c, "@n:", r) for c, r in zip(draws, runs[1:])], key,
+                                         watch.armed_text(specs, ["no_record_lost"], True))
     assert verdicts["right"].passed, verdicts["right"].message
     assert not verdicts["wrong"].passed
     assert "it called commit with an offset past a record it had not processed yet" in verdicts["wrong"].message

@@ -341,7 +341,8 @@ def test_the_call_cells_reach_the_grader_s_broker_from_the_sandbox_and_the_watch
             args = (case, broker.record(slot)) if slot is not None else case
             by.setdefault((label, name), []).append((args, "@n:", runs[at + 1]))
         for key, calls in by.items():
-            verdicts[key] = property_check(key[1], calls, secret)
+            verdicts[key] = property_check(key[1], calls, secret,
+                                           watch.armed_text(properties.reference_specs(key[1]), [key[1]], True))
     for name in ("parse_request", "api_versions", "predict"):
         assert verdicts[("right", name)].passed, verdicts[("right", name)].message
     package = verdicts[("package", "parse_request")]

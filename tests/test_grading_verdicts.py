@@ -19,7 +19,7 @@ import pytest
 
 from minikafka.course import properties
 from minikafka.course.grade import Settings
-from minikafka.course.gradebook import feedback, grade_all
+from minikafka.course.gradebook import csv_rows, feedback, grade_all
 from minikafka.rules import RULES
 
 from grading_helpers import solved_submission  # noqa: E402
@@ -156,19 +156,23 @@ def test_kafkas_rules_pass_and_answers_are_read_as_plain_data_only():
     from minikafka.course import watch
 
     key = watch.new_key()
+    armed = watch.armed_text(["minikafka.partitioner:murmur2"], ["murmur2"], True)
 
-    def line(said: str, answer: str, signed_with: bytes = key) -> str:
-        return "@n:" + repr(((said, watch.signature(signed_with, "@n:", said, answer)), answer))
+    def line(said: str, answer: str, signed_with: bytes = key, signed_armed: str = armed) -> str:
+        return "@n:" + repr(((said, watch.signature(signed_with, "@n:", said, answer, signed_armed)), answer))
 
-    assert properties.parse("debug\n" + line("ok", "(1, b'x')") + "\n", "@n:", key) == ("ok", (1, b"x"))
-    assert properties.parse(line("ok", "Segment(1, 2)"), "@n:", key) is None
-    assert properties.parse("@n:__import__('os')", "@n:", key) is None
-    assert properties.parse("no nonce", "@n:", key) is None
-    # A verdict stands only as the hook signed it: for this nonce, this answer, with this grading's key.
-    assert properties.parse(line("ok", "1", watch.new_key()), "@n:", key) == (watch.UNSIGNED, 1)
-    signed_for_1 = watch.signature(key, "@n:", "ok", "1")
-    assert properties.parse("@n:" + repr((("ok", signed_for_1), "2")), "@n:", key) == (watch.UNSIGNED, 2)
-    assert properties.parse("@n:(('ok',), '1')", "@n:", key) == (watch.UNSIGNED, 1)
+    assert properties.parse("debug\n" + line("ok", "(1, b'x')") + "\n", "@n:", key, armed) == ("ok", (1, b"x"))
+    assert properties.parse(line("ok", "Segment(1, 2)"), "@n:", key, armed) is None
+    assert properties.parse("@n:__import__('os')", "@n:", key, armed) is None
+    assert properties.parse("no nonce", "@n:", key, armed) is None
+    # A verdict stands only as the hook signed it: for this nonce, this answer, with this grading's
+    # key, on the watch armed as the grader asked (not over nothing, by a patched sys.audit).
+    assert properties.parse(line("ok", "1", watch.new_key()), "@n:", key, armed) == (watch.UNSIGNED, 1)
+    signed_for_1 = watch.signature(key, "@n:", "ok", "1", armed)
+    assert properties.parse("@n:" + repr((("ok", signed_for_1), "2")), "@n:", key, armed) == (watch.UNSIGNED, 2)
+    assert properties.parse("@n:(('ok',), '1')", "@n:", key, armed) == (watch.UNSIGNED, 1)
+    nothing = watch.armed_text([], [], True)
+    assert properties.parse(line("ok", "1", signed_armed=nothing), "@n:", key, armed) == (watch.UNSIGNED, 1)
 
 
 @pytest.mark.notebooks
@@ -188,7 +192,8 @@ def test_an_endless_loop_costs_one_call_s_time_limit():
     runs = runs[1:]  # after the seal
     assert [r.status for r in runs] == ["ok", "timeout", "error", "error", "error"], runs
     assert "an earlier call of this function failed" in runs[2].reason
-    check = property_check("murmur2", [(args, "@n:", run) for args, run in zip(draws, runs[1:])], key)
+    check = property_check("murmur2", [(args, "@n:", run) for args, run in zip(draws, runs[1:])], key,
+                           watch.armed_text([], ["murmur2"], True))
     assert not check.passed and check.label == "hidden property: murmur2"
 
 
@@ -243,6 +248,83 @@ LEAKER = (
     + FITTED.split("\n", 1)[1])
 
 
+# The same forged verdicts, on a watch armed over nothing: sys.audit patched to rewrite the arm.
+AUDIT_FORGER = FORGER + r"""
+import sys as _s
+_real_audit = _s.audit
+def _patched_audit(event, *args):
+    if event == "minikafka.grader.watch" and args and args[0] == "arm":
+        args = ("arm", [], [], [], False)
+    return _real_audit(event, *args)
+_s.audit = _patched_audit
+"""
+# roll_reason as an object whose __class__ the watch's arm read with isinstance, running the
+# student's code inside the hook: it walked up to the hook's closure and took the key (then forged).
+KEY_THIEF = r"""
+import sys as _s, re as _re, hmac as _hm, hashlib as _hl, builtins as _bi, ast as _ast
+from minikafka.rules import roll_reason as _kafka
+_found = {}
+class _Trap:
+    def __call__(self, segment, batch, config):
+        return _kafka(segment, batch, config)
+    @property
+    def __class__(self):
+        f = _s._getframe(1)
+        while f is not None and "key" not in _found:
+            v = f.f_locals.get("verdict")
+            for c in (getattr(v, "__closure__", None) or ()) if callable(v) else ():
+                fn = c.cell_contents
+                if getattr(fn, "__name__", "") == "sign":
+                    cells = dict(zip(fn.__code__.co_freevars, fn.__closure__))
+                    _found["key"] = bytes(b ^ 0x36 for b in cells["inner"].cell_contents)[:32]
+            f = f.f_back
+        return _Trap
+roll_reason = _Trap()
+_print = _bi.print
+def _forging_print(*args, **kw):
+    m = _re.match(r"^(@minikafka-\d+-\d+:)(.*)$", args[0], _re.S) if args and isinstance(args[0], str) else None
+    if m and "key" in _found:
+        (_, _), answer = _ast.literal_eval(m.group(2))
+        sig = _hm.new(_found["key"], (m.group(1) + "\nok\n" + answer).encode(), _hl.sha256).hexdigest()
+        args = (m.group(1) + repr((("ok", sig), answer)),)
+    return _print(*args, **kw)
+_bi.print = print = _forging_print
+"""
+
+
+# The hidden cells' source again (from linecache), now through the grader's own cells: the arm
+# cell raising it (a patched sys.audit), the provenance cell raising it (a __module__ property), a
+# kernel dying with it as its last words on stderr.
+GRAB = r"""
+def _hidden_text():
+    import linecache
+    return " || ".join("".join(v[2]) for v in list(linecache.cache.values())
+                       if len(v) > 2 and v[2] and "".join(v[2]).startswith("# Che" + "cks:"))[:1800]
+"""
+AUDIT_RAISES = GRAB + r"""
+import sys as _s
+_real_audit = _s.audit
+def _patched_audit(event, *args):
+    if event == "minikafka.grader.watch" and _hidden_text():
+        raise RuntimeError("LEAK " + _hidden_text())
+    return _real_audit(event, *args)
+_s.audit = _patched_audit
+"""
+AUDIT_DIES = AUDIT_RAISES.replace('raise RuntimeError("LEAK " + _hidden_text())',
+                                  '__import__("os").write(2, ("LEAK " + _hidden_text() + "\\n").encode()); '
+                                  '__import__("os")._exit(3)')  # (stderr: the kernel's last words)
+MODULE_RAISES = GRAB + r"""
+_roll = roll_reason
+class _Roll:
+    def __call__(self, *a, **k):
+        return _roll(*a, **k)
+    @property
+    def __module__(self):
+        raise RuntimeError("LEAK " + _hidden_text())
+roll_reason = _Roll()
+"""
+
+
 def _with_a_first_cell(submission: dict, source: str) -> dict:
     submission["cells"].insert(0, {"cell_type": "code", "id": "my-first-cell", "metadata": {},
                                    "execution_count": None, "outputs": [], "source": source})
@@ -267,11 +349,17 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
         reference = _without_clusters(json.loads((ROOT / "solutions" / f"{name}.ipynb").read_text()))
         (folder / "ref" / f"{name}.ipynb").write_text(json.dumps(reference))
         for student, replace in {"wrapper": {"ex2": WRAPPER}, "fitted": {"ex2": FITTED},
-                                 "forger": {"ex2": WRAPPER}, "leaker": {"ex2": LEAKER}}.items():
+                                 "forger": {"ex2": WRAPPER}, "leaker": {"ex2": LEAKER},
+                                 "audit-forger": {"ex2": WRAPPER}, "key-thief": {"ex2": KEY_THIEF},
+                                 "raiser": {}, "dier": {}}.items():
             (folder / "class" / student).mkdir(parents=True)
             submission = solved_submission(name, replace)
-            if student == "forger":
-                submission = _with_a_first_cell(submission, FORGER)
+            if student in ("forger", "audit-forger"):
+                submission = _with_a_first_cell(submission, FORGER if student == "forger" else AUDIT_FORGER)
+            if student in ("raiser", "dier"):
+                [ex2] = [c for c in submission["cells"] if c.get("id") == "ex2"]
+                ex2["source"] += MODULE_RAISES if student == "raiser" else ""
+                submission = _with_a_first_cell(submission, AUDIT_RAISES if student == "raiser" else AUDIT_DIES)
             (folder / "class" / student / f"{name}.ipynb").write_text(json.dumps(submission))
         results = grade_all(folder / "class", folder / "ref",
                             Settings(sanitize=SANITIZE, seed=4242, property_seed=7), jobs=2)
@@ -280,19 +368,29 @@ def test_hidden_properties_catch_the_wrapper_and_the_fitted_rule_in_01():
     by = {r.student: r for r in results}
     for student, how in (("wrapper", "the package's own implementation of the exercise ran"),
                          ("fitted", "answer differs from the rule's on one of the drawn inputs"),
-                         ("forger", "the package's own implementation of the exercise ran")):
+                         ("forger", "the package's own implementation of the exercise ran"),
+                         ("key-thief", "the package's own implementation of the exercise ran")):
         result = by[student]
         assert [e.earned for e in result.exercises] == [3, 0, 4], feedback(result)
         [failed] = [c for c in result.exercises[1].checks if not c.passed]
         assert failed.label == "hidden property: roll_reason" and how in failed.message, failed
         assert "Segment(" not in failed.message and "segment_bytes=" not in failed.message
-    # What the leaker's function returned after the hidden checks ran is not in its feedback.
+    # A watch armed over nothing signs a verdict that does not verify: every watched exercise fails.
+    forged = by["audit-forger"]
+    assert [e.earned for e in forged.exercises] == [0, 0, 0], feedback(forged)
+    assert "the grader's watch gave no signed verdict" in feedback(forged)
+    # What the leaker's function returned after the hidden checks ran is not in its feedback, nor
+    # what the others raised or died saying in the grader's own cells.
     leaked = feedback(by["leaker"])
     assert [e.earned for e in by["leaker"].exercises] == [3, 0, 4], leaked
     hidden = [line.strip() for c in reference["cells"] if "hidden" in c.get("metadata", {}).get("tags", [])
               for line in "".join(c["source"]).split("\n") if len(line.strip()) > 12]
-    assert "Grader only" not in leaked and not [line for line in hidden if line in leaked], leaked
     assert "is not shown for a check that runs after a hidden one" in leaked
+    for student in ("leaker", "raiser", "dier"):
+        text = feedback(by[student]) + "".join(row["message"] for row in csv_rows([by[student]]))
+        assert "Grader only" not in text and "LEAK" not in text, (student, text)
+        assert not [line for line in hidden if line in text], (student, text)
+    assert by["raiser"].points < 10 and by["dier"].points < 10
     # Exercises 1 and 3 are the solutions': their properties pass, found from the package by name.
     labels = [[(c.label, c.passed) for c in e.checks if c.label.startswith("hidden property")]
               for e in by["fitted"].exercises]

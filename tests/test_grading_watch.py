@@ -207,7 +207,7 @@ def nested(data):
 said = {}
 for f in (right, wrapper, switch_off, walk, nested):
     for strict in (True, False):
-        sys.audit(watch.EVENT, "arm", ["minikafka.partitioner:murmur2"], [f.__name__], globals(), strict)
+        sys.audit(watch.EVENT, "arm", ["minikafka.partitioner:murmur2"], [f.__name__], [f], strict)
         out, text = [], repr(f(b"abc"))
         sys.audit(watch.EVENT, "verdict", out, "@n:", text)
         said[f"{f.__name__} {strict}"] = [*out, text]
@@ -241,8 +241,10 @@ def test_the_seal_watches_calls_refuses_what_would_switch_it_off_and_signs_its_v
         # Each verdict is signed for its nonce and the answer printed with it, with this key only.
         for name in verdicts:
             verdict, sig, answer = said[f"{name} {strict}"]
-            assert sig == watch.signature(key, "@n:", verdict, answer)
-            assert sig != watch.signature(watch.new_key(), "@n:", verdict, answer)
+            armed = watch.armed_text(["minikafka.partitioner:murmur2"], [name], strict)
+            assert sig == watch.signature(key, "@n:", verdict, answer, armed)
+            assert sig != watch.signature(watch.new_key(), "@n:", verdict, answer, armed)
+            assert sig != watch.signature(key, "@n:", verdict, answer, watch.armed_text([], [], strict))
     assert said["right True"][2] == "42" and said["wrapper True"][2] == "479470107"  # Kafka's murmur2(b"abc")
     assert said["unarmed"] == ["the grader's watch was not armed"]
 
@@ -271,7 +273,7 @@ def test_the_grader_arms_the_watch_around_each_check_that_calls_a_function_witho
                                                   if "find_batch" in source_text(c) or "read_position" in source_text(c)]
     assert len(armed) == 3 and all("Cluster(" not in source_text(c) and "judge(" not in source_text(c) for c in armed)
     # One verdict per watched check, right after it; only the last makes the exercise's Check.
-    assert [last for *_, last in verdicts] == [False, False, True]
+    assert [last for _, _, last, _ in verdicts] == [False, False, True]
     for i, (_, _, own) in enumerate(steps):
         if own and own[2] == "arm":
             assert steps[i + 2][2][2][0] == "watch"

@@ -464,7 +464,7 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
                 arm, verdict = _watch_cells(specs, names, nonce)
                 before.setdefault(id(check), []).append((arm, [], exercise, "arm"))
                 after.setdefault(id(check), []).insert(
-                    0, (verdict, [], exercise, ("watch", nonce, check is guarded[-1])))
+                    0, (verdict, [], exercise, ("watch", nonce, check is guarded[-1], watch.armed_text(specs, names))))
             for rule in rules:
                 watched = list(dict.fromkeys(specs + properties.reference_specs(rule)
                                              + properties.package_specs(names)))
@@ -478,7 +478,8 @@ def _with_grader_cells(reference, planned, program, lecture: str | None = None, 
                     args = properties.call_args(rule, case, address)
                     nonce = next(nonces)
                     call = properties.call_cell(rule, args, watched, names, nonce)
-                    after[id(checks[-1])].append((call, [], exercise, ("call", rule, case, nonce, slot)))
+                    armed = watch.armed_text(watched, names, strict=True)  # as call_cell arms it
+                    after[id(checks[-1])].append((call, [], exercise, ("call", rule, case, nonce, slot, armed)))
     steps: list[tuple[str, dict | None, tuple | None]] = []
     if sealed:
         steps.append((watch.seal_cell(sealed, public), None, ([], None, "seal")))
@@ -511,7 +512,8 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
     """Fill each exercise's checks from the runs; returns why to flag the submission, or None."""
     by_cell = {id(cell): run for (_, cell, _), run in zip(steps, runs) if cell is not None}
     # The student's own check (`check_file`, expectations from metadata) hides nothing from its student.
-    after_hidden = set() if from_metadata else _after_a_hidden_input(steps)
+    late = set() if from_metadata else _after_a_hidden_input(steps)  # step indices
+    after_hidden = {id(cell) for i, (_, cell, _) in enumerate(steps) if i in late and cell is not None}
     for exercise, cells in planned:
         visible = hidden = 0
         for cell in cells:
@@ -533,10 +535,12 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
     grader_options = {"check": True, "skip": False, "check_exception": False}
     calls: dict[tuple[int, str], tuple[Exercise, list]] = {}
     watched: dict[int, str | None] = {}  # each watched exercise's first failed verdict, or None
-    for (_, _, own), run in zip(steps, runs):
+    for index, ((_, _, own), run) in enumerate(zip(steps, runs)):
         if own is None:
             continue
         want, exercise, kind = own
+        if index in late and run.status in ("error", "died"):  # (the grader's own cell: see sealed_message)
+            run.reason = _quiet(run)
         if kind == "seal":
             if run.status != "ok":  # the grader's own cell, run before any of the notebook's
                 raise RuntimeError(f"the grader's watch could not start in the kernel: {run.reason}")
@@ -545,7 +549,7 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
             if run.status != "ok":
                 failed = run.reason
             else:
-                said = watch.read(run.stream_text, kind[1], key)
+                said = watch.read(run.stream_text, kind[1], key, kind[3])
                 seen = said[0] if said else watch.UNSIGNED
                 failed = None if seen == "ok" else watch_message(seen)
             first_failure = watched.get(id(exercise)) or failed
@@ -555,10 +559,10 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
                                              first_failure or "does not run the package's implementation"))
             continue
         if isinstance(kind, tuple):
-            _, rule, args, nonce, slot = kind
+            _, rule, args, nonce, slot, armed = kind
             if slot is not None:  # judged with what the grader's broker received in that call
                 args = (args, broker.record(slot))
-            calls.setdefault((id(exercise), rule), (exercise, []))[1].append((args, nonce, run))
+            calls.setdefault((id(exercise), rule), (exercise, [], armed))[1].append((args, nonce, run))
             continue
         passed, message = verdict(run, grader_options, want, patterns)
         if kind == "provenance":
@@ -573,12 +577,12 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
         elif not passed and run.status == "ok":
             flagged = ("the kernel did not run the grader's code as sent (an input transformer or "
                        "a patched kernel?)")
-    for (_, rule), (exercise, runs_of_rule) in calls.items():
-        exercise.checks.append(property_check(rule, runs_of_rule, key))
+    for (_, rule), (exercise, runs_of_rule, armed) in calls.items():
+        exercise.checks.append(property_check(rule, runs_of_rule, key, armed))
     return flagged
 
 
-def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]], key: bytes) -> Check:
+def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]], key: bytes, armed: str) -> Check:
     """The grader's verdict on one hidden property: every call's answer equals the answer of the
     package's reference, computed here, on the drawn inputs. The message names the property in
     words and how the code failed it, never an input or an expected value."""
@@ -590,7 +594,7 @@ def property_check(rule: str, calls: list[tuple[tuple, str, CellRun]], key: byte
                    "died": "the kernel died while it ran (os._exit, a crash or a resource limit)"}.get(
                        run.status, run.reason)
             return Check(f"hidden property: {rule}", None, True, False, f"{what}; {how}")
-        said = properties.parse(run.stream_text, nonce, key)
+        said = properties.parse(run.stream_text, nonce, key, armed)
         if said is None:
             return Check(f"hidden property: {rule}", None, True, False,
                          f"{what}; your function's answer is not plain data (numbers, strings, bytes, "
@@ -641,19 +645,27 @@ def hidden_message(cell, run: CellRun) -> str:
 
 
 def _after_a_hidden_input(steps) -> set[int]:
-    """The ids of the reference cells that run after the first hidden check or property call: by
-    then the kernel has held a hidden input, and a student's function may have kept it (it is
-    called with it; ``linecache`` and ``In`` hold the hidden cells' source). What such a cell printed
-    or raised must not reach the student's feedback, or it could carry the hidden checks out."""
+    """The indices of the steps that run after the first hidden check or property call: by then
+    the kernel has held a hidden input, and a student's function may have kept it (it is called
+    with it; ``linecache`` and ``In`` hold the hidden cells' source). What such a step printed or
+    raised (a check's output, an exception's message, a dying kernel's last words, in the
+    notebook's cells and the grader's own alike) must not reach the student's feedback, or it
+    could carry the hidden checks out."""
     seen, after = False, set()
-    for _, cell, own in steps:
+    for index, (_, cell, own) in enumerate(steps):
+        if seen:
+            after.add(index)
         if cell is not None:
-            if seen:
-                after.add(id(cell))
             seen = seen or HIDDEN_TAG in cell_tags(cell)
         elif own is not None and isinstance(own[2], tuple) and own[2][0] == "call":
             seen = True
     return after
+
+
+def _quiet(run: CellRun) -> str:
+    """How a cell failed, in the grader's words only (no exception message, no last words)."""
+    return {"error": "an exception (what it said is not shown for a cell that runs after a hidden check)",
+            "died": "the kernel died while it ran (os._exit, a crash or a resource limit)"}.get(run.status, run.reason)
 
 
 def sealed_message(run: CellRun) -> str:

@@ -701,10 +701,11 @@ def call_cell(name: str, args: tuple, specs: list[str], names: list[str], nonce:
     return _CALL % fields
 
 
-def parse(text: str, nonce: str, key: bytes) -> tuple[str, Any] | None:
+def parse(text: str, nonce: str, key: bytes, armed: str) -> tuple[str, Any] | None:
     """(the watch's verdict, the answer) from a call's stdout; None if it printed no plain answer.
-    The verdict is ``watch.UNSIGNED`` unless the grader's hook signed it for this call and answer."""
-    said = watch.read(text, nonce, key)
+    The verdict is ``watch.UNSIGNED`` unless the grader's hook signed it for this call and answer,
+    on a watch armed as ``armed`` (``watch.armed_text``)."""
+    said = watch.read(text, nonce, key, armed)
     if said is None:
         return None
     verdict, answer = said

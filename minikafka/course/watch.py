@@ -35,7 +35,8 @@ state lives only in its closure:
   ``minikafka.grader.watch`` ("arm", "verdict"). A verdict asked from inside a watched function,
   or from another thread, is refused and noted. The hook signs each verdict (HMAC-SHA256 with a
   key held only in the hook's closure) together with the call's nonce and the answer printed with
-  it. The key is never in a cell's source or output, which the kernel keeps where a later cell can
+  it, and what it was armed over (``armed_text``: a verdict on a watch armed over nothing, by a
+  patched ``sys.audit``, does not verify). The key is never in a cell's source or output, which the kernel keeps where a later cell can
   read it (``linecache``, ``In``, the last execution's info): the first cell holds the grader's
   half of a Diffie-Hellman exchange (RFC 3526's 2048-bit group, ``Handshake``) and prints the
   kernel's half, and each side computes the key from the other's public number. The grader
@@ -121,7 +122,7 @@ def _minikafka_seal(specs, theirs):
             for part in (obj.fget, obj.fset, obj.fdel):
                 yield from own_codes(part, seen)
             return
-        if isinstance(obj, type):
+        if issubclass(kind, type):  # (not isinstance: it reads a __class__ the student's object may define)
             for value in list(class_dict(obj).values()):
                 yield from own_codes(value, seen)
             return
@@ -136,14 +137,24 @@ def _minikafka_seal(specs, theirs):
     def plain(values):
         return all(type(v) in PLAIN or (type(v) in (tuple, frozenset) and plain(v)) for v in values)
 
+    # A student's code object may hold str subclasses (its name, its names) whose hash or == is
+    # their code: nothing of theirs may run inside the hook. So tables are keyed by the package's
+    # code objects' ids (kept alive in the snapshot), and a copy is compared only when every part
+    # of it is of an exact built-in type.
+    def exact(code):
+        return (type(code.co_name) is str and type(code.co_code) is bytes and plain(code.co_consts)
+                and type(code.co_names) is tuple and all(type(n) is str for n in code.co_names))
+
     def match(table, code):
-        spec = table.get(code)
-        if spec is None and plain(code.co_consts):
+        found = table.get(id(code))
+        if found is not None:
+            return found[1]
+        if exact(code):
             key = (code.co_code, code.co_consts, code.co_names)
-            for ref, ref_spec in table.items():
+            for ref, ref_spec in table.values():
                 if (ref.co_code, ref.co_consts, ref.co_names) == key:
                     return ref_spec
-        return spec
+        return None
 
     snapshot, homes = {}, set()
     for spec in specs:
@@ -159,6 +170,8 @@ def _minikafka_seal(specs, theirs):
     def judge(frame):
         watch = armed[0]
         code = frame.f_code
+        if type(code.co_name) is not str:  # not the package's (see match)
+            return
         table = watch["forbidden"].get(code.co_name)
         if not table:
             return
@@ -173,25 +186,27 @@ def _minikafka_seal(specs, theirs):
                 return
         watch["hits"].append(spec)
 
-    def arm(wanted, names, scope, strict):
+    def arm(wanted, names, objects, strict):
+        # What it was asked to watch, as the grader asked it (watch.armed_text): the verdict signs
+        # it, so an arm rewritten on its way here (a patched sys.audit) signs something else.
+        asked = repr((list(wanted), list(names), strict))
         if armed:
             notes.append("the grader's watch was armed again while it watched")
             return
         forbidden = {}
         for spec in wanted:
             for code in snapshot.get(spec, ()):
-                forbidden.setdefault(code.co_name, {})[code] = spec
+                forbidden.setdefault(code.co_name, {})[id(code)] = (code, spec)
         mine, keep, copies = set(), [], []
-        for name in names:
-            obj = scope.get(name)
+        for name, obj in zip(names, objects):  # (looked up by the arm cell, outside the hook)
             keep.append(obj)
             for code in own_codes(obj, set()):
                 mine.add(id(code))
                 keep.append(code)
-                spec = match(forbidden.get(code.co_name) or {}, code)
+                spec = match(forbidden.get(code.co_name) or {}, code) if type(code.co_name) is str else None
                 if spec is not None:
                     copies.append(f"{name} is a copy of {spec}")
-        armed.append({"thread": ident(), "forbidden": forbidden, "mine": mine, "keep": keep,
+        armed.append({"thread": ident(), "forbidden": forbidden, "mine": mine, "keep": keep, "asked": asked,
                       "hits": copies, "strict": strict, "trace": trace if strict else trace_homes})
         settrace(armed[0]["trace"])
 
@@ -221,12 +236,12 @@ def _minikafka_seal(specs, theirs):
             said = "ok"
         notes.clear()
         out.append(said)
-        out.append(sign(nonce + "\n" + said + "\n" + answer))
+        out.append(sign(nonce + "\n" + said + "\n" + answer + "\n" + watch["asked"]))
 
     def control(args):
         op = args[0] if args else None
         if op == "arm" and len(args) == 5 and type(args[1]) is list and type(args[2]) is list \
-                and type(args[3]) is dict and type(args[4]) is bool \
+                and type(args[3]) is list and len(args[3]) == len(args[2]) and type(args[4]) is bool \
                 and all(type(s) is str for s in args[1] + args[2]):
             arm(args[1], args[2], args[3], args[4])
         elif op == "verdict" and len(args) == 4 and type(args[1]) is list and type(args[2]) is str \
@@ -292,7 +307,8 @@ _minikafka_seal(%(specs)r, %(theirs)d)
 del _minikafka_seal
 '''
 
-_ARM = "__import__('sys').audit(%(event)r, 'arm', %(specs)r, %(names)r, globals(), %(strict)r)\n"
+_ARM = ("__import__('sys').audit(%(event)r, 'arm', %(specs)r, %(names)r, [globals().get(_mk_n) for _mk_n in %(names)r], "
+        "%(strict)r)\n")
 
 # The verdict of the watch armed before the checks: printed with its signature after a nonce.
 _VERDICT = ("_mk_out = []\n__import__('sys').audit(%(event)r, 'verdict', _mk_out, %(nonce)r, '')\n"
@@ -335,7 +351,8 @@ def seal_cell(specs: list[str], public: int) -> str:
 
 
 def arm_source(specs: list[str], names: list[str], strict: bool = False) -> str:
-    """Arm the watch over ``names`` (functions and classes in the notebook's globals)."""
+    """Arm the watch over ``names`` (functions and classes in the notebook's globals, looked up by
+    this cell: the hook runs nothing of the student's, not even a dict lookup of theirs)."""
     return _ARM % {"event": EVENT, "specs": list(specs), "names": list(names), "strict": strict}
 
 
@@ -344,18 +361,26 @@ def verdict_cell(nonce: str) -> str:
     return _VERDICT % {"event": EVENT, "nonce": nonce}
 
 
-def signature(key: bytes, nonce: str, said: str, answer: str) -> str:
-    """What the hook signs a verdict with, computed here (HMAC-SHA256, as the hook does by hand)."""
-    return hmac.new(key, (nonce + "\n" + said + "\n" + answer).encode(), hashlib.sha256).hexdigest()
+def armed_text(specs: list[str], names: list[str], strict: bool = False) -> str:
+    """What a verdict of the watch armed by ``arm_source(specs, names, strict)`` signs besides
+    its answer: a verdict on a watch armed over anything else does not verify."""
+    return repr((list(specs), list(names), bool(strict)))
+
+
+def signature(key: bytes, nonce: str, said: str, answer: str, armed: str) -> str:
+    """What the hook signs a verdict with, computed here (HMAC-SHA256, as the hook does by hand);
+    ``armed``: ``armed_text`` of the watch it was armed over."""
+    return hmac.new(key, (nonce + "\n" + said + "\n" + answer + "\n" + armed).encode(), hashlib.sha256).hexdigest()
 
 
 UNSIGNED = "the grader's watch gave no signed verdict for this call"
 
 
-def read(text: str, nonce: str, key: bytes) -> tuple[str, str] | None:
+def read(text: str, nonce: str, key: bytes, armed: str) -> tuple[str, str] | None:
     """(the watch's verdict, the answer's text) from a cell's stdout: the last line after
     ``nonce``, ``repr((verdict, signature), answer)``; the verdict is ``UNSIGNED`` unless the
-    hook signed it for this nonce and this answer. None if no such line was printed."""
+    hook signed it for this nonce, this answer and a watch armed as ``armed`` (``armed_text``).
+    None if no such line was printed."""
     from .ast_guard import literal_eval
 
     for line in reversed(text.splitlines()):
@@ -369,6 +394,6 @@ def read(text: str, nonce: str, key: bytes) -> tuple[str, str] | None:
                 return None
             out, answer = said
             good = (len(out) == 2 and all(isinstance(x, str) for x in out)
-                    and hmac.compare_digest(out[1], signature(key, nonce, out[0], answer)))
+                    and hmac.compare_digest(out[1], signature(key, nonce, out[0], answer, armed)))
             return (out[0] if good else UNSIGNED), answer
     return None
