@@ -25,7 +25,7 @@ import nbformat
 from nbval.plugin import (IPyNbCell, coalesce_streams, find_comment_markers, find_metadata_tags,
                           get_sanitize_patterns, nocolors)
 
-from .runner import MAX_CELL_OUTPUT
+from .runner import MAX_CELL_OUTPUT, shorten
 
 # IPyNbFile's skip list (without nbdime): what nbval never compares.
 SKIP_COMPARE = ('metadata', 'traceback', 'prompt_number', 'output_type', 'name', 'execution_count',
@@ -91,11 +91,6 @@ def excerpt(text: str, start: int = 0, limit: int = EXCERPT) -> str:
     before = f"(from character {start + 1}) " if start else ""
     after = len(text) - start - limit
     return f"{before}{shown}" + (f"... ({after} more characters)" if after else "")
-
-
-def shorten(text: str, limit: int = EXCERPT) -> str:
-    """At most `limit` characters of `text` (unquoted), saying how many more there were."""
-    return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
 def _first_difference(expected: str, got: str) -> str:

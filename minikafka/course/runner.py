@@ -105,8 +105,8 @@ def _size(out: NotebookNode) -> int:
     return _length(out.data) + _length(out.metadata)
 
 
-def _clip(text, limit: int = REASON_CHARS) -> str:
-    text = str(text)
+def shorten(text: str, limit: int = REASON_CHARS) -> str:
+    """At most `limit` characters of `text` (unquoted), saying how many more there were."""
     return text if len(text) <= limit else f"{text[:limit]}... ({len(text) - limit} more characters)"
 
 
@@ -165,7 +165,7 @@ def _collect(box, msg_id: str, limit: _Limit, run: CellRun) -> str | None:
             continue
         if out.output_type == "error":  # an error counts even where its output is not kept
             run.status = "error"
-            run.reason = f"{_clip(out.ename, 100)}: {_clip(out.evalue)}"
+            run.reason = f"{shorten(str(out.ename), 100)}: {shorten(str(out.evalue))}"
             hit = box.limit_hit(f"{str(out.ename)[:100]}: {str(out.evalue)[:10_000]}")
             if hit:
                 run.reason += f" ({hit})"
