@@ -27,7 +27,14 @@ the reference, wrapped in a guard (``_Guarded``). The guard treats the function 
   interrupted and reported the same way, where the platform can interrupt a running
   function (``_deadline``: a Unix interval timer in the main thread; elsewhere no budget);
 - every call is counted, and each call whose answer differs from Kafka's is kept in a
-  ``RuleTrace`` (the first ``RuleTrace.keep``): the judge's timeline shows them.
+  ``RuleTrace`` (the first ``RuleTrace.keep``): the judge's timeline shows them;
+- inside ``with allowance(seconds)`` (the judge's: ``tester.judge``) every call also spends from
+  one wall-time allowance shared by all the rules, so a rule that is slow on every call but
+  never past ``budget_s`` (Kafka's rules take microseconds; a judge calls them up to ~100,000
+  times) stops the judge with a ``RuleError`` naming each rule's calls and seconds, instead of
+  running for an hour. Once it is spent every guarded call stops at once (``out_of_time``: the
+  judge then shrinks nothing). A call running inside another guarded call (an application's
+  step polls the world, which calls the broker's rules) spends nothing twice.
 
 A ``RuleError`` raised inside the simulated world propagates out of ``Cluster.advance`` /
 ``run_until``, which close the cluster first: the run stops cleanly, and the notebook shows
@@ -136,6 +143,7 @@ key of ``__consumer_offsets`` when a broker loads the groups it now coordinates.
 from __future__ import annotations
 
 import bisect
+import contextvars
 import functools
 import inspect
 import signal
@@ -787,6 +795,49 @@ def _deadline(seconds: float | None) -> Iterator[None]:
             signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3), old_interval)
 
 
+class Allowance:
+    """The wall time every guarded call inside one ``with allowance(seconds)`` may spend, in all
+    (see the module docstring); ``spent`` is {rule name: [calls, seconds]}."""
+
+    def __init__(self, seconds: float) -> None:
+        self.seconds = seconds
+        self.spent: dict[str, list] = {}
+        self.depth = 0  # guarded calls running now: only the outermost spends
+        self.error: RuleError | None = None  # the call that spent the last of it
+
+    def left(self) -> float:
+        return self.seconds - sum(seconds for _, seconds in self.spent.values())
+
+    def problem(self) -> str:
+        used = sorted(self.spent.items(), key=lambda item: -item[1][1])
+        each = "; ".join(f"{name} {seconds:.1f} s in {calls:,} call{'s' if calls != 1 else ''} "
+                         f"({1000 * seconds / max(calls, 1):.1f} ms a call)" for name, (calls, seconds) in used)
+        return (f"your rules used up the judge's allowance of {self.seconds:g} s of wall time in all ({each}). "
+                f"Kafka's rules take microseconds a call and a judge calls them up to ~100,000 times: "
+                f"a rule should decide from its arguments alone (no sleep, no printing on every call, "
+                f"no loop over more than its arguments)")
+
+
+_ALLOWANCE: contextvars.ContextVar[Allowance | None] = contextvars.ContextVar("minikafka_rule_allowance",
+                                                                               default=None)
+
+
+@contextmanager
+def allowance(seconds: float) -> Iterator[Allowance]:
+    """Every guarded call in the body spends from one wall-time allowance of ``seconds``."""
+    token = _ALLOWANCE.set(Allowance(seconds))
+    try:
+        yield _ALLOWANCE.get()
+    finally:
+        _ALLOWANCE.reset(token)
+
+
+def out_of_time() -> bool:
+    """Has the allowance of the ``with allowance(...)`` running now been spent?"""
+    current = _ALLOWANCE.get()
+    return current is not None and current.error is not None
+
+
 def _copy(value: Any, depth: int = 1) -> Any:
     """A copy of an argument, and of the lists and dicts inside it (one level: an assignor's
     ``{member: [topics]}``)."""
@@ -812,15 +863,36 @@ class _Guarded:
         self.trace.calls[rule.name] = self.trace.calls.get(rule.name, 0) + 1
         reference = None if rule.effects else rule.reference(*args)  # a step acts: never twice
         raised, value, problem, cause = None, None, None, None
+        budget, spending = self.budget_s, _ALLOWANCE.get()
+        if spending is not None and spending.depth:
+            spending = None  # inside another guarded call: that one spends
+        if spending is not None:
+            if spending.error is not None:  # spent: nothing more of the student's runs
+                raise spending.error
+            left = spending.left()
+            budget = left if budget is None else min(budget, left)
+            spending.depth += 1
+        started = time.monotonic()
         try:
-            with _deadline(self.budget_s):
+            if budget is not None and budget <= 0:
+                raise RuleTimeout()
+            with _deadline(budget):
                 value = self.fn(*(_copy(a) for a in args))
         except RuleTimeout as e:
-            raised, cause = f"nothing: still running after {self.budget_s} s", e
-            problem = f"it was still running after {self.budget_s} s of wall time (a loop that never ends?)"
+            shown = budget if budget == self.budget_s else round(max(budget, 0), 3)
+            raised, cause = f"nothing: still running after {shown} s", e
+            problem = f"it was still running after {shown} s of wall time (a loop that never ends?)"
         except Exception as e:  # the student's code: anything it raises is reported
             raised, cause = f"raised {type(e).__name__}: {e}", e
             problem = f"it {raised}"
+        finally:
+            if spending is not None:
+                spending.depth -= 1
+                used = spending.spent.setdefault(rule.name, [0, 0.0])
+                used[0] += 1
+                used[1] += time.monotonic() - started
+        if spending is not None and spending.left() <= 0:
+            problem = spending.problem()
         call = RuleCall(self.clock(), self.node, rule.name, named, value, reference, raised)
         if problem is None:
             problem = rule.check(named, value)
@@ -828,6 +900,8 @@ class _Guarded:
             error = RuleError(call, problem)
             error.__cause__ = cause  # (its traceback: the student's line where it raised or was stopped)
             error.trace = self.trace  # what the rules did before: the judge's timeline
+            if spending is not None and spending.left() <= 0:
+                spending.error = error
             self.trace.error = error
             if self.trace.on_error is not None:
                 self.trace.on_error(error)

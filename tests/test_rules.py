@@ -4,6 +4,8 @@ the cluster with one readable ``RuleError``."""
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from minikafka import Cluster, KafkaProducer
@@ -191,3 +193,55 @@ def test_calls_that_differ_from_kafkas_are_traced():
     assert trace.differing[0].line() == ("t=    11 ms  broker 3: high_watermark(hw=0, leader=3, leader_leo=5, "
                                          "follower_leos={1: 2, 2: 5}, isr=(1, 2, 3), pending_isr=None) -> 5; "
                                          "Kafka's rule: 2")
+
+
+# --- the judge's allowance: slow on every call, never past the per-call budget ----------------------
+
+
+def test_calls_inside_an_allowance_stop_once_it_is_spent_and_say_where_it_went():
+    from minikafka.rules import allowance, out_of_time
+
+    ran = []
+
+    def slow(hw, leader, leader_leo, follower_leos, isr, pending_isr):
+        ran.append(1)
+        time.sleep(0.02)
+        return R.high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr)
+
+    guarded = Rules({"high_watermark": slow}, node=1, clock=lambda: 7)  # 2 s a call: never reached
+    with allowance(0.2) as spending, pytest.raises(RuleError) as e:
+        for _ in range(1_000):
+            guarded.high_watermark(0, 1, 3, {2: 3}, (1, 2), None)
+    calls, seconds = spending.spent["high_watermark"]
+    assert len(ran) == calls < 1_000 and seconds >= 0.2
+    message = str(e.value)
+    assert message.startswith("your rule high_watermark broke on broker 1 at t=7 ms: your rules used up the "
+                              "judge's allowance of 0.2 s of wall time in all (high_watermark ")
+    assert f"in {calls} calls (" in message and "ms a call)" in message and "Kafka's rules take microseconds" in message
+    with allowance(0.2):
+        assert not out_of_time()
+    # Spent, every later call stops at once: the student's function never runs again.
+    with allowance(0.2) as spending:
+        with pytest.raises(RuleError):
+            for _ in range(1_000):
+                guarded.high_watermark(0, 1, 3, {2: 3}, (1, 2), None)
+        assert out_of_time()
+        before = len(ran)
+        with pytest.raises(RuleError) as again:
+            guarded.high_watermark(0, 1, 3, {2: 3}, (1, 2), None)
+        assert len(ran) == before and again.value is spending.error
+    guarded.high_watermark(0, 1, 3, {2: 3}, (1, 2), None)  # outside any allowance: the call's own budget only
+
+
+def test_a_call_inside_another_guarded_call_spends_nothing_twice():
+    from minikafka.rules import allowance
+
+    inner = Rules({"high_watermark": lambda *a: (time.sleep(0.05), R.high_watermark(*a))[1]}, node=1)
+
+    def outer(hw, leader, leader_leo, follower_leos, isr, pending_isr):  # as an application's step runs the world
+        return inner.high_watermark(hw, leader, leader_leo, follower_leos, isr, pending_isr)
+
+    guarded = Rules({"high_watermark": outer}, node=2)
+    with allowance(10) as spending:
+        guarded.high_watermark(0, 1, 3, {2: 3}, (1, 2), None)
+    assert spending.spent["high_watermark"][0] == 1 and spending.spent["high_watermark"][1] >= 0.05

@@ -195,3 +195,28 @@ def test_a_schedule_with_rules_replays_by_name():
     params = _params(rules={"high_watermark": hw_never_moves}, acks="all")
     assert params.rules == (("high_watermark", hw_never_moves),)
     assert params.call(5) == "run_schedule(seed=5, rules={'high_watermark': hw_never_moves})"
+
+
+def test_a_rule_slow_on_every_call_stops_the_judge_at_its_allowance_and_nothing_is_shrunk(monkeypatch):
+    """A rule under its per-call budget but slow on every call (a student trial: a judge of 04 ran
+    for about 20 minutes with no word): the judge stops when its allowance is spent, names the
+    rule's calls and seconds, and runs none of the student's code after that (no shrinking)."""
+    import time
+
+    from minikafka.course import tester
+
+    monkeypatch.setattr(tester, "ALLOWANCE_S", 0.5)
+    ran = []
+
+    def sleepy_lookup(entries, offset, base_offset):
+        ran.append(1)
+        time.sleep(0.02)
+        return R.index_lookup(entries, offset, base_offset)
+
+    verdict = judge({"index_lookup": sleepy_lookup}, seed=3)  # a whole judge makes ~3,400 calls: 68 s
+    assert not verdict.ok
+    text = str(verdict)
+    assert "your rules used up the judge's allowance of 0.5 s of wall time in all (index_lookup " in text, text
+    assert "ms a call)" in text
+    assert len(ran) <= 0.5 / 0.02 + 1  # each call sleeps 20 ms: the allowance holds 25 of them
+

@@ -45,7 +45,11 @@ to ``tester_cluster``, the producer's (05) to ``tester_producer``, the assignors
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
 student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
-the platform has none, a rule that never returns hangs the run.
+the platform has none, a rule that never returns hangs the run. A rule slow on every call but
+never past that budget would make a judge of 04 (about 90,000 calls) run for hours: each
+lecture's judge gives the student's rules ``ALLOWANCE_S`` of wall time in all
+(``rules.allowance``) and stops with a ``RuleError`` naming each rule's calls and seconds when
+they have spent it (checked between calls where there is no timer).
 """
 
 from __future__ import annotations
@@ -68,7 +72,7 @@ from minikafka.checker.campaign import (
 )
 from minikafka.clients.producer import KafkaProducer
 from minikafka.errors import IllegalArgumentError
-from minikafka.rules import RULES, RuleCall, RuleError, RuleTrace
+from minikafka.rules import RULES, RuleCall, RuleError, RuleTrace, allowance, out_of_time
 
 DEFAULT_SCHEDULES = 30
 # Kafka's promise for these settings: nothing acknowledged is lost, written twice or reordered.
@@ -78,6 +82,9 @@ SETTINGS = dict(acks="all", min_insync_replicas=2, replication_factor=3, enable_
 # leader's end when its fetch arrives, yet it keeps up, and Kafka keeps it in sync.
 CALM_MS, CALM_BURST, CALM_EVERY_MS, CALM_LATENCY_MS = 3_000, 4, 10, 25
 TIMELINE_CALLS = 8  # differing rule calls shown in a timeline
+# The wall time a lecture's rules may take in all during one judge (``rules.allowance``): with
+# Kafka's rules a whole default judge takes under 20 s, and the rules' own share of it under 1 s.
+ALLOWANCE_S = 30.0
 
 
 @dataclass
@@ -452,7 +459,7 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
              ("duration_ms", [750, 1_500]), ("interval_ms", [40, 20])]
     for name, values in steps:
         for value in values:
-            if budget <= 0:
+            if budget <= 0 or out_of_time():
                 return best
             budget -= 1
             found = run_judged(dict(rules), finding.seed, **{**kept, name: value})
@@ -504,7 +511,8 @@ def judge(rules: Mapping[str, Callable], schedules: int | None = None, seed: int
         campaign = getattr(importlib.import_module(module), function)
         mine = {name: fn for name, fn in rules.items() if RULES[name].lecture == lecture}
         options = {"shrinking": shrinking} if "shrinking" in inspect.signature(campaign).parameters else {}
-        verdict = campaign(mine, *(() if schedules is None else (schedules,)), seed=seed, **options)
+        with allowance(ALLOWANCE_S):
+            verdict = campaign(mine, *(() if schedules is None else (schedules,)), seed=seed, **options)
         if not verdict.ok:
             return verdict
         passed.append(verdict)

@@ -55,7 +55,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
-from minikafka.rules import RuleError
+from minikafka.rules import RuleError, out_of_time
 
 DEFAULT_SCHEDULES = 6
 FAST = {"offsets.topic.num.partitions": 1, "group.initial.rebalance.delay.ms": 0}
@@ -612,6 +612,8 @@ def _shrunk(run: Callable, rules: Mapping, schedule: dict, seed: int, campaign: 
     while progress:
         progress = False
         for fewer in _shrink_schedule(current):
+            if out_of_time():
+                return best
             found = _judged(run, rules, fewer, seed, campaign)
             if found is not None and found.kind == finding.kind:
                 found.shrunk = True

@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from minikafka.errors import KafkaError
-from minikafka.rules import RULES, RuleCall, RuleError
+from minikafka.rules import RULES, RuleCall, RuleError, out_of_time
 
 DEFAULT_SCHEDULES = 8
 GROUP = "judge"
@@ -454,6 +454,8 @@ def judge(rules: Mapping[str, Callable], schedules: int = DEFAULT_SCHEDULES, see
             if finding is not None:
                 if shrinking:
                     for k in range(0, 4):
+                        if out_of_time():
+                            break
                         smaller = _judged({name: rules[name]}, s, faults=k)
                         if smaller is not None:
                             finding = smaller

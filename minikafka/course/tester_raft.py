@@ -55,7 +55,7 @@ from minikafka.checker.raft import (
     run_raft_schedule,
 )
 from minikafka.course.tester import Finding, Verdict
-from minikafka.rules import RuleError, RuleTrace
+from minikafka.rules import RuleError, RuleTrace, out_of_time
 
 LECTURE = "08"
 DEFAULT_SCHEDULES = 80  # ~0.12 s each on this machine: the whole judge stays well under 20 s
@@ -116,7 +116,7 @@ def shrink(rules: Mapping[str, Callable], finding: Finding, budget: int = 12) ->
              ("duration_ms", [1_000, 2_000])]
     for name, values in steps:
         for value in values:
-            if budget <= 0:
+            if budget <= 0 or out_of_time():
                 return best
             budget -= 1
             found = run_judged(rules, finding.seed, **{**kept, name: value})
