@@ -31,8 +31,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import shutil
-import tempfile
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping
 
@@ -53,6 +51,7 @@ from minikafka.messages import (
     TopicConfig,
     controller_ids,
 )
+from minikafka import scratch
 from minikafka.node import NodeId, StateMachine
 from minikafka.rules import REFERENCE, RuleError, Rules, RuleTrace, validate as validate_rules
 from minikafka.sim import World
@@ -106,7 +105,9 @@ class Cluster:
         self.rule_trace = RuleTrace(on_error=lambda error: self.close())
         self.config = BrokerConfig(config)
         self._own_dir = dir is None
-        self.dir = Path(tempfile.mkdtemp(prefix="minikafka-") if dir is None else dir)
+        # Its own folder is marked as this process's (minikafka.scratch): the next Cluster removes
+        # it if this kernel dies without close(); a dir= given is never swept.
+        self.dir = scratch.make("minikafka-") if dir is None else Path(dir)
         self.world = World(seed, latency_ms=latency_ms, record_history=record_history)
         self.world.on_halt = self._release_halted
         self.broker_ids = list(range(1, brokers + 1))
@@ -528,7 +529,7 @@ class Cluster:
                 self.world.nodes[b].close()
                 self.world.crash(b)
         if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            scratch.remove(self.dir)
 
     def __enter__(self) -> "Cluster":
         return self

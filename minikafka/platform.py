@@ -19,7 +19,8 @@ stand-in for Windows that runs here).
 - ``fsync_dir``: open the directory and fsync it; nothing where a directory cannot be opened
   (Windows refuses; NTFS journals its renames itself).
 - ``try_lock``/``lock``: ``fcntl.flock``; ``msvcrt.locking`` of the file's first byte on
-  Windows; where neither exists, a lock that holds within this process only.
+  Windows; where neither exists, a lock that holds within this process only
+  (``process_locks()`` says which: ``minikafka.scratch`` sweeps nothing without real ones).
 - ``raise_open_files_limit``/``open_files``: ``resource`` (RLIMIT_NOFILE) and
   ``/proc/self/fd``; None elsewhere (no limit known, nothing counted, nothing refused).
 - ``ram_dir``: /dev/shm where it is writable; None elsewhere.
@@ -138,6 +139,11 @@ def try_lock(fd: int) -> bool:
 def lock(fd: int) -> None:
     """Take an exclusive lock on the open file ``fd``, waiting for it; closing ``fd`` releases it."""
     _lock(fd, blocking=True)
+
+
+def process_locks() -> bool:
+    """Whether ``try_lock``/``lock`` hold between processes (flock, msvcrt), not only within this one."""
+    return _fcntl is not None or _msvcrt is not None
 
 
 def _lock(fd: int, *, blocking: bool) -> bool:
@@ -365,6 +371,6 @@ def require_real_processes(what: str = "real broker processes") -> None:
 
 
 __all__ = ["O_BINARY", "PlatformNotSupported", "WSL_HINT", "cpu_seconds_of_tree", "current_uid", "fsync_dir", "is_root", "lock",
-           "open_files", "raise_open_files_limit", "ram_dir",
+           "open_files", "process_locks", "raise_open_files_limit", "ram_dir",
            "pause", "pread", "real_processes_missing", "require_real_processes", "resume",
            "sandbox_missing", "threads_of", "try_lock", "user_ids", "user_namespaces", "writev"]

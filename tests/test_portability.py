@@ -114,6 +114,37 @@ def test_a_cluster_loses_nothing_across_a_broker_kill_without_unix_calls(standin
     assert all("Isr: 1,2,3" in line for line in table if "Partition:" in line), done.stdout
 
 
+def test_scratch_folders_are_made_and_removed_and_nothing_is_swept_without_unix_locks(standin, tmp_path):
+    """Without flock or msvcrt a lock holds within one process only, so it cannot tell a dead
+    owner's folder from another process's live one: ``minikafka.scratch`` makes plain folders
+    (no lock file), sweeps nothing (a folder marked as a dead owner's is left), and never fails."""
+    dead = tmp_path / "minikafka-deadbeef"  # what a killed kernel leaves on Linux: a marked folder
+    (dead / "broker-1").mkdir(parents=True)
+    (dead / ".minikafka-owner.lock").write_text("minikafka-\n")
+    done = run(standin, """
+        import json, os, sys, tempfile
+        tempfile.tempdir = sys.argv[1]
+        from minikafka import Cluster, platform, scratch
+        from minikafka.checker.campaign import _scratch_dir
+        platform.ram_dir = lambda: sys.argv[1]
+        cluster = Cluster(brokers=1)
+        schedule = _scratch_dir()
+        seen = {"process_locks": platform.process_locks(), "in": sorted(os.listdir(sys.argv[1])),
+                "cluster": sorted(os.listdir(cluster.dir)), "schedule": os.listdir(schedule),
+                "swept": scratch.sweep("minikafka-", sys.argv[1])}
+        cluster.close()
+        scratch.remove(schedule)
+        seen["after"] = sorted(os.listdir(sys.argv[1]))
+        print(json.dumps(seen))
+    """, str(tmp_path))
+    assert done.returncode == 0, done.stderr
+    seen = json.loads(done.stdout)
+    assert seen["process_locks"] is False and seen["swept"] == []
+    assert len(seen["in"]) == 3 and "minikafka-deadbeef" in seen["in"]
+    assert seen["cluster"] == ["broker-1", "controller-3000"] and seen["schedule"] == []
+    assert seen["after"] == ["minikafka-deadbeef"]
+
+
 def test_the_course_clients_speak_tcp_without_unix_calls(standin):
     """The client runtime (minikafka.wire.client_runtime) needs no Unix-only call: with all of
     them taken away, the course's admin client, producer and consumer use a cluster this test

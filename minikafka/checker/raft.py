@@ -36,13 +36,11 @@ the logs through the storage layer; it never looks at the clients' internal stat
 from __future__ import annotations
 
 import random
-import shutil
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable, Iterable, Mapping, Sequence
 
-from minikafka import platform
+from minikafka import platform, scratch
 from minikafka.node import StateMachine
 from minikafka.raft.client import LEADER, CommittedRecord, KafkaRaftClient, NotLeaderError
 from minikafka.rules import REFERENCE, Rules, RuleTrace
@@ -442,8 +440,10 @@ class RaftHarness:
 
 
 def _scratch_dir() -> str:
-    # In RAM when we can: a schedule fsyncs on every append and every vote.
-    return tempfile.mkdtemp(prefix="minikafka-raft-", dir=platform.ram_dir())
+    # In RAM when we can: a schedule fsyncs on every append and every vote. Marked as this
+    # process's (minikafka.scratch): the next one removes it if this process dies first; one that
+    # its caller removes with shutil.rmtree (tester_raft) gives its lock back at the next one.
+    return str(scratch.make("minikafka-raft-", platform.ram_dir()))
 
 
 def run_raft_schedule(
@@ -549,7 +549,7 @@ def run_raft_schedule(
     finally:
         harness.close()
         if own_root:
-            shutil.rmtree(root, ignore_errors=True)
+            scratch.remove(root)
 
 
 def raft_campaign(schedules: int = 200, *, seed: int = 0, **kwargs: Any) -> RaftReport:

@@ -55,17 +55,17 @@ def archive_path() -> Path | None:
 
 # The workload whose classes are archived: what a capstone submission does, in small.
 _WORKLOAD = r"""
-import sys, tempfile
-from pathlib import Path
+import atexit, sys
 from pyspark.sql import functions as F
-from minikafka import spark as mkspark
+from minikafka import scratch, spark as mkspark
 from minikafka.feed import produce_trucks
 from minikafka.spark.capstone import REPORT_SCHEMA
 from minikafka.wire.process import launch
 
 spark = mkspark.session(config={"spark.driver.extraJavaOptions":
                                 "-Xss16m -XX:ArchiveClassesAtExit=" + sys.argv[1] + " " + sys.argv[2]})
-work = Path(tempfile.mkdtemp(prefix="minikafka-cds-"))
+work = scratch.make("minikafka-cds-")  # the checkpoints: removed at exit, or by the next build if killed
+atexit.register(scratch.remove, work)
 with launch(brokers=1, controllers=1) as cluster:
     produce_trucks(cluster.bootstrap_servers, count=90, trucks=3, seed=1, progress=False)
     def source(reader, **options):

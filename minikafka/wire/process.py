@@ -99,18 +99,16 @@ import asyncio
 import atexit
 import logging
 import os
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from pathlib import Path
 from typing import Any, Mapping
 
-from minikafka import platform
+from minikafka import platform, scratch
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError
 from minikafka.wire import auth, node_rules
 
@@ -515,7 +513,9 @@ class LocalCluster:
                 raise IllegalArgumentError(f"a port of {base_port}-{every[-1]} on {host} is held by another process "
                                            f"(another cluster starting?) ({e}): choose another base port") from None
         self._own_dir = dir is None
-        self.dir = Path(tempfile.mkdtemp(prefix="minikafka-wire-") if dir is None else dir)
+        # Its own folder (which holds the secret and the pickled rules) is marked as this
+        # process's (minikafka.scratch): the next launch() removes it if this one is killed.
+        self.dir = scratch.make("minikafka-wire-") if dir is None else Path(dir)
         self.dir.mkdir(parents=True, exist_ok=True)  # a new --dir is made, as Kafka makes log.dirs
         self.startup_timeout_s = startup_timeout_s
         # The cluster secret: new for every launch (every process starts with it; a restarted
@@ -743,7 +743,7 @@ class LocalCluster:
             except OSError:
                 pass
         if self._own_dir:
-            shutil.rmtree(self.dir, ignore_errors=True)
+            scratch.remove(self.dir)
         try:
             atexit.unregister(self.close)
         except Exception:
