@@ -413,3 +413,28 @@ def test_nothing_a_submission_writes_outlives_its_kernel():
     # ... nor on the machine: no file in those folders, no segment.
     assert not [f for f in folders if os.path.exists(os.path.join(f, "minikafka-left-for-the-next"))]
     assert ctypes.CDLL(None, use_errno=True).shmget(0x4D4B5452, 0, 0) == -1
+
+
+def test_a_campaign_outcome_carries_only_a_known_kind_into_the_feedback():
+    """A red team rewrote a hidden campaign cell (an input transformer) to print "False: found
+    <the hidden checks' source, as letters>": the grader quoted any lowercase word. Now only a kind
+    of ``ANOMALY_KINDS`` is quoted; every kind the tests' classic wrong rules are caught with is one."""
+    import importlib
+    from types import SimpleNamespace as NS
+
+    from minikafka.course import ANOMALY_KINDS, campaign_outcome
+    from minikafka.course.grade import hidden_message
+    from minikafka.course.runner import CellRun
+
+    cell = {"cell_type": "code", "source": "# Checks: your rule survives the campaign.\n"
+                                           "print(campaign_outcome(judge({'r': r}, schedules=10, seed=grading_seed())))"}
+    said = hidden_message(cell, CellRun(status="ok", outputs=[
+        {"output_type": "stream", "name": "stdout", "text": "False: found abcdponmlkjihgfe-cfghijkl-mnop\n"}]))
+    assert said == "it checks that your rule survives the campaign: the fault campaign on a grading seed did not pass"
+    assert campaign_outcome(NS(ok=False, failure=NS(kind="some-new-kind"))) == "False: found an anomaly"
+    kinds = set()
+    for module in ("test_tester", "test_rules_01", "test_rules_02", "test_rules_03", "test_rules_06",
+                   "test_rules_07", "test_rules_08"):
+        for row in importlib.import_module(module).WRONG:
+            kinds |= set(row[-1]) if isinstance(row[-1], (set, frozenset)) else {row[-1]}
+    assert len(kinds) > 20 and kinds <= ANOMALY_KINDS, kinds - ANOMALY_KINDS

@@ -52,6 +52,34 @@ def grading_seed(seed: int = GRADING_SEED) -> int:
     return seed
 
 
+# Every kind of anomaly the testers report (``Finding.kind`` of tester*.py, the checker's
+# ``ANOMALIES``, the metadata quorum's violations): the only words a hidden campaign's outcome may
+# carry into a student's feedback. The grader quotes a kind only from this set (``grade.py``): a
+# free word would be a channel out of the sealed run (a red team printed the hidden checks'
+# source as one). A kind missing here is reported as "did not pass", never leaked.
+ANOMALY_KINDS = frozenset((
+    # checker.analysis.ANOMALIES, tester.py (the calm phase, the quorum, liveness)
+    "lost-write", "duplicate", "inconsistent-offsets", "nonmonotonic-poll", "poll-skip", "stuck",
+    "isr-shrank-while-healthy", "unacknowledged-while-healthy", "metadata-quorum", "rule-error",
+    # tester_log
+    "gap", "wrong-record", "segment-too-big", "segment-never-rolled", "replica-gap", "key-split",
+    "deleted-early", "kept-past-retention",
+    # tester_cluster
+    "unavailable", "leader-order", "placement-leaders", "placement-followers",
+    # tester_producer
+    "unacknowledged", "reordered", "late", "tiny-batches", "flush-waited",
+    # tester_groups
+    "two-owners", "not-subscribed", "order-dependent", "needless-moves", "unassigned", "unbalanced",
+    "consumed-twice", "never-consumed",
+    # tester_delivery
+    "lost", "processed-again", "processed-twice", "counted-twice", "aborted-visible", "not-atomic",
+    "offsets-behind", "offsets-lost",
+    # tester_raft (checker.raft's violations)
+    "two-leaders", "double-vote", "committed-changed", "committed-lost", "assertion", "delivery-order",
+    "no-convergence",
+))
+
+
 def campaign_outcome(verdict) -> str:
     """What a hidden check prints for a fault campaign's verdict: ``True``, or ``False: found
     <kind>`` with the kind of anomaly (``lost-write``, ``stuck``, ``rule-error``, ...) and nothing
@@ -60,8 +88,8 @@ def campaign_outcome(verdict) -> str:
     the campaign up to 12 times (for a wrong truncation rule, 26 CPU s instead of 8)."""
     if verdict.ok:
         return "True"
-    kind = getattr(getattr(verdict, "failure", None), "kind", None) or "an anomaly"
-    return f"False: found {kind}"
+    kind = getattr(getattr(verdict, "failure", None), "kind", None)
+    return f"False: found {kind if kind in ANOMALY_KINDS else 'an anomaly'}"
 
 
 def __getattr__(name: str):

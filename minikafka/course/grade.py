@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from . import ast_guard, properties, watch
-from . import BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
+from . import ANOMALY_KINDS, BEGIN_MARKER, CHECK_TAG, END_MARKER, EXERCISE_TAG, GRADING_SEED_CALL, HIDDEN_TAG
 from .compare import cell_options, load_sanitize, tester_report, verdict
 from .exercises import (MarkerError, cell_tags, exercise_heading, notebook_points, read_notebook,
                         source_text, stub_source)
@@ -632,7 +632,7 @@ def hidden_message(cell, run: CellRun) -> str:
     if GRADING_SEED_CALL in source_text(cell):
         text = run.stream_text.strip()
         found = _ANOMALY.match(text) if run.status == "ok" else None
-        if found:
+        if found and found.group(1) in ANOMALY_KINDS:  # a known word, never free text the kernel chose
             return f"{what}: the fault campaign on a grading seed found a '{found.group(1)}' anomaly"
         if run.status == "ok":
             return f"{what}: the fault campaign on a grading seed did not pass"
