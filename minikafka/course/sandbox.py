@@ -65,7 +65,6 @@ import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from dataclasses import asdict, dataclass
@@ -82,6 +81,8 @@ MAX_USERS = 256
 RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, see _start)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 # Where else a folder anyone may write can be (/run/lock, /var/crash, a spool): each gets a tmpfs of
+from minikafka.course.runner import limit_messages
+from minikafka import scratch as scratch_folder
 # its own too (`shared_folders`), or one submission could leave a file there for the next.
 SHARED_UNDER = ("/var", "/run", "/srv", "/opt", "/home", "/mnt", "/media")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the repository: minikafka/course/sandbox.py
@@ -397,7 +398,9 @@ class Sandbox:
         base = RUN_DIR if self.user else None
         if base is not None:
             base.mkdir(mode=0o711, exist_ok=True)
-        self.scratch = Path(tempfile.mkdtemp(prefix="minikafka-sandbox-", dir=base))
+        # Marked as this grader's (minikafka.scratch; the lock file stays root's after the chown):
+        # the next sandbox removes it if this grader is killed.
+        self.scratch = scratch_folder.make("minikafka-sandbox-", base)
         if self.user:
             os.chown(self.scratch, *self.user)
         env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]),
@@ -531,6 +534,7 @@ class Sandbox:
         words = f"Its last words: {last}. " if last else ""
         return words + (f"Likely cause: {hit}." if hit else f"The sandbox's limits: {self.limits_text()}.")
 
+        limit_messages(self.client)  # before it connects: no message part past runner.MAX_MESSAGE_BYTES
     def alive(self) -> bool:
         return bool(self.manager and self.manager.is_alive())
 
@@ -567,7 +571,7 @@ class Sandbox:
         if self.user:
             _kill_user(self.user[0])
         if self.scratch is not None:
-            shutil.rmtree(self.scratch, ignore_errors=True)
+            scratch_folder.remove(self.scratch)
             self.scratch = None
         if self._lock is not None:  # only now may another sandbox take this user
             os.close(self._lock)
