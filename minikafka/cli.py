@@ -161,12 +161,19 @@ def run_grade(args) -> int:
           file=sys.stderr)
     results = grade_all(args.path, reference, settings, jobs=jobs, assignment=args.assignment,
                         progress=not args.quiet and sys.stderr.isatty() or args.progress)
-    print(format_json(results) if args.json else format_table(results), end="")
+    # The files first: nothing printed afterwards can lose them. A name or message the terminal
+    # cannot encode (a lone surrogate) is printed escaped, never the end of the run.
+    for stream in (sys.stdout, sys.stderr):
+        if hasattr(stream, "reconfigure"):
+            stream.reconfigure(errors="backslashreplace")
     if args.csv:
         write_csv(results, args.csv)
-        print(f"gradebook: {_shown(args.csv)}", file=sys.stderr)
     if args.feedback:
         written = write_feedback(results, args.feedback)
+    print(format_json(results) if args.json else format_table(results), end="")
+    if args.csv:
+        print(f"gradebook: {_shown(args.csv)}", file=sys.stderr)
+    if args.feedback:
         print(f"feedback: {len(written)} file(s) in {_shown(args.feedback)}", file=sys.stderr)
     errors = [r for r in results if r.status == "error"]
     if errors:

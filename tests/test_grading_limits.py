@@ -178,6 +178,36 @@ def test_the_gradebook_and_the_feedback_bound_every_message(tmp_path):
     assert "more characters)" in written_bob.read_text()
 
 
+
+def test_a_name_or_message_no_file_can_encode_never_costs_the_class_its_gradebook(tmp_path):
+    """A red team: a lone surrogate (a kernel sending raw JSON, a Latin-1 folder name from a zip
+    export) in one student's message made write_csv raise UnicodeEncodeError after the whole class was
+    graded: grades.csv truncated to 0 bytes (an older gradebook at that path gone) and no feedback
+    for anyone. Now both are written, the surrogate escaped, and a gradebook is replaced whole."""
+    target = tmp_path / "grades.csv"
+    target.write_text("the gradebook of last week\n")
+    odd = Result(student="caf\udce9", submission="caf\udce9/99-sample.ipynb", notebook="99-sample.ipynb",
+                 exercises=[Exercise("Exercise 1: where does a read start?", 2,
+                                     [Check("check 1", "c1", message="your code raised ValueError: no \udc80")])])
+    honest = Result(student="zoe", submission="zoe/99-sample.ipynb", notebook="99-sample.ipynb",
+                    exercises=[Exercise("Exercise 1: where does a read start?", 2, [Check("check 1", "c1", passed=True)])])
+    write_csv([odd, honest], target)
+    rows = list(csv.DictReader(target.open(encoding="utf-8")))
+    assert [r["student"] for r in rows] == ["caf\\udce9", "zoe"]
+    assert rows[0]["message"].endswith("no \\udc80") and rows[1]["points"] == "2"
+    written = write_feedback([odd, honest], tmp_path / "feedback")
+    assert len(written) == 2 and "no \\udc80" in written[0].read_text(encoding="utf-8")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["feedback", "grades.csv"]  # no partial file left
+
+
+def test_a_student_folder_named_like_a_formula_is_not_a_formula_in_the_gradebook(tmp_path):
+    results = [Result(student=name, submission=f"{name}/99-sample.ipynb", status="error", error="x")
+               for name in ("=HYPERLINK(\"http://x\",\"y\")", "+1", "-1", "@SUM(A1)", "ann")]
+    write_csv(results, tmp_path / "grades.csv")
+    students = [r["student"] for r in csv.DictReader((tmp_path / "grades.csv").open())]
+    assert students == ["'=HYPERLINK(\"http://x\",\"y\")", "'+1", "'-1", "'@SUM(A1)", "ann"]
+
+
 # -- feedback file names (D5) ------------------------------------------------------------------------
 
 def test_students_whose_names_sanitize_alike_each_get_their_own_feedback_file(tmp_path):

@@ -438,3 +438,17 @@ def test_a_campaign_outcome_carries_only_a_known_kind_into_the_feedback():
         for row in importlib.import_module(module).WRONG:
             kinds |= set(row[-1]) if isinstance(row[-1], (set, frozenset)) else {row[-1]}
     assert len(kinds) > 20 and kinds <= ANOMALY_KINDS, kinds - ANOMALY_KINDS
+
+
+def test_a_timeout_after_a_hidden_input_says_which_limit_but_not_how_much_cpu_the_code_chose_to_use():
+    """A red team: a cell that waits past the clock's limit after using N seconds of CPU, N chosen
+    from a hidden input, carried a few bits per check out in "having used only N s of CPU"."""
+    from minikafka.course.grade import _quiet, hidden_message
+    from minikafka.course.runner import CellRun, _timeout_reason
+
+    reason = _timeout_reason("clock", True, 30, 30, 300, 300, 10, 3.7)
+    assert "having used only 3.7 s of CPU" in reason  # what the student's own `minikafka check` says
+    run = CellRun(status="timeout", reason=reason)
+    cell = {"cell_type": "code", "source": "# Checks: other inputs.\nprint(f(hidden))"}
+    for said in (hidden_message(cell, run), _quiet(run)):
+        assert "still running after 300 s on the clock, having used little CPU" in said and "3.7" not in said

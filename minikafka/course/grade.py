@@ -528,7 +528,9 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
             if is_hidden and not passed:
                 message = hidden_message(cell, run)
             elif not passed and id(cell) in after_hidden and run.status not in ("timeout", "not run"):
-                message = sealed_message(run)  # (a timeout's reason is the grader's words only)
+                message = sealed_message(run)
+            elif not passed and id(cell) in after_hidden:  # a timeout's reason: the grader's words
+                message = _unmeasured(message)
             detail = "" if passed or is_hidden or id(cell) in after_hidden else tester_report(run)
             exercise.checks.append(Check(label, cell.get("id"), is_hidden, passed, message, detail))
     flagged = None
@@ -539,7 +541,7 @@ def _judge(planned, steps, runs, patterns, from_metadata: bool, broker: GraderBr
         if own is None:
             continue
         want, exercise, kind = own
-        if index in late and run.status in ("error", "died"):  # (the grader's own cell: see sealed_message)
+        if index in late and run.status in ("error", "died", "timeout"):  # (the grader's own cell: see sealed_message)
             run.reason = _quiet(run)
         if kind == "seal":  # (its key, or why it failed, was read in grade_notebook)
             continue
@@ -638,7 +640,7 @@ def hidden_message(cell, run: CellRun) -> str:
             return f"{what}: the fault campaign on a grading seed did not pass"
     how = {"error": "your code raised an exception",
            "died": "the kernel died while it ran (os._exit, a crash or a resource limit)",
-           "ok": "your code's output differs from the reference's"}.get(run.status, run.reason)
+           "ok": "your code's output differs from the reference's"}.get(run.status, _unmeasured(run.reason))
     return f"{what}; {how}"
 
 
@@ -660,10 +662,18 @@ def _after_a_hidden_input(steps) -> set[int]:
     return after
 
 
+def _unmeasured(text: str) -> str:
+    """A timeout's reason without the one figure the submission chose: how much CPU a cell that
+    waited had used (a few bits a check, out of a run that holds hidden inputs)."""
+    return re.sub(r"having used only [0-9.]+ s of CPU", "having used little CPU", text)
+
+
 def _quiet(run: CellRun) -> str:
-    """How a cell failed, in the grader's words only (no exception message, no last words)."""
+    """How a cell failed, in the grader's words only (no exception message, no last words, no
+    figure of the submission's)."""
     return {"error": "an exception (what it said is not shown for a cell that runs after a hidden check)",
-            "died": "the kernel died while it ran (os._exit, a crash or a resource limit)"}.get(run.status, run.reason)
+            "died": "the kernel died while it ran (os._exit, a crash or a resource limit)"}.get(
+                run.status, _unmeasured(run.reason))
 
 
 def sealed_message(run: CellRun) -> str:

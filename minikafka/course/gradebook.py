@@ -159,12 +159,34 @@ def csv_rows(results: list[Result]) -> list[dict]:
     return rows
 
 
+def _cell(text: str) -> str:
+    """A student's folder or notebook name as a spreadsheet cell: one starting with =, +, -, @ (or a
+    tab or carriage return) would be taken for a formula (`=HYPERLINK(...)`), so it gets a leading
+    apostrophe, as OWASP's CSV-injection advice says."""
+    return "'" + text if text.startswith(("=", "+", "-", "@", "\t", "\r")) else text
+
+
+def _write(target: Path, text: str) -> None:
+    """Write `text` as UTF-8, whole or not at all: a text the kernel or the file system made
+    unencodable (a lone surrogate: a Latin-1 folder name, a kernel sending raw JSON) is written with
+    backslash escapes instead of failing the whole class, and an earlier file at `target` is
+    replaced only once the new one is complete."""
+    target = Path(target)
+    partial = target.with_name(f".{target.name}.{os.getpid()}.partial")
+    try:
+        partial.write_text(text, encoding="utf-8", errors="backslashreplace")
+        os.replace(partial, target)
+    finally:
+        partial.unlink(missing_ok=True)
+
+
 def write_csv(results: list[Result], target: Path) -> None:
     buffer = io.StringIO()
     writer = csv.DictWriter(buffer, fieldnames=CSV_FIELDS, lineterminator="\n")
     writer.writeheader()
-    writer.writerows(csv_rows(results))
-    target.write_text(buffer.getvalue(), encoding="utf-8")
+    writer.writerows({**row, "student": _cell(row["student"]), "notebook": _cell(row["notebook"])}
+                     for row in csv_rows(results))
+    _write(target, buffer.getvalue())
 
 
 def feedback(result: Result) -> str:
@@ -220,7 +242,7 @@ def write_feedback(results: list[Result], folder: Path) -> list[Path]:
     for student, name in feedback_names(r.student for r in results).items():
         mine = [r for r in results if r.student == student]
         target = folder / name
-        target.write_text("\n".join(feedback(r) for r in mine), encoding="utf-8")
+        _write(target, "\n".join(feedback(r) for r in mine))
         written.append(target)
     return written
 
