@@ -41,7 +41,6 @@ from minikafka.controller import QuorumController
 from minikafka.metadata.image import MetadataImage
 from minikafka.errors import IllegalArgumentError, KafkaTimeoutError, for_code
 from minikafka.messages import (
-    CONTROLLER_ID,
     ERROR_NAMES,
     NO_ERROR,
     CreateTopicsRequest,
