@@ -28,8 +28,10 @@ This process, still with the grader's privileges, builds the cage and then execs
    with what it got and says so on stderr (the grader reports the isolation level);
 3. it forks: the child becomes process 1 of the new PID namespace, sets the rlimits (CPU seconds,
    address space, processes, file size, no core files), drops to the unprivileged user
-   (root only), asks to be SIGKILLed when the launcher dies, and execs the kernel in the scratch
-   folder. The launcher stays as the parent, forwards SIGINT/SIGTERM (the kernel's interrupt) and
+   (root only), asks to be SIGKILLed when the launcher dies, installs a seccomp filter under which
+   the keyring system calls fail with EPERM (keyrings are per uid and outside every namespace:
+   ``_refuse_keyrings``; the grader also clears them, sandbox.py), and execs the kernel in the
+   scratch folder. The launcher stays as the parent, forwards SIGINT/SIGTERM (the kernel's interrupt) and
    exits with the kernel's status. It is a child subreaper: where there is no PID namespace, a
    process the submission orphans (a daemon) becomes the launcher's, not the system's, so the
    grader's CPU count of the launcher's process tree (runner.py's limits) still sees it.
@@ -274,6 +276,62 @@ def _kept_flags(path):
     return flags
 
 
+# seccomp: the keyring system calls (add_key, request_key, keyctl) per architecture the filter
+# knows, by the AUDIT_ARCH value the kernel reports with each call (linux/audit.h, asm/unistd*.h).
+# Keyrings are per uid and outside every namespace: a key one submission leaves, locked against the
+# grader's KEYCTL_CLEAR with KEYCTL_SETPERM, the next submission as the same user would read.
+KEYRING_SYSCALLS = {
+    0xC000003E: (248, 249, 250, 0x40000000 | 248, 0x40000000 | 249, 0x40000000 | 250),  # x86_64 (and x32)
+    0x40000003: (286, 287, 288),   # i386, also reachable from an x86_64 process (int 0x80)
+    0xC00000B7: (217, 218, 219),   # aarch64
+    0x40000028: (309, 310, 311),   # arm (32-bit)
+}
+PR_SET_SECCOMP, SECCOMP_MODE_FILTER, PR_SET_NO_NEW_PRIVS = 22, 2, 38
+SECCOMP_RET_ALLOW, SECCOMP_RET_ERRNO, EPERM = 0x7FFF0000, 0x00050000, 1
+BPF_LD_W_ABS, BPF_JEQ_K, BPF_RET_K = 0x20, 0x15, 0x06  # BPF_LD|BPF_W|BPF_ABS, BPF_JMP|BPF_JEQ|BPF_K, BPF_RET|BPF_K
+
+
+class _SockFilter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _SockFprog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_SockFilter))]
+
+
+def _keyring_filter():
+    """A seccomp program: for each architecture of KEYRING_SYSCALLS, its keyring calls fail with
+    EPERM; every other call is allowed. Each block: load the arch (seccomp_data.arch, offset 4); not
+    this one: on to the next block; else load the call's number (offset 0), compare it with each
+    keyring call's (equal: to the last instruction, EPERM), and allow."""
+    program, to_deny = [], []
+    for arch, numbers in KEYRING_SYSCALLS.items():
+        size = 3 + len(numbers) + 1  # LD arch, JEQ arch, LD nr, a JEQ per number, RET ALLOW
+        program.append([BPF_LD_W_ABS, 0, 0, 4])
+        program.append([BPF_JEQ_K, 0, size - 2, arch])  # jumps count from the next instruction
+        program.append([BPF_LD_W_ABS, 0, 0, 0])
+        for number in numbers:
+            to_deny.append(len(program))
+            program.append([BPF_JEQ_K, 0, 0, number])
+        program.append([BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW])
+    program.append([BPF_RET_K, 0, 0, SECCOMP_RET_ALLOW])  # an architecture not listed
+    deny = len(program)
+    program.append([BPF_RET_K, 0, 0, SECCOMP_RET_ERRNO | EPERM])
+    for index in to_deny:
+        program[index][1] = deny - index - 1
+    return [tuple(insn) for insn in program]
+
+
+def _refuse_keyrings():
+    """Install the keyring filter on this process and all it will start (kept across fork and
+    exec; no_new_privs first, which a filter needs without CAP_SYS_ADMIN). Linux only."""
+    program = _keyring_filter()
+    filters = (_SockFilter * len(program))(*(_SockFilter(*insn) for insn in program))
+    fprog = _SockFprog(len(program), ctypes.cast(filters, ctypes.POINTER(_SockFilter)))
+    _call("prctl", PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0)
+    _call("prctl", PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0)
+
+
 def _limit(config):
     limits = config["limits"]
     for name, value in (("RLIMIT_CPU", limits.get("cpu_seconds")), ("RLIMIT_AS", limits.get("memory_bytes")),
@@ -319,6 +377,10 @@ def main(argv):
                 _call("prctl", PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)  # after setuid: it resets it
             except OSError:
                 pass
+            try:
+                _refuse_keyrings()
+            except OSError as exc:  # no seccomp here: the grader still clears the keyrings after
+                print(f"minikafka sandbox: keyring calls not refused ({exc})", file=sys.stderr, flush=True)
             os.execve(kernel[0], kernel, config["env"])
         except BaseException as exc:  # noqa: BLE001 - report anything, never return to the caller
             print(f"minikafka sandbox: could not start the kernel: {exc}", file=sys.stderr, flush=True)

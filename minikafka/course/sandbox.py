@@ -7,12 +7,17 @@ IPython kernel through
 rlimits, an unprivileged user, hidden paths). The kernel talks to the grader over ZeroMQ *ipc*
 sockets in the scratch folder: Unix sockets cross a network namespace, TCP on 127.0.0.1 would not.
 On exit the kernel is killed (which kills its whole PID namespace), then, as root, every process of
-the sandbox's user (`kill(-1)` from a child running as that user), then the scratch folder is
-removed and the user is given back.
+the sandbox's user (`kill(-1)` from a child running as that user), then that user's keyrings are
+cleared (below), the scratch folder is removed and the user is given back.
 
 Each running sandbox has an unprivileged user to itself (`minikafka-sandbox0`, `-sandbox1`, ...,
 created with `useradd` when the grader runs as root): a per-user process limit and the final
-kill(-1) then only ever touch that one submission. A user is taken with an exclusive `flock` on
+kill(-1) then only ever touch that one submission. Linux keyrings (`add_key(2)`, `keyctl(2)`) are
+per uid and outside every namespace: a key a submission leaves in its user keyring (`@u`) or
+user-session keyring (`@us`) would be read by the next submission graded as the same user, so both
+are cleared (KEYCTL_CLEAR, from a child running as that user) when a sandbox closes, and when one
+starts (a grader killed mid-class never closed its own); where keyctl is missing or refused, the
+grading goes on (logged at debug). A user is taken with an exclusive `flock` on
 /run/minikafka-grade/userN.lock, held until the sandbox is closed, so graders running at the same
 time on one machine (two terminals, a test suite) never share a user, and so never kill each
 other's kernels. Without root the kernel runs as the grader's user; `isolation()` says in words
@@ -56,8 +61,10 @@ or expected output in reach of the student's code.
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import json
+import logging
 import os
 import stat
 import shutil
@@ -74,6 +81,8 @@ from jupyter_client.manager import KernelManager
 from nbval.kernel import CURRENT_ENV_KERNEL_NAME, NbvalKernelspecManager
 
 from minikafka import platform
+from minikafka.course.runner import limit_messages
+from minikafka import scratch as scratch_folder
 
 LAUNCHER = Path(__file__).with_name("_launch.py")
 USER_PREFIX = "minikafka-sandbox"
@@ -81,8 +90,6 @@ MAX_USERS = 256
 RUN_DIR = Path("/run/minikafka-grade")  # root's scratch folders (outside /tmp, see _start)
 PRIVATE_TMP = ("/tmp", "/var/tmp", "/dev/shm")
 # Where else a folder anyone may write can be (/run/lock, /var/crash, a spool): each gets a tmpfs of
-from minikafka.course.runner import limit_messages
-from minikafka import scratch as scratch_folder
 # its own too (`shared_folders`), or one submission could leave a file there for the next.
 SHARED_UNDER = ("/var", "/run", "/srv", "/opt", "/home", "/mnt", "/media")
 PROJECT_ROOT = Path(__file__).resolve().parents[2]  # the repository: minikafka/course/sandbox.py
@@ -92,6 +99,12 @@ OS_ESSENTIALS = ("SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "PROCESSOR_ARCHIT
 # Windows' per-user folders: pointed at the scratch folder, as HOME and TMPDIR are.
 USER_FOLDERS = ("USERPROFILE", "TEMP", "TMP", "APPDATA", "LOCALAPPDATA")
 STDERR_KEPT = 4096  # bytes of the kernel's stderr kept for the message when it dies
+# keyctl(2)'s number where we know it (asm/unistd_64.h); elsewhere the keyrings are left alone.
+KEYCTL_SYSCALLS = {"x86_64": 250, "amd64": 250, "aarch64": 219, "arm64": 219}
+KEYCTL_CLEAR = 7
+KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING = -4, -5
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -281,7 +294,15 @@ def process_limit(allowance: int | None, uid: int | None) -> tuple[int | None, i
 
 
 def _kill_user(uid: int) -> None:
-    """Kill every process of `uid` (kill(-1) from a child that runs as that user)."""
+    """Kill every process of `uid` (kill(-1) from a child that runs as that user), then clear its
+    keyrings (`_clear_keyrings`): with none of its processes left, none can fill them again."""
+    try:
+        _kill_processes(uid)
+    finally:
+        _clear_keyrings(uid)
+
+
+def _kill_processes(uid: int) -> None:
     for _ in range(5):
         pid = os.fork()
         if pid == 0:
@@ -296,6 +317,49 @@ def _kill_user(uid: int) -> None:
         if not _processes_of(uid):
             return
         time.sleep(0.05)
+
+
+@functools.cache
+def _keyctl():
+    """(libc's syscall(), keyctl's number) on Linux where the number is known, else None. Loaded
+    here, never in a forked child (dlopen after fork in a threaded process may deadlock)."""
+    number = KEYCTL_SYSCALLS.get(os.uname().machine) if sys.platform.startswith("linux") else None
+    if number is None:
+        return None
+    try:
+        call = ctypes.CDLL(None, use_errno=True).syscall
+    except (OSError, AttributeError):
+        return None
+    call.restype = ctypes.c_long
+    return call, number
+
+
+def _clear_keyrings(uid: int) -> None:
+    """Empty the user keyring and the user-session keyring of `uid` (KEYCTL_CLEAR), from a child
+    that runs as that user: keyrings are per uid and outlive every namespace of the kernel (see
+    the header). Where keyctl is missing or refused, nothing is cleared and grading goes on."""
+    found = _keyctl()
+    if found is None:
+        log.debug("keyrings of uid %d not cleared: no keyctl(2) known on this machine", uid)
+        return
+    call, number = found
+    pid = os.fork()
+    if pid == 0:
+        status = 0
+        try:
+            os.setgroups([])
+            os.setuid(uid)
+            for keyring in (KEY_SPEC_USER_KEYRING, KEY_SPEC_USER_SESSION_KEYRING):
+                if call(ctypes.c_long(number), ctypes.c_long(KEYCTL_CLEAR), ctypes.c_long(keyring)) != 0:
+                    status = status or min(ctypes.get_errno(), 255) or 255
+        except BaseException:  # noqa: BLE001 - the child says only that it failed
+            status = 255
+        os._exit(status)
+    _, status = os.waitpid(pid, 0)
+    if status:
+        code = os.waitstatus_to_exitcode(status)
+        log.debug("keyrings of uid %d not cleared: %s", uid,
+                  os.strerror(code) if 0 < code < 255 else f"status {code}")
 
 
 def _processes_of(uid: int) -> int:
@@ -393,6 +457,8 @@ class Sandbox:
         if taken:
             uid, gid, self._lock = taken
             self.user = (uid, gid)
+            # What a grader killed before it closed this user's last sandbox left: processes and keys.
+            _kill_user(uid)
         # As root the scratch folder lives outside /tmp (RUN_DIR); without root it is made in /tmp. Either
         # way the kernel gets a /tmp of its own (PRIVATE_TMP) with the scratch folder kept in it.
         base = RUN_DIR if self.user else None
@@ -468,6 +534,7 @@ class Sandbox:
         if channel:
             self._take_listener(channel[0])
         self.client = manager.client()
+        limit_messages(self.client)  # before it connects: no message part past runner.MAX_MESSAGE_BYTES
         self.client.start_channels()
         try:
             self.client.wait_for_ready(timeout=self.startup_timeout)
@@ -534,7 +601,6 @@ class Sandbox:
         words = f"Its last words: {last}. " if last else ""
         return words + (f"Likely cause: {hit}." if hit else f"The sandbox's limits: {self.limits_text()}.")
 
-        limit_messages(self.client)  # before it connects: no message part past runner.MAX_MESSAGE_BYTES
     def alive(self) -> bool:
         return bool(self.manager and self.manager.is_alive())
 
