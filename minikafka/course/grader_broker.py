@@ -25,8 +25,12 @@ before the student's code asks for them.
 
 Never: answer outside a call (the connection is closed at once), wait for a client without a
 deadline (a client that sends no whole frame, or does not close, is dropped after
-``READ_TIMEOUT``/``LINGER`` seconds: a submission waiting for us never waits long), or read more
-than ``MAX_FRAME`` bytes of a frame.
+``READ_TIMEOUT``/``LINGER`` seconds: a submission waiting for us never waits long), read more
+than ``MAX_FRAME`` bytes of a frame, or hold more than ``MAX_OPEN`` of one call's connections open
+at once or serve more than ``MAX_PER_CALL`` in all (a call opens one; past either cap the
+connection is closed at once, with no thread, and past ``MAX_PER_CALL`` not recorded either), so
+a submission that opens thousands of connections never costs the grader, which may be grading
+other students at the same time (``--jobs``), more than a few threads and file descriptors.
 """
 
 from __future__ import annotations
@@ -42,6 +46,8 @@ READ_TIMEOUT = 5.0   # seconds a client has to send a whole request
 LINGER = 2.0         # seconds we wait for the client to close after the answer
 SPLIT_PAUSE = 0.25   # seconds between the two pieces of a split answer
 MAX_FRAME = 1 << 20  # an ApiVersions request is a few dozen bytes
+MAX_OPEN = 8         # connections of one call served at once (the exercise opens one)
+MAX_PER_CALL = 64    # connections of one call recorded, and served, in all
 
 
 @dataclass
@@ -72,6 +78,7 @@ class GraderBroker:
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self._threads: list[threading.Thread] = []
+        self._open: dict[int, int] = {}  # slot -> its connections being served now
 
     # -- setting up -----------------------------------------------------------------------------
 
@@ -148,18 +155,24 @@ class GraderBroker:
                 return
             with self._lock:
                 slot = self._current
-                connection = Connection()
-                if slot is not None:
+                served = False
+                if slot is not None and len(self._records[slot]) < MAX_PER_CALL:
+                    connection = Connection()  # recorded even when refused: the judge counts them
                     self._records[slot].append(connection)
-            if slot is None:
+                    served = self._open.get(slot, 0) < MAX_OPEN
+                    if served:
+                        self._open[slot] = self._open.get(slot, 0) + 1
+            if not served:  # outside a call, or past a cap: no thread, no fd kept
                 conn.close()
                 continue
-            thread = threading.Thread(target=self._handle, args=(conn, self._cases[slot], connection),
+            thread = threading.Thread(target=self._handle, args=(conn, slot, connection),
                                       daemon=True, name="grader-broker-connection")
-            thread.start()
+            self._threads = [t for t in self._threads if t.is_alive()]  # the finished ones go
             self._threads.append(thread)
+            thread.start()
 
-    def _handle(self, conn: socket.socket, case: Any, connection: Connection) -> None:
+    def _handle(self, conn: socket.socket, slot: int, connection: Connection) -> None:
+        case = self._cases[slot]
         try:
             conn.settimeout(READ_TIMEOUT)
             frame = self._read_frame(conn, connection)
@@ -184,6 +197,8 @@ class GraderBroker:
             pass
         finally:
             conn.close()
+            with self._lock:
+                self._open[slot] -= 1
 
     @staticmethod
     def _read_frame(conn: socket.socket, connection: Connection) -> bytes | None:
