@@ -56,6 +56,7 @@ MAX_MESSAGE_BYTES, were dropped), and the clock and CPU seconds it took.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
@@ -175,6 +176,9 @@ def limit_messages(client) -> None:
     client.context.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES)
 
 
+_MONITORS = itertools.count(1)
+
+
 class _Wire:
     """A kernel client's iopub and shell, read one message at a time without waiting; a connection
     libzmq closed (a message past MAX_MESSAGE_BYTES) is seen by a monitor and made again (`mend`).
@@ -188,7 +192,10 @@ class _Wire:
             sock = getattr(getattr(client, f"{name}_channel", None), "socket", None)
             if isinstance(sock, zmq.Socket):
                 self.sockets[name] = sock
-                self.monitors[sock.get_monitor_socket(zmq.EVENT_DISCONNECTED)] = name
+                # An endpoint of its own each time: pyzmq's default (one per socket's fd) can still be
+                # bound by the last run_cells' monitor ("Address already in use").
+                endpoint = f"inproc://minikafka-runner-monitor-{name}-{os.getpid()}-{next(_MONITORS)}"
+                self.monitors[sock.get_monitor_socket(zmq.EVENT_DISCONNECTED, endpoint)] = name
         self.poller = zmq.Poller()
         for sock in (*self.sockets.values(), *self.monitors):
             self.poller.register(sock, zmq.POLLIN)
