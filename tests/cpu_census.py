@@ -4,8 +4,10 @@ The CPU report's count per unit of work sees only what a pytest worker waited fo
 suite's CPU is spent elsewhere: in notebook kernels (nbval's and the grader's sandboxes), Spark's
 JVMs, broker and controller processes, Chromium. ``Census`` is a daemon thread in the pytest
 controller that reads every process's CPU ticks (``/proc/PID/stat``) twice a second and adds each
-one's growth to its kind, named from its command line when first seen (a ``spark-class`` shell that
-execs ``java`` stays a JVM). What a process used before the census started is not counted; a
+one's growth to its kind, named from its command line. The command line is read at every sample: a
+child seen between its fork and its exec still shows its parent's (a pytest worker's), and once it
+execs, all it was counted moves to its own kind (a ``spark-class`` shell that execs ``java`` is a
+JVM either way; an empty command line, a zombie's, changes nothing). What a process used before the census started is not counted; a
 process that starts and ends between two samples is missed, so the total is a little below the
 machine's busy time (``/proc/stat``), which the report prints beside it.
 """
@@ -82,11 +84,18 @@ class Census(threading.Thread):
                 continue
             start, ticks = read
             key = (pid, start)
+            command = _command(pid)
             seen = self._seen.get(key)
-            if seen is None:
-                seen = self._seen[key] = [kind_of(_command(pid)), ticks if baseline else 0]
+            if seen is None:  # [kind, ticks at the last sample, ticks counted for it]
+                seen = self._seen[key] = [kind_of(command), ticks if baseline else 0, 0]
             with self._lock:
-                self.ticks[seen[0]] = self.ticks.get(seen[0], 0) + ticks - seen[1]
+                kind = kind_of(command) if command else seen[0]
+                if kind != seen[0]:  # it exec'd: what it was counted goes with it
+                    self.ticks[seen[0]] = self.ticks.get(seen[0], 0) - seen[2]
+                    self.ticks[kind] = self.ticks.get(kind, 0) + seen[2]
+                    seen[0] = kind
+                self.ticks[kind] = self.ticks.get(kind, 0) + ticks - seen[1]
+            seen[2] += ticks - seen[1]
             seen[1] = ticks
 
     def stop(self) -> dict[str, float]:
