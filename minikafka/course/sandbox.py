@@ -81,7 +81,6 @@ from jupyter_client.manager import KernelManager
 from nbval.kernel import CURRENT_ENV_KERNEL_NAME, NbvalKernelspecManager
 
 from minikafka import platform
-from minikafka.course.runner import limit_messages
 from minikafka import scratch as scratch_folder
 
 LAUNCHER = Path(__file__).with_name("_launch.py")
@@ -534,7 +533,6 @@ class Sandbox:
         if channel:
             self._take_listener(channel[0])
         self.client = manager.client()
-        limit_messages(self.client)  # before it connects: no message part past runner.MAX_MESSAGE_BYTES
         self.client.start_channels()
         try:
             self.client.wait_for_ready(timeout=self.startup_timeout)
