@@ -25,7 +25,9 @@ the reference, wrapped in a guard (``_Guarded``). The guard treats the function 
   arguments, what the function returned and what Kafka's rule returns;
 - a call that runs longer than ``budget_s`` of wall time (a loop that never ends) is
   interrupted and reported the same way, where the platform can interrupt a running
-  function (``_deadline``: a Unix interval timer in the main thread; elsewhere no budget);
+  function (``minikafka.deadline``: a Unix interval timer in the main thread, and a function
+  that catches the interruption with a bare ``except:`` is stopped at its next line; elsewhere
+  no budget);
 - every call is counted, and each call whose answer differs from Kafka's is kept in a
   ``RuleTrace`` (the first ``RuleTrace.keep``): the judge's timeline shows them;
 - inside ``with allowance(seconds)`` (the judge's: ``tester.judge``) every call also spends from
@@ -146,8 +148,6 @@ import bisect
 import contextvars
 import functools
 import inspect
-import signal
-import threading
 import time
 from collections import namedtuple
 from contextlib import contextmanager
@@ -155,15 +155,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from minikafka.assignors import range_assign, reassign
+from minikafka.deadline import RuleTimeout, call_within
 from minikafka.errors import IllegalArgumentError
 from minikafka.partitioner import murmur2, partition_for_key, to_positive  # lecture 02's rules live there
 from minikafka.recipes import count_reports, no_record_lost, no_record_twice, on_assigned, transactional_step
 from minikafka.replicas import assign_replicas, elect_leader  # lecture 03's rules live there
-
-try:  # signal.signal without its conversions to and from enums (an exception each: the guard sets a handler per call)
-    from _signal import signal as _set_handler
-except ImportError:  # not CPython
-    _set_handler = signal.signal
 
 # --- the reference implementations (Kafka's rules) -------------------------------------------------
 
@@ -764,37 +760,6 @@ class RuleTrace:
             self.differing.append(call)
 
 
-class RuleTimeout(BaseException):
-    """Raised into a rule that ran past its budget (a BaseException: ``except Exception`` in
-    the student's code cannot swallow it)."""
-
-
-def _expired(signum, frame):
-    raise RuleTimeout()
-
-
-@contextmanager
-def _deadline(seconds: float | None) -> Iterator[None]:
-    """Interrupt the body after ``seconds`` of wall time, where the platform allows: a Unix
-    interval timer, in the main thread, restoring any timer and handler already set (a test
-    runner's). Elsewhere (Windows, another thread) the body runs without a budget."""
-    if (seconds is None or not hasattr(signal, "setitimer")
-            or threading.current_thread() is not threading.main_thread()):
-        yield
-        return
-
-    old_handler = _set_handler(signal.SIGALRM, _expired)
-    old_delay, old_interval = signal.setitimer(signal.ITIMER_REAL, seconds)
-    started = time.monotonic()
-    try:
-        yield
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        _set_handler(signal.SIGALRM, old_handler)
-        if old_delay:
-            signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3), old_interval)
-
-
 class Allowance:
     """The wall time every guarded call inside one ``with allowance(seconds)`` may spend, in all
     (see the module docstring); ``spent`` is {rule name: [calls, seconds]}."""
@@ -876,8 +841,7 @@ class _Guarded:
         try:
             if budget is not None and budget <= 0:
                 raise RuleTimeout()
-            with _deadline(budget):
-                value = self.fn(*(_copy(a) for a in args))
+            value = call_within(budget, self.fn, *(_copy(a) for a in args))
         except RuleTimeout as e:
             shown = budget if budget == self.budget_s else round(max(budget, 0), 3)
             raised, cause = f"nothing: still running after {shown} s", e
