@@ -4,7 +4,7 @@ Theory of operation
 -------------------
 A simulated ``Cluster``'s log directories, a campaign schedule's and a Raft schedule's (in RAM,
 /dev/shm), a ``launch()``'s (its ``cluster.secret`` and a student's pickled rules), a grading
-sandbox's: each lives in a folder made with ``tempfile.mkdtemp`` and removed by ``close()``. A
+sandbox's, a Spark session's (its JVM's log, the workers' launcher): each lives in a folder made with ``tempfile.mkdtemp`` and removed by ``close()``. A
 process that never gets to ``close()`` (a notebook kernel restarted or killed, a ``launch()``
 script stopped by SIGKILL, a grader killed mid-class) used to leave its folder behind, in RAM
 until the next reboot where the folder was /dev/shm or /run.
@@ -40,6 +40,9 @@ folder then counts as alive until the child exits too, the safe side. The lock i
 explicitly (no LOCK_UN): closing one copy, in a forked child, leaves the others' lock in force.
 The Spark fork server (``spark/fork_server.py``) is started with exec and makes no scratch folder,
 so its forked workers hold none.
+
+A folder whose name its maker chooses (Spark's, fixed when its module is imported, so that a
+process forked from the maker finds it) is marked with ``adopt(path, prefix)`` once made.
 
 ``remove(path)`` releases the lock and removes the folder (what the callers' ``close()`` did with
 ``shutil.rmtree``). A folder that a caller removes itself (``shutil.rmtree``) gives its lock back
@@ -88,15 +91,33 @@ def make(prefix: str, dir: str | os.PathLike | None = None) -> Path:
     _give_back_removed()
     sweep(prefix, parent)
     path = tempfile.mkdtemp(prefix=prefix, dir=parent)
-    if platform.process_locks():
-        try:
-            fd = _mark(path, prefix)
-        except OSError as e:  # unmarked, it is only never swept: the caller still gets its folder
-            logger.debug("scratch folder %s left unmarked: %s", path, e)
-        else:
-            with _held_guard:
-                _held[path] = fd
+    _hold(path, prefix)
     return Path(path)
+
+
+def adopt(path: str | os.PathLike, prefix: str) -> None:
+    """Mark ``path``, a folder this process has just made under a name of its own that starts with
+    ``prefix`` (Spark's, fixed when ``minikafka.spark.session`` is imported), as ``make`` marks
+    the folders it makes; the folders of the same prefix beside it whose owner is gone are removed
+    first (not this one: it has no lock file yet)."""
+    path = os.path.abspath(os.fspath(path))
+    if not os.path.basename(path).startswith(prefix) or os.path.basename(path) == prefix:
+        raise ValueError(f"{path} is not a folder named {prefix}...")
+    _give_back_removed()
+    sweep(prefix, os.path.dirname(path))
+    _hold(path, prefix)
+
+
+def _hold(path: str, prefix: str) -> None:
+    if not platform.process_locks():
+        return
+    try:
+        fd = _mark(path, prefix)
+    except OSError as e:  # unmarked, it is only never swept: the caller still gets its folder
+        logger.debug("scratch folder %s left unmarked: %s", path, e)
+    else:
+        with _held_guard:
+            _held[path] = fd
 
 
 def remove(path: str | os.PathLike) -> None:
@@ -222,4 +243,4 @@ def _close(fd: int) -> None:
         pass
 
 
-__all__ = ["make", "owner_file", "release", "remove", "remove_tree", "sweep"]
+__all__ = ["adopt", "make", "owner_file", "release", "remove", "remove_tree", "sweep"]

@@ -293,6 +293,31 @@ def test_a_killed_launch_leaves_no_secret_and_no_pickled_rules(owners, tmp):
     assert list(tmp.iterdir()) == []
 
 
+# A Spark session's folder (the JVM's log, the workers' launcher), made as session() makes it.
+SPARK = """
+    import importlib, sys
+    session = importlib.import_module("minikafka.spark.session")  # (minikafka.spark.session is also a function)
+    print(session._own_folder(), flush=True)
+    sys.stdin.read()
+"""
+
+
+def test_a_killed_kernels_spark_folder_is_swept_by_the_next_session(owners, tmp):
+    """Its name is fixed when ``minikafka.spark.session`` is imported (a process forked from the
+    maker finds it there), so it is marked once made (``scratch.adopt``); before, only an exit
+    handler removed it, and a kernel killed with SIGKILL left it in the temporary folder."""
+    dead = owners(SPARK, tmp)
+    assert dead.path.name.startswith("minikafka-spark-") and dead.path.parent == tmp
+    (dead.path / "jvm.log").write_text("a JVM's chatter\n")
+    dead.kill()
+    assert dead.path.is_dir()
+    alive = owners(SPARK, tmp)
+    assert not dead.path.exists() and alive.path.is_dir()
+    alive.proc.stdin.close()  # it exits, and its exit handler removes its own
+    assert alive.proc.wait(timeout=120) == 0
+    assert list(tmp.iterdir()) == []
+
+
 # A grader's sandbox, stopped right after its scratch folder is made (before any kernel starts):
 # shared_folders() is what _start calls next, in the dict it builds for the launcher.
 SANDBOX = """

@@ -38,7 +38,8 @@ JVM chatter would land in random cells. Errors still reach the notebook as excep
 
 That file, the workers' launcher and the fork server's socket live in a folder of this
 process's own (``_work``: mode 0700, in the temporary folder, under a name no one can guess,
-removed when the process exits), never at a fixed name in ``/tmp``: on a machine that many
+removed when the process exits, and by the next session's process if this one was killed
+first), never at a fixed name in ``/tmp``: on a machine that many
 students share (a JupyterHub), a name made of a pid could be another user's stale file
 (their process had our pid once: we could not write it) or a file or symlink planted there
 on purpose (we would run their launcher, or write through their symlink).
@@ -67,9 +68,12 @@ import tempfile
 from pathlib import Path
 from typing import Any, Mapping
 
+from minikafka import scratch
+
 LOG4J2 = Path(__file__).with_name("log4j2.properties")
 # This process's own folder (see the module docstring), made when first needed (_own_folder).
-_work = Path(tempfile.gettempdir()) / f"minikafka-spark-{os.getpid()}-{secrets.token_hex(8)}"
+SCRATCH_PREFIX = "minikafka-spark-"
+_work = Path(tempfile.gettempdir()) / f"{SCRATCH_PREFIX}{os.getpid()}-{secrets.token_hex(8)}"
 log_file = _work / "jvm.log"  # the JVM's stdout and stderr
 _launcher = _work / "python"
 # fork_server: each streaming query's stream-reader process, forked from one that has imported it.
@@ -90,13 +94,16 @@ def _own_folder() -> Path:
             raise PermissionError(f"{_work} is not a private folder of this user: Spark's files are "
                                   "not written there") from None
     else:
+        # Marked as this process's (minikafka.scratch): a kernel killed before its exit handlers ran
+        # leaves it behind, and the next session's folder removes it.
+        scratch.adopt(_work, SCRATCH_PREFIX)
         atexit.register(_remove_own_folder, os.getpid())
     return _work
 
 
 def _remove_own_folder(maker: int) -> None:
     if os.getpid() == maker:  # not in a process forked from the maker
-        shutil.rmtree(_work, ignore_errors=True)
+        scratch.remove(_work)
 
 
 class JavaNotFoundError(RuntimeError):
