@@ -767,11 +767,18 @@ class Allowance:
     def __init__(self, seconds: float) -> None:
         self.seconds = seconds
         self.spent: dict[str, list] = {}
+        self.used = 0.0  # the sum of spent's seconds (kept: left() is asked twice a call)
         self.depth = 0  # guarded calls running now: only the outermost spends
         self.error: RuleError | None = None  # the call that spent the last of it
 
+    def spend(self, rule: str, seconds: float) -> None:
+        used = self.spent.setdefault(rule, [0, 0.0])
+        used[0] += 1
+        used[1] += seconds
+        self.used += seconds
+
     def left(self) -> float:
-        return self.seconds - sum(seconds for _, seconds in self.spent.values())
+        return self.seconds - self.used
 
     def problem(self) -> str:
         used = sorted(self.spent.items(), key=lambda item: -item[1][1])
@@ -852,9 +859,7 @@ class _Guarded:
         finally:
             if spending is not None:
                 spending.depth -= 1
-                used = spending.spent.setdefault(rule.name, [0, 0.0])
-                used[0] += 1
-                used[1] += time.monotonic() - started
+                spending.spend(rule.name, time.monotonic() - started)
         if spending is not None and spending.left() <= 0:
             problem = spending.problem()
         call = RuleCall(self.clock(), self.node, rule.name, named, value, reference, raised)
