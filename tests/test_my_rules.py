@@ -157,3 +157,23 @@ def test_a_missing_folder_or_notebook_is_said_plainly(tmp_path):
     assert len(lectures) == 0
     assert lectures.origin["index_lookup"] == (f"reference ({ROOT / 'notebooks' / '01-the-log.ipynb'} has no "
                                                "exercise cells: a lecture? give the exercises folder)")
+
+
+def test_an_exercise_cell_that_never_ends_even_catching_everything_falls_back_and_says_why(tmp_path, monkeypatch):
+    """Gathering runs each exercise cell in this process, as the student's kernel would: a cell
+    whose top level loops for ever, catching everything (the interruption too), is stopped after
+    ``CELL_BUDGET_S`` and its rules fall back to Kafka's, the summary saying why."""
+    from minikafka.course import student_rules
+
+    monkeypatch.setattr(student_rules, "CELL_BUDGET_S", 0.2)
+
+    def edit(notebook, cell):
+        if notebook.startswith("04-") and "def high_watermark(" in cell.source:
+            cell.source += ("\nwhile True:  # waiting for something that never comes\n"
+                            "    try:\n        sum(range(100))\n    except:\n        pass\n")
+
+    mine = my_rules(fill(tmp_path / "exercises", edit))
+    assert "high_watermark" not in mine
+    assert mine.origin["high_watermark"] == ("reference (your notebook raised TimeoutError: the cell ran longer "
+                                             "than 0.2 s)")
+    assert mine.origin["last_caught_up"] == YOURS  # (another cell of the same notebook)

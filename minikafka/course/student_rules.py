@@ -29,7 +29,7 @@ which (``MyRules.summary()``).
 
 Running a student's code here runs it in this process, as their own kernel would: an exercise
 cell that never finishes is stopped after ``CELL_BUDGET_S`` where the platform can interrupt
-it (``rules._deadline``) and reported as raising.
+it (``minikafka.deadline.call_within``) and reported as raising.
 """
 
 from __future__ import annotations
@@ -43,7 +43,8 @@ from typing import Callable, Iterator
 from minikafka.course import ast_guard
 from minikafka.course.exercises import EXERCISE_TAG, cell_tags, read_notebook, source_text
 from minikafka.errors import IllegalArgumentError
-from minikafka.rules import RULES, RuleTimeout, _deadline, validate
+from minikafka.deadline import RuleTimeout, call_within
+from minikafka.rules import RULES, validate
 
 CELL_BUDGET_S = 10.0
 YOURS = "yours"
@@ -151,8 +152,7 @@ def _gather(path: Path, wanted: list[str]) -> tuple[dict[str, Callable], dict[st
             continue
         here = {n.name: n for n in tree.body if isinstance(n, ast.FunctionDef) and n.name in wanted}
         try:
-            with _deadline(CELL_BUDGET_S):
-                exec(compile(tree, f"<{path.name} cell {i}>", "exec"), namespace)
+            call_within(CELL_BUDGET_S, exec, compile(tree, f"<{path.name} cell {i}>", "exec"), namespace)
         except RuleTimeout:
             failed.update({n: TimeoutError(f"the cell ran longer than {CELL_BUDGET_S} s") for n in here})
             continue
