@@ -44,7 +44,7 @@ to ``tester_cluster``, the producer's (05) to ``tester_producer``, the assignors
 ``tester_raft``.
 
 Hangs: a simulated cluster cannot preempt a pure function, so the guard runs every call of a
-student's rule under a wall-time budget (a Unix interval timer, see ``rules._deadline``); where
+student's rule under a wall-time budget (a Unix interval timer, see ``minikafka.deadline``); where
 the platform has none, a rule that never returns hangs the run. A rule slow on every call but
 never past that budget would make a judge of 04 (about 90,000 calls) run for hours: each
 lecture's judge gives the student's rules ``ALLOWANCE_S`` of wall time in all
