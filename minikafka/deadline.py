@@ -25,14 +25,16 @@ at each return into one of the call's frames (so a caller that catches everythin
 its handler's first line as well) and at each call the call makes. The timer also fires again
 every ``AGAIN_S`` until the call is back in ``call_within``, and raises again. There the trace
 and profile functions are taken off before any Python code runs, and ``RuleTimeout`` reaches the
-caller, also when the function swallowed every one and returned a value.
+caller, also when the function swallowed every one and returned a value: the first one raised,
+whose traceback shows the line the call was running when its time was up.
 
 Nothing is traced before the timer goes off: a call within its budget costs two timer calls.
 What is not stopped: a single C call that never returns to Python (``time.sleep`` returns to run
 the handler; ``sum(range(10**15))`` does not); two handlers that catch everything nested in one
-frame inside a loop (the inner one re-raises, the outer catches, and nothing is called in
-between to put the trace function back); a rule running under a debugger (its trace function
-is left alone). The grader's limits on the whole kernel are the backstop for those.
+frame inside a loop, unless the timer's next interruption lands outside both (the inner one
+re-raises, the outer catches, and nothing is called in between to put the trace function back);
+a rule running under a debugger (its trace function is left alone). The grader's limits on the
+whole kernel are the backstop for those.
 
 Where the platform has no interval timer (Windows), or off the main thread (a signal handler
 runs only there), the function runs without a budget.
@@ -74,13 +76,14 @@ def can_interrupt() -> bool:
 class _Stop:
     """One call's timer: once it has gone off, every line the call runs raises ``RuleTimeout``."""
 
-    __slots__ = ("home", "fired", "traced", "done")
+    __slots__ = ("home", "fired", "traced", "done", "first")
 
     def __init__(self, home) -> None:
         self.home = home  # call_within's frame: the frames below it are the call's
         self.fired = False
         self.traced = False  # have the trace and profile functions been set (over none)?
         self.done = False  # call_within is putting things back: the handler does nothing more
+        self.first: RuleTimeout | None = None  # the one raised where the call was running: its traceback shows the line
 
     def _inside(self, frame) -> bool:
         """Is ``frame`` one of the call's (below ``home``), and not this class's own code (the
@@ -104,9 +107,11 @@ class _Stop:
     def trace(self, frame, event, arg):
         if not self._inside(frame):
             return None
-        if event == "exception":
-            return self.trace  # (an exception passing through: its handler's first line raises)
-        raise RuleTimeout()  # (and CPython takes this trace function off: see profile)
+        if event == "line" or event == "call":
+            raise RuleTimeout()  # (and CPython takes this trace function off: see profile)
+        # An exception passing through ("exception": its handler's first line raises) or a frame
+        # leaving ("return": raising there would replace the exception on its way out).
+        return self.trace
 
     def profile(self, frame, event, arg):
         """Put the trace function back after it raised: at each return into one of the call's
@@ -133,6 +138,9 @@ class _Stop:
             if sys.getprofile() is None:
                 sys.setprofile(self.profile)
             self._trace_from(frame)
+        if self.first is None:
+            self.first = RuleTimeout()
+            raise self.first
         raise RuleTimeout()
 
 
@@ -151,6 +159,10 @@ def call_within(seconds: float | None, fn: Callable, *args: Any) -> Any:
     started = time.monotonic()
     try:
         value = fn(*args)
+    except BaseException:
+        if not stop.fired:
+            raise
+        value = None  # (stopped: which exception the caller gets is decided below)
     finally:
         # No Python call until the trace function is off (it would be traced), and the handler
         # may still run between any two of these lines (it then re-arms at most, never raises).
@@ -163,6 +175,8 @@ def call_within(seconds: float | None, fn: Callable, *args: Any) -> Any:
         _set_handler(signal.SIGALRM, old_handler)
         if old_delay:
             signal.setitimer(signal.ITIMER_REAL, max(old_delay - (time.monotonic() - started), 1e-3), old_interval)
-    if stop.fired:  # it caught every RuleTimeout and returned: still too late
-        raise RuleTimeout()
+    if stop.fired:  # stopped, or it caught every RuleTimeout and returned: too late either way
+        first, stop.first = stop.first, None
+        # The first one raised where the call was running, so the traceback shows the student's line.
+        raise first if first is not None else RuleTimeout()
     return value

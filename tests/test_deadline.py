@@ -119,6 +119,22 @@ def test_a_call_past_its_budget_is_stopped_whatever_it_catches(fn):
     assert signal.getitimer(signal.ITIMER_REAL) == (0.0, 0.0)
 
 
+@pytest.mark.parametrize("fn", [catch_all_loop, caught_once_then_returns, caller_catches_too, deep],
+                         ids=lambda f: f.__name__)
+def test_the_timeout_points_at_the_students_line_that_was_running(fn):
+    """The traceback the student reads (the guard's ``RuleError.__cause__``) ends where their code was
+    when its time was up, not inside the deadline's own code: the first RuleTimeout is the one
+    raised, even when the call caught it and more followed."""
+    import traceback
+
+    with pytest.raises(RuleTimeout) as caught:
+        call_within(0.1, fn)
+    frames = [f.name for f in traceback.extract_tb(caught.value.__traceback__)]
+    students = {"catch_all_loop", "caught_once_then_returns", "caller_catches_too", "deep"}
+    assert frames[1] == "call_within" and frames[-2] in students and frames[-1] == "expired", frames
+    # (the last: the timer's handler, which raised it at the student's line)
+
+
 def test_a_call_within_its_budget_returns_its_value_and_traces_nothing():
     seen = []
 
