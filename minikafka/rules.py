@@ -760,6 +760,20 @@ class RuleTrace:
             self.differing.append(call)
 
 
+def calls_said(rule_calls: Mapping[str, int], differing: int, broke: bool = False) -> str:
+    """A judge's words for what a student's rules did in a failing run: "15 index_lookup calls, 3
+    answered differently from Kafka's". With ``broke`` (a ``RuleError`` stopped the run), the
+    last call, counted in ``differing``, is the one that raised, hung or returned nonsense: it
+    answered nothing, so it is said apart."""
+    calls = ", ".join(f"{n} {name} call{'' if n == 1 else 's'}" for name, n in sorted(rule_calls.items()))
+    calls = calls or "no calls"
+    if not broke:
+        return f"{calls}, {differing} answered differently from Kafka's"
+    before = max(differing - 1, 0)
+    return f"{calls}; the last one broke" + (f", {before} before it answered differently from Kafka's"
+                                             if before else "")
+
+
 class Allowance:
     """The wall time every guarded call inside one ``with allowance(seconds)`` may spend, in all
     (see the module docstring); ``spent`` is {rule name: [calls, seconds]}."""

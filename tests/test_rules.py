@@ -245,3 +245,17 @@ def test_a_call_inside_another_guarded_call_spends_nothing_twice():
     with allowance(10) as spending:
         guarded.high_watermark(0, 1, 3, {2: 3}, (1, 2), None)
     assert spending.spent["high_watermark"][0] == 1 and spending.spent["high_watermark"][1] >= 0.05
+
+
+def test_a_judges_count_of_calls_says_apart_the_call_that_broke():
+    """A student trial read "1 high_watermark calls, 1 answered differently from Kafka's" for a rule
+    stopped at its first call: it answered nothing. The call that broke is said apart, and one
+    call is one call."""
+    from minikafka.rules import calls_said
+
+    assert calls_said({"index_lookup": 15}, 3) == "15 index_lookup calls, 3 answered differently from Kafka's"
+    assert calls_said({"high_watermark": 1}, 1, broke=True) == "1 high_watermark call; the last one broke"
+    assert calls_said({"high_watermark": 40, "last_caught_up": 7}, 5, broke=True) == (
+        "40 high_watermark calls, 7 last_caught_up calls; the last one broke, 4 before it answered differently "
+        "from Kafka's")
+    assert calls_said({}, 0) == "no calls, 0 answered differently from Kafka's"

@@ -72,7 +72,7 @@ from minikafka.checker.campaign import (
 )
 from minikafka.clients.producer import KafkaProducer
 from minikafka.errors import IllegalArgumentError
-from minikafka.rules import RULES, RuleCall, RuleError, RuleTrace, allowance, out_of_time
+from minikafka.rules import RULES, RuleCall, RuleError, RuleTrace, allowance, calls_said, out_of_time
 
 DEFAULT_SCHEDULES = 30
 # Kafka's promise for these settings: nothing acknowledged is lost, written twice or reordered.
@@ -158,7 +158,6 @@ class Verdict:
                     f"your rules: {yours}\n"
                     f"(acks=all, min.insync.replicas=2, RF 3; kills, partitions, elections; then a calm phase)")
         f = self.failure
-        calls = ", ".join(f"{n} {k} calls" for k, n in sorted(f.rule_calls.items()))
         if f.scenario is not None:
             where = f"FAILED: the scenario \"{f.scenario}\" (after {self.passed} schedules passed): {f.kind}"
         else:
@@ -167,7 +166,7 @@ class Verdict:
                      f"{f.kind}")
         return "\n".join([
             where,
-            f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's",
+            f"your rules: {yours}; {calls_said(f.rule_calls, f.differing, f.kind == 'rule-error')}",
             (f"{f.records} records sent" if f.kind != "rule-error" else "the run stopped at your rule's call")
             + f"; timeline{'' if f.scenario else ' of the shrunk schedule'}:",
             f.timeline(),

@@ -74,7 +74,7 @@ from minikafka.checker.campaign import (
 )
 from minikafka.course.tester import Finding, _finding
 from minikafka.errors import IllegalArgumentError
-from minikafka.rules import RuleError
+from minikafka.rules import RuleError, calls_said
 
 DEFAULT_SCHEDULES = 3
 BROKERS = 4
@@ -106,11 +106,10 @@ class ClusterVerdict:
                     f"restarted: availability, leader order, preferred leaders back; a leader killed while a "
                     f"live follower is out of sync, unclean election off and on: acks=all records checked)")
         f = self.failure
-        calls = ", ".join(f"{n} {k} calls" for k, n in sorted(f.rule_calls.items()))
         return "\n".join([
             f"FAILED: schedule {self.passed + 1} of {self.schedules} (seed {f.seed}), the scenario "
             f"\"{f.scenario}\": {f.kind}",
-            f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's",
+            f"your rules: {yours}; {calls_said(f.rule_calls, f.differing, f.kind == 'rule-error')}",
             (f"{f.records} records sent" if f.kind != "rule-error" else "the run stopped at your rule's call")
             + "; timeline:",
             f.timeline(),

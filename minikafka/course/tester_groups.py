@@ -46,7 +46,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Mapping
 
 from minikafka.errors import KafkaError
-from minikafka.rules import RULES, RuleCall, RuleError, out_of_time
+from minikafka.rules import RULES, RuleCall, RuleError, calls_said, out_of_time
 
 DEFAULT_SCHEDULES = 8
 GROUP = "judge"
@@ -110,7 +110,7 @@ class GroupVerdict:
             where = f"FAILED: schedule {self.passed + 1} of {self.schedules} (seed {f.seed}; shrunk: {shrunk}): {f.kind}"
         return "\n".join([
             where,
-            f"your rules: {yours}; {f.rule_calls} {f.rule} calls, {f.differing} answered differently from Kafka's",
+            f"your rules: {yours}; {calls_said({f.rule: f.rule_calls}, f.differing, f.kind == 'rule-error')}",
             f"{f.records} records written; timeline{'' if f.scenario else ' of the shrunk schedule'}:",
             f.timeline(),
         ])

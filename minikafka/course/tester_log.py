@@ -48,7 +48,7 @@ from minikafka.cluster import Cluster
 from minikafka.clients.consumer import KafkaConsumer
 from minikafka.clients.producer import KafkaProducer
 from minikafka.errors import KafkaError
-from minikafka.rules import RuleCall, RuleError, node_name
+from minikafka.rules import RuleCall, RuleError, calls_said, node_name
 from minikafka.topic import TopicPartition
 
 TOPIC = "trucks_gps"
@@ -94,9 +94,8 @@ class LogVerdict:
             return (f"0 anomalies in {self.schedules} schedules (seed {self.seed}); your rules: {yours}\n"
                     f"({setting})")
         f = self.failure
-        calls = ", ".join(f"{n} {k} calls" for k, n in sorted(f.rule_calls.items()))
         lines = [f"FAILED: schedule {self.passed + 1} of {self.schedules} (seed {f.seed}; {f.setting}): {f.kind}",
-                 f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's"]
+                 f"your rules: {yours}; {calls_said(f.rule_calls, f.differing, f.kind == 'rule-error')}"]
         events = sorted(f.events + [(c.time_ms, _line(c)) for c in f.calls[:4]], key=lambda e: e[0])
         if events:
             lines.append("timeline:")

@@ -57,7 +57,7 @@ from minikafka.cluster import Cluster
 from minikafka.clients.producer import KafkaProducer
 from minikafka.clients.record_accumulator import record_size_in_bytes
 from minikafka.errors import KafkaError
-from minikafka.rules import RuleCall, RuleError, node_name
+from minikafka.rules import RuleCall, RuleError, calls_said, node_name
 
 IDEMPOTENCE_SCHEDULES = 6  # of tester's fault campaign
 READY_SCHEDULES = 6
@@ -110,9 +110,8 @@ class ProducerVerdict:
             from minikafka.course.tester import Verdict
             v = Verdict(self.rules, self.schedules, self.seed, self.passed, f)
             return str(v)
-        calls = ", ".join(f"{n} {k} calls" for k, n in sorted(f.rule_calls.items()))
         lines = [f"FAILED: {f.where} (after {self.passed} schedules passed): {f.kind}",
-                 f"your rules: {yours}; {calls or 'no calls'}, {f.differing} answered differently from Kafka's"]
+                 f"your rules: {yours}; {calls_said(f.rule_calls, f.differing, f.kind == 'rule-error')}"]
         if f.calls:
             lines.append("first calls answered differently from Kafka's rule:")
             lines += [c.line() for c in f.calls[:4]]
