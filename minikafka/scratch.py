@@ -48,6 +48,13 @@ process forked from the maker finds it) is marked with ``adopt(path, prefix)`` o
 ``shutil.rmtree``). A folder that a caller removes itself (``shutil.rmtree``) gives its lock back
 at the next ``make``.
 
+A folder with a filesystem mounted in it (the grading sandbox's, as root: a tmpfs that caps what a
+submission writes, see ``minikafka.course.sandbox``) cannot be removed while it is mounted (EBUSY),
+and ``rmtree`` would empty the mounted filesystem first: ``remove_tree`` detaches every mount at or
+under the folder (``detach_mounts``: umount2 with MNT_DETACH, read from /proc/self/mountinfo)
+before it removes anything, so ``remove`` and a sweep of a killed owner's folder take the mount
+away too. Only root can, on Linux; elsewhere nothing of minikafka's is mounted there.
+
 Where locks do not reach across processes (``platform.process_locks()`` is False: the Windows
 stand-in of the tests), ``make`` is ``mkdtemp`` alone and nothing is ever swept: a lock that only
 this process sees would make every other process's folder look dead. The sweep is housekeeping:
@@ -56,11 +63,14 @@ nothing it meets (a folder vanishing meanwhile, a permission refused) fails the 
 
 from __future__ import annotations
 
+import ctypes
 import logging
 import os
+import re
 import shutil
 import stat
 import subprocess
+import sys
 import tempfile
 import threading
 from pathlib import Path
@@ -133,6 +143,7 @@ def remove_tree(path: str | os.PathLike) -> None:
     grading sandbox's scratch folder, with 256 MiB at the bottom) raised RecursionError, which
     ``ignore_errors`` does not cover, and stayed on the grader's disk. ``rm`` (GNU's, BSD's) removes
     a tree of any depth. Never raises."""
+    detach_mounts(path)  # a mount in it (a grading sandbox's, as root) comes off first
     try:
         shutil.rmtree(path, ignore_errors=True)
     except Exception as e:  # noqa: BLE001 - RecursionError, or anything else rmtree meets
@@ -146,6 +157,43 @@ def remove_tree(path: str | os.PathLike) -> None:
                            stderr=subprocess.DEVNULL, check=False)
         except OSError as e:
             logger.debug("rm -rf %s failed: %r", path, e)
+
+
+_MNT_DETACH = 2
+
+
+def _mount_points() -> list[str]:
+    """The mount points of this process's mount namespace (Linux), octal escapes decoded."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
+                for line in f if len(line.split()) > 4]
+
+
+def detach_mounts(path: str | os.PathLike) -> list[str]:
+    """Detach (umount2, MNT_DETACH) every mount at or under ``path``, deepest first, until none is
+    left there; the mount points detached. Root on Linux only (anyone else: nothing, an empty
+    list); never through a symbolic link (``path`` itself one: nothing). Never raises."""
+    detached: list[str] = []
+    if not sys.platform.startswith("linux") or not hasattr(os, "geteuid") or os.geteuid() != 0:
+        return detached
+    try:
+        path = os.path.abspath(os.fspath(path))
+        if os.path.islink(path) or not os.path.isdir(path) or os.path.dirname(path) == path:  # never "/"
+            return detached
+        top = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
+        umount2 = ctypes.CDLL(None, use_errno=True).umount2
+        for _ in range(64):  # mounts stacked on one point come off one at a time
+            under = [p for p in _mount_points() if p == top or p.startswith(top.rstrip("/") + "/")]
+            if not under:
+                break
+            point = max(under, key=lambda p: p.count("/"))
+            if umount2(os.fsencode(point), _MNT_DETACH) != 0:
+                logger.debug("umount2(%s) failed: %s", point, os.strerror(ctypes.get_errno()))
+                break
+            detached.append(point)
+    except Exception as e:  # noqa: BLE001 - housekeeping: no /proc, no libc
+        logger.debug("detaching the mounts under %s stopped: %r", path, e)
+    return detached
 
 
 def release(path: str | os.PathLike) -> None:
@@ -243,4 +291,4 @@ def _close(fd: int) -> None:
         pass
 
 
-__all__ = ["adopt", "make", "owner_file", "release", "remove", "remove_tree", "sweep"]
+__all__ = ["adopt", "detach_mounts", "make", "owner_file", "release", "remove", "remove_tree", "sweep"]

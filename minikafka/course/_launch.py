@@ -14,7 +14,12 @@ This process, still with the grader's privileges, builds the cage and then execs
    no .git, exercises/, notebooks/ or folders beside it are readable) and network (only a loopback
    interface: notebooks can still talk to brokers they start themselves, nothing outside) and IPC
    (System V shared memory, semaphores and message queues die with the kernel: none is left for
-   the next submission).
+   the next submission). Under the grader's run folder (`confine`: /run/minikafka-grade) only this
+   sandbox's own folder keeps its mounts (another sandbox's capped tmpfs, copied into this
+   namespace, is detached here: its memory is freed when that sandbox closes, not when this kernel
+   ends), and where the kernel writes in a capped tmpfs (root: `scratch/home`, sandbox.py) the
+   run folder is bind-mounted read-only over itself, that tmpfs staying writable under it: the
+   scratch folder around it, which the sandbox user owns, takes no byte beside the cap.
    Asked for a listener (`listen`: a port and an inherited socket), it opens a TCP socket listening
    on 127.0.0.1 at that port *in the kernel's network namespace* and hands it to the grader over
    that socket (SCM_RIGHTS), then closes both: the grader serves on it from its own process (a
@@ -46,6 +51,7 @@ import ctypes
 import fcntl
 import json
 import os
+import re
 import resource
 import signal
 import socket
@@ -57,6 +63,7 @@ CLONE_NEWIPC = 0x08000000
 MS_RDONLY, MS_NOSUID, MS_NODEV, MS_NOEXEC, MS_REC, MS_PRIVATE = 1, 2, 4, 8, 0x4000, 1 << 18
 MS_REMOUNT, MS_BIND, MS_MOVE = 32, 4096, 8192
 MS_NOATIME, MS_NODIRATIME, MS_RELATIME = 1024, 2048, 1 << 21
+MNT_DETACH = 2
 PR_SET_PDEATHSIG, PR_SET_CHILD_SUBREAPER = 1, 36
 _libc = ctypes.CDLL(None, use_errno=True)
 
@@ -105,6 +112,11 @@ def _isolate(config) -> list[str]:
                        "size=4k,mode=000")
     except OSError as exc:
         missing.append(f"could not hide the reference and other submissions ({exc.strerror})")
+    if config.get("confine"):
+        try:
+            _confine(**config["confine"])
+        except OSError as exc:
+            missing.append(f"the scratch folder is writable beside its cap ({exc.strerror})")
     covered = True  # the seal and the private /tmp hide what "hide_later" names
     try:  # a /tmp (and /var/tmp, /dev/shm) of its own: nothing written there outlives the sandbox
         for path in config.get("private_tmp", []):
@@ -167,6 +179,34 @@ def _hand_over_listener(listen, problems, network):
         pass  # the grader then has no listener and says so
     finally:
         channel.close()
+
+
+def _mount_points():
+    """This namespace's mount points (/proc/self/mountinfo), octal escapes decoded."""
+    with open("/proc/self/mountinfo", encoding="utf-8", errors="surrogateescape") as f:
+        return [re.sub(r"\\([0-7]{3})", lambda m: chr(int(m[1], 8)), line.split()[4])
+                for line in f if len(line.split()) > 4]
+
+
+def _confine(parent, own, read_only):
+    """Under `parent` (the grader's run folder), detach every mount but those in `own` (this
+    sandbox's scratch folder), best effort: another sandbox's tmpfs, copied in by unshare. With
+    `read_only`, bind-mount `parent` read-only over itself (recursively: the tmpfs in `own` stays
+    writable under it), so nothing is written there but in the capped tmpfs."""
+    prefix, mine = parent.rstrip("/") + "/", own.rstrip("/")
+    if not os.path.isdir(parent):
+        return
+    try:
+        points = _mount_points()
+    except OSError:
+        points = []
+    umount2 = getattr(_libc, "umount2", None)
+    for point in sorted(set(points), key=lambda p: p.count("/"), reverse=True):
+        if point.startswith(prefix) and point != mine and not point.startswith(mine + "/") and umount2:
+            umount2(os.fsencode(point), MNT_DETACH)  # refused (a locked mount): left, harmless
+    if read_only:
+        _mount(parent, parent, None, MS_BIND | MS_REC, None)
+        _mount(None, parent, None, MS_BIND | MS_REMOUNT | MS_RDONLY | _kept_flags(parent), None)
 
 
 def _private_tmp(path, config):

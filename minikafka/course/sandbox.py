@@ -54,6 +54,24 @@ listening socket over (`listener`); where the kernel shares the grader's network
 `network` allowed, no launcher), `listener` is None and `listens` says "shared": the grader's own
 socket on P is the one the kernel reaches.
 
+What a submission writes in its scratch folder is capped in all at `Limits.disk_bytes` where the
+grader is root: the folder the kernel writes in (its HOME, TMPDIR and working folder; kernel.json
+and the ZeroMQ sockets live there too) is `scratch/home`, a tmpfs of that size owned by the sandbox
+user, mounted by the grader in its own mount namespace, so the grader sees the kernel's files and
+sockets there. Writing past it fails with ENOSPC ("No space left on device") in the student's code,
+and nothing outside fills up: before, the folder was on the grader's disk, RLIMIT_FSIZE capped each
+file but not their number, and one submission writing many large files made the other submission
+graded beside it, and the grader, fail with ENOSPC. The scratch folder itself (which holds
+`minikafka.scratch`'s lock file, so a killed grader's folder is still swept) is read-only in the
+kernel's mount namespace (the launcher bind-mounts /run/minikafka-grade read-only over itself,
+the tmpfs staying writable under it), so the sandbox user, its owner, cannot write beside the cap.
+On close the tmpfs is detached (umount2 with MNT_DETACH) before the folder is removed; a killed
+grader's is detached by the sweep that removes its folder (`minikafka.scratch.detach_mounts`).
+The cap is RAM (a tmpfs): two sandboxes side by side may hold 2 x disk_bytes of memory. Without
+root (no mounts: the user-namespace and no-namespace tiers, macOS, Windows) the kernel writes in
+the scratch folder itself, uncapped in total as before: only RLIMIT_FSIZE caps each file (where
+there are rlimits), and `limits_text` names no disk cap.
+
 The submission itself is never written into the sandbox: the grader sends cell sources over the
 kernel protocol and reads outputs from the kernel's messages, so there is no notebook, junit file
 or expected output in reach of the student's code.
@@ -98,6 +116,8 @@ OS_ESSENTIALS = ("SYSTEMROOT", "WINDIR", "COMSPEC", "PATHEXT", "PROCESSOR_ARCHIT
 # Windows' per-user folders: pointed at the scratch folder, as HOME and TMPDIR are.
 USER_FOLDERS = ("USERPROFILE", "TEMP", "TMP", "APPDATA", "LOCALAPPDATA")
 STDERR_KEPT = 4096  # bytes of the kernel's stderr kept for the message when it dies
+HOME_NAME = "home"  # the scratch folder's subfolder the kernel writes in, a tmpfs as root (see the header)
+MS_NOSUID, MS_NODEV = 2, 4
 # keyctl(2)'s number where we know it (asm/unistd_64.h); elsewhere the keyrings are left alone.
 KEYCTL_SYSCALLS = {"x86_64": 250, "amd64": 250, "aarch64": 219, "arm64": 219}
 KEYCTL_CLEAR = 7
@@ -113,6 +133,7 @@ class Limits:
     memory_bytes: int | None = 4 * GiB  # address space per process
     processes: int | None = 256        # processes + threads of the submission (on top of what its user runs)
     file_bytes: int | None = 512 * 1024 ** 2  # largest file it may write
+    disk_bytes: int | None = 1 * GiB  # all it may write in its scratch folder (root only: a tmpfs)
     network: bool = False              # False: a network namespace with only loopback
 
     @classmethod
@@ -178,7 +199,7 @@ def isolation() -> str:
     if is_root():
         return ("sandbox: an unprivileged user per submission, own PID/mount/network namespaces, "
                 "the repository sealed (only the package and its virtualenv visible, read-only), "
-                "references and other submissions hidden, rlimits")
+                "references and other submissions hidden, rlimits, the scratch folder capped in all")
     if platform.user_namespaces():
         return ("sandbox (not root): the kernel runs as your user, in namespaces of its own (this OS allows "
                 "unprivileged user namespaces): own PID/mount/network namespaces, /tmp, /var/tmp and /dev/shm "
@@ -361,6 +382,18 @@ def _clear_keyrings(uid: int) -> None:
                   os.strerror(code) if 0 < code < 255 else f"status {code}")
 
 
+def _mount_tmpfs(path: Path, size: int, uid: int, gid: int) -> None:
+    """Mount a tmpfs of `size` bytes on `path` (mode 0700, owned by uid:gid; no set-uid files, no
+    devices; at most one inode per 4 KiB of it, so empty files cannot fill memory either). Root,
+    Linux."""
+    inodes = max(size // 4096, 1024)
+    call = ctypes.CDLL(None, use_errno=True).mount
+    data = f"size={int(size)},nr_inodes={inodes},mode=0700,uid={uid},gid={gid}".encode()
+    if call(b"tmpfs", os.fsencode(str(path)), b"tmpfs", ctypes.c_ulong(MS_NOSUID | MS_NODEV), data) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"mount tmpfs on {path}: {os.strerror(errno)}")
+
+
 def _processes_of(uid: int) -> int:
     return platform.threads_of(uid) or 0
 
@@ -412,6 +445,8 @@ _FORK_REFUSED = ("Resource temporarily unavailable", "EAGAIN")
 _THREAD_REFUSED = ("can't start new thread",)
 # ... and when an allocation or a library's mapping is refused under the memory limit.
 _MEMORY_REFUSED = ("MemoryError", "failed to map segment", "Cannot allocate memory")
+# ... and when a write is refused for want of room (the scratch folder's cap, root only).
+_DISK_FULL = ("No space left on device", "ENOSPC")
 
 
 def _size(n: int) -> str:
@@ -433,6 +468,8 @@ class Sandbox:
         self.user: tuple[int, int] | None = None
         self._lock: int | None = None
         self.scratch: Path | None = None
+        self.home: Path | None = None  # where the kernel writes: scratch/home (a tmpfs) as root, else scratch
+        self.disk_capped = False  # a tmpfs of limits.disk_bytes is mounted on self.home
         self.manager: KernelManager | None = None
         self.client = None
         self.missing = platform.sandbox_missing()  # empty: the Unix launcher cages the kernel
@@ -468,13 +505,15 @@ class Sandbox:
         self.scratch = scratch_folder.make("minikafka-sandbox-", base)
         if self.user:
             os.chown(self.scratch, *self.user)
+        self.home = self._cap_disk()
+        home = self.home
         env = {"PATH": os.pathsep.join([os.path.dirname(sys.executable), "/usr/bin", "/bin"]),
-               "HOME": str(self.scratch),
-               "TMPDIR": str(self.scratch), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
+               "HOME": str(home),
+               "TMPDIR": str(home), "LANG": "C.UTF-8", "PYTHONHASHSEED": "0",
                "MPLBACKEND": "module://matplotlib_inline.backend_inline",
                "JAVA_HOME": os.environ.get("JAVA_HOME", ""), "PYDEVD_DISABLE_FILE_VALIDATION": "1",
                **{name: os.environ[name] for name in OS_ESSENTIALS if name in os.environ},
-               **{name: str(self.scratch) for name in USER_FOLDERS if name in os.environ},
+               **{name: str(home) for name in USER_FOLDERS if name in os.environ},
                **self.extra_env}
         limits = asdict(self.limits)
         if self.user:
@@ -487,10 +526,10 @@ class Sandbox:
             manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="tcp", ip="127.0.0.1",
-                                              connection_file=str(self.scratch / "kernel.json"))
+                                              connection_file=str(home / "kernel.json"))
         else:
             config = {"uid": self.user and self.user[0], "gid": self.user and self.user[1],
-                      "scratch": str(self.scratch), "env": env, "limits": limits,
+                      "scratch": str(home), "env": env, "limits": limits,
                       "network": self.limits.network,
                       "private_tmp": list(shared_folders()),
                       # Kept reachable inside a private /tmp: the scratch folder (where a grader
@@ -500,15 +539,20 @@ class Sandbox:
                       # The interpreter may live where the sandbox user cannot go (pyenv under /root).
                       "expose": sorted({str(Path(sys.base_prefix).resolve()),
                                         str(Path(sys.executable).resolve().parent)}),
-                      "seal": seal(self.scratch)}
+                      "seal": seal(self.scratch),
+                      # Only this sandbox's folder under RUN_DIR in the kernel's mount namespace
+                      # (another sandbox's tmpfs is detached there), and RUN_DIR read-only when
+                      # the kernel writes in a capped tmpfs (its own scratch folder included).
+                      "confine": {"parent": str(RUN_DIR), "own": str(self.scratch),
+                                  "read_only": self.disk_capped}}
             # A hidden path the seal or the private /tmp covers gets no mount of its own, unless
             # the launcher could not seal or cover it (then "hide_later" is mounted after all).
             config["hide"] = [str(p) for p in self.hide if not covered(p, config)]
             config["hide_later"] = [str(p) for p in self.hide if covered(p, config)]
             manager = _SandboxedKernelManager(kernel_name=CURRENT_ENV_KERNEL_NAME,
                                               kernel_spec_manager=NbvalKernelspecManager(),
-                                              transport="ipc", ip=str(self.scratch / "zmq"),
-                                              connection_file=str(self.scratch / "kernel.json"))
+                                              transport="ipc", ip=str(home / "zmq"),
+                                              connection_file=str(home / "kernel.json"))
         channel = None
         if self.listen_port is not None and not self.missing:
             channel = socket.socketpair()
@@ -524,7 +568,7 @@ class Sandbox:
         self._stderr = _StderrTail()
         passed = {"pass_fds": (channel[1].fileno(),)} if channel else {}
         try:
-            manager.start_kernel(cwd=str(self.scratch), env=env, stdout=subprocess.DEVNULL,
+            manager.start_kernel(cwd=str(home), env=env, stdout=subprocess.DEVNULL,
                                  stderr=self._stderr.fd, **passed)
         finally:
             if channel:
@@ -539,6 +583,28 @@ class Sandbox:
         except RuntimeError as exc:  # "Kernel died before replying to kernel_info", or its timeout
             raise SandboxError(f"the sandboxed kernel did not start ({exc}). "
                                f"{self.death_note(wait=2.0)}") from None
+
+    def _cap_disk(self) -> Path:
+        """The folder the kernel writes in: as root (a sandbox user of its own, so the launcher
+        runs) with a `disk_bytes` limit, `scratch/home` with a tmpfs of that size mounted on it
+        (see the header); else the scratch folder itself, uncapped in total as before. A tmpfs the
+        OS refuses (a container without CAP_SYS_ADMIN) is said in the log and not pretended."""
+        if not self.user or self.limits.disk_bytes is None or self.missing:
+            return self.scratch
+        home = self.scratch / HOME_NAME
+        home.mkdir(mode=0o700)
+        try:
+            _mount_tmpfs(home, self.limits.disk_bytes, *self.user)
+        except OSError as exc:
+            log.warning("the scratch folder's total is not capped: %s", exc)
+            home.rmdir()
+            return self.scratch
+        self.disk_capped = True
+        return home
+
+    def _disk_text(self) -> str:
+        return (f"{_size(self.limits.disk_bytes)} in all in the scratch folder "
+                "(HOME, TMPDIR, the working folder)")
 
     def _take_listener(self, channel: socket.socket) -> None:
         """The launcher's answer: a listening socket in the kernel's network, or why not."""
@@ -567,6 +633,8 @@ class Sandbox:
             parts.append(self._nproc_text())
         if self.limits.file_bytes is not None:
             parts.append(f"files of {_size(self.limits.file_bytes)} (RLIMIT_FSIZE)")
+        if self.disk_capped:
+            parts.append(self._disk_text())
         return ", ".join(parts) or "no limits"
 
     def _nproc_text(self) -> str:
@@ -588,6 +656,9 @@ class Sandbox:
                         else f"the sandbox's memory limit was reached: {memory}")
         if memory and any(sign in text for sign in _MEMORY_REFUSED):
             return f"the sandbox's memory limit was reached: {memory}"
+        if self.disk_capped and any(sign in text for sign in _DISK_FULL):
+            return (f"the sandbox's disk limit was reached: {self._disk_text()}; /tmp, /var/tmp and "
+                    f"/dev/shm {_size(self.limits.file_bytes or GiB)} each")
         return None
 
     def death_note(self, wait: float = 0.0) -> str:
@@ -635,8 +706,11 @@ class Sandbox:
         if self.user:
             _kill_user(self.user[0])
         if self.scratch is not None:
+            # The tmpfs on scratch/home comes off first (MNT_DETACH): a folder holding a mount
+            # cannot be removed. scratch_folder.remove detaches too; said here as it is the rule.
+            scratch_folder.detach_mounts(self.scratch)
             scratch_folder.remove(self.scratch)
-            self.scratch = None
+            self.scratch = self.home = None
         if self._lock is not None:  # only now may another sandbox take this user
             os.close(self._lock)
             self._lock = None
