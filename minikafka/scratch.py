@@ -181,13 +181,12 @@ def detach_mounts(path: str | os.PathLike) -> list[str]:
         if os.path.islink(path) or not os.path.isdir(path) or os.path.dirname(path) == path:  # never "/"
             return detached
         top = os.path.join(os.path.realpath(os.path.dirname(path)), os.path.basename(path))
-        umount2 = ctypes.CDLL(None, use_errno=True).umount2
         for _ in range(64):  # mounts stacked on one point come off one at a time
             under = [p for p in _mount_points() if p == top or p.startswith(top.rstrip("/") + "/")]
             if not under:
                 break
             point = max(under, key=lambda p: p.count("/"))
-            if umount2(os.fsencode(point), _MNT_DETACH) != 0:
+            if ctypes.CDLL(None, use_errno=True).umount2(os.fsencode(point), _MNT_DETACH) != 0:
                 logger.debug("umount2(%s) failed: %s", point, os.strerror(ctypes.get_errno()))
                 break
             detached.append(point)
