@@ -46,8 +46,8 @@ os.environ.setdefault("MINIKAFKA_GRADING_SEED", "20261129")
 PROCESS_MODULES = {
     "test_benchmarks", "test_bsd_ports", "test_client_tansu", "test_client_tcp", "test_cluster_up", "test_feed",
     "test_fork_server", "test_grading_sealed", "test_launch_rules", "test_portability", "test_sandbox_disk",
-    "test_sandbox_limits", "test_scratch", "test_shared_machine", "test_tools", "test_widget_state",
-    "test_widgets_wire", "test_wire", "test_wire_admin", "test_wire_consumer_protocol",
+    "test_sandbox_lifeline", "test_sandbox_limits", "test_scratch", "test_shared_machine", "test_tools",
+    "test_widget_state", "test_widgets_wire", "test_wire", "test_wire_admin", "test_wire_consumer_protocol",
     "test_wire_controller_pause", "test_wire_kraft", "test_wire_log_dir_failure", "test_wire_security",
     "test_wire_static_membership", "test_wire_storage", "test_wire_transactions",
 }

@@ -37,7 +37,10 @@ This process, still with the grader's privileges, builds the cage and then execs
    the keyring system calls fail with EPERM (keyrings are per uid and outside every namespace:
    ``_refuse_keyrings``; the grader also clears them, sandbox.py), and execs the kernel in the
    scratch folder. The launcher stays as the parent, forwards SIGINT/SIGTERM (the kernel's interrupt) and
-   exits with the kernel's status. It is a child subreaper: where there is no PID namespace, a
+   exits with the kernel's status. It holds the read end of a pipe whose write end only the grader
+   holds (`lifeline`): when the grader closes the sandbox or dies (SIGKILL included), the pipe
+   reads end-of-file and the launcher kills the kernel; before, a killed grader's kernels ran on
+   up to their CPU limit, nothing waiting for them. It is a child subreaper: where there is no PID namespace, a
    process the submission orphans (a daemon) becomes the launcher's, not the system's, so the
    grader's CPU count of the launcher's process tree (runner.py's limits) still sees it.
 
@@ -53,6 +56,7 @@ import json
 import os
 import re
 import resource
+import select
 import signal
 import socket
 import struct
@@ -384,6 +388,34 @@ def _limit(config):
                 print(f"minikafka sandbox: {name} not set ({exc})", file=sys.stderr, flush=True)
 
 
+def _watch_lifeline(fd, child):
+    """Until the kernel ends: kill it when the grader's end of the lifeline closes (the grader
+    closed the sandbox, or died, SIGKILL included: the kernel, process 1 of its namespace, takes
+    its processes with it). A select on the pipe and a pidfd of the kernel, not a thread: after
+    unshare(CLONE_NEWPID) this process may not start one. Without pidfds (Linux < 5.3) nothing is
+    watched, as before."""
+    try:
+        kernel = os.pidfd_open(child)
+    except (AttributeError, OSError):
+        return
+    watched = [fd, kernel]
+    while kernel in watched:
+        ready, _, _ = select.select(watched, [], [])
+        if kernel in ready:
+            break
+        try:
+            more = os.read(fd, 64)
+        except OSError:
+            more = b""
+        if not more:  # end of file: the grader's end is closed
+            watched.remove(fd)
+            try:
+                os.kill(child, signal.SIGKILL)
+            except OSError:
+                pass
+    os.close(kernel)
+
+
 def main(argv):
     config = json.loads(argv[1])
     kernel = argv[argv.index("--") + 1:]
@@ -400,9 +432,12 @@ def main(argv):
         _call("prctl", PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
     except OSError:
         pass
+    lifeline = config.get("lifeline")
     child = os.fork()
     if child == 0:
         try:
+            if lifeline is not None:
+                os.close(lifeline)  # (the kernel has no business with it)
             try:  # a /proc that shows only this PID namespace
                 _mount("proc", "/proc", "proc", MS_NOSUID | MS_NODEV | MS_NOEXEC, None)
             except OSError:
@@ -430,6 +465,8 @@ def main(argv):
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     for signum in (signal.SIGTERM, signal.SIGHUP):
         signal.signal(signum, lambda s, _f: os.kill(child, signal.SIGKILL))
+    if lifeline is not None:
+        _watch_lifeline(lifeline, child)
     while True:
         try:
             _, status = os.waitpid(child, 0)

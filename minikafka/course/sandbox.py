@@ -467,6 +467,7 @@ class Sandbox:
         self.startup_timeout = startup_timeout
         self.user: tuple[int, int] | None = None
         self._lock: int | None = None
+        self._lifeline: int | None = None  # the write end of the launcher's lifeline (kept open, never written)
         self.scratch: Path | None = None
         self.home: Path | None = None  # where the kernel writes: scratch/home (a tmpfs) as root, else scratch
         self.disk_capped = False  # a tmpfs of limits.disk_bytes is mounted on self.home
@@ -553,6 +554,12 @@ class Sandbox:
                                               kernel_spec_manager=NbvalKernelspecManager(),
                                               transport="ipc", ip=str(home / "zmq"),
                                               connection_file=str(home / "kernel.json"))
+        # The launcher's lifeline: it kills the kernel when the grader's end closes, however the
+        # grader ends (killed mid-class, its kernels used to run on, up to their CPU limit).
+        lifeline = None
+        if not self.missing:
+            lifeline, self._lifeline = os.pipe()
+            config["lifeline"] = lifeline
         channel = None
         if self.listen_port is not None and not self.missing:
             channel = socket.socketpair()
@@ -566,13 +573,16 @@ class Sandbox:
         if self.user:
             os.chown(manager.connection_file, *self.user)
         self._stderr = _StderrTail()
-        passed = {"pass_fds": (channel[1].fileno(),)} if channel else {}
+        fds = ((channel[1].fileno(),) if channel else ()) + ((lifeline,) if lifeline is not None else ())
+        passed = {"pass_fds": fds} if fds else {}
         try:
             manager.start_kernel(cwd=str(home), env=env, stdout=subprocess.DEVNULL,
                                  stderr=self._stderr.fd, **passed)
         finally:
             if channel:
                 channel[1].close()
+            if lifeline is not None:
+                os.close(lifeline)
         self._stderr.started()
         if channel:
             self._take_listener(channel[0])
@@ -701,6 +711,9 @@ class Sandbox:
                 pass
             self.manager.cleanup_resources()
             self.manager = None
+        if self._lifeline is not None:
+            os.close(self._lifeline)
+            self._lifeline = None
         if self._stderr is not None:
             self._stderr.started()  # if the kernel never started, our write end is still open
         if self.user:
