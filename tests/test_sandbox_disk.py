@@ -218,7 +218,7 @@ def test_a_killed_graders_mounted_folder_is_swept_by_the_next_sandbox(monkeypatc
             raise AssertionError(f"the grader died before its sandbox started: {err.read()[-3000:]}")
         path, pid = line.split()
         dead = Path(path)
-        launcher = os.pidfd_open(int(pid))  # its kernel outlives the grader: ended below
+        launcher = os.pidfd_open(int(pid))  # (its kernel ends with the grader: the lifeline)
         assert dead.parent == sandbox.RUN_DIR
         assert mounts_under(dead) == [(str(dead / "home"), "tmpfs")]
         grader.send_signal(signal.SIGKILL)
@@ -246,6 +246,6 @@ def test_a_killed_graders_mounted_folder_is_swept_by_the_next_sandbox(monkeypatc
             try:
                 signal.pidfd_send_signal(launcher, signal.SIGKILL)
             except ProcessLookupError:
-                pass  # already ended (the next sandbox took the same user and killed its kernel)
+                pass  # already ended: its lifeline closed with the grader (tests/test_sandbox_lifeline.py)
             select.select([launcher], [], [], 60)  # readable once it has exited
             os.close(launcher)

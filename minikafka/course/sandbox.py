@@ -719,9 +719,7 @@ class Sandbox:
         if self.user:
             _kill_user(self.user[0])
         if self.scratch is not None:
-            # The tmpfs on scratch/home comes off first (MNT_DETACH): a folder holding a mount
-            # cannot be removed. scratch_folder.remove detaches too; said here as it is the rule.
-            scratch_folder.detach_mounts(self.scratch)
+            # (remove takes the tmpfs on scratch/home off first: scratch.detach_mounts)
             scratch_folder.remove(self.scratch)
             self.scratch = self.home = None
         if self._lock is not None:  # only now may another sandbox take this user
